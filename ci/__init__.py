@@ -1,0 +1,1 @@
+"""CI registry, hardware catalog, partitioner, suite runner, workflow generator and audit."""
