@@ -17,6 +17,7 @@ _LAZY = {
     "unified_inject_loc": "impl.kernels",
     "expand_prefill_causally": "impl.kernels",
     "pad_verify_lens_to_bucket": "impl.kernels",
+    "select_token_tier": "impl.kernels",
     "prefill_inject_meta": "impl.kernels",
     "top_k_renorm": "impl.kernels",
     "top_p_renorm": "impl.kernels",
@@ -26,6 +27,18 @@ _LAZY = {
     "emulate": "impl.platform",
     "GATES": "impl.gates",
     "check_mode": "impl.validation",
+    # pools, metadata, sync policy, DSpark/MTP components (issue #4)
+    "UnifiedKVPool": "impl.pools",
+    "PagedKVPool": "impl.pools",
+    "make_pool": "impl.pools",
+    "check_pools_compatible": "impl.pools",
+    "TargetHiddenInjector": "impl.spec",
+    "greedy_verify": "impl.spec",
+    "sampling_verify": "impl.spec",
+    "AcceptanceStats": "impl.spec",
+    "build_verify_metadata": "impl.verify_metadata",
+    "RaggedVerifyLayout": "impl.verify_metadata",
+    "build_prefill_metadata": "impl.prefill_metadata",
 }
 
 __all__ = sorted(_LAZY)

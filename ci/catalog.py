@@ -1,0 +1,174 @@
+"""The hardware catalog (``ci/hardware.yaml``): labels -> runners, GPUs, default env.
+
+Loading validates every entry; any problem is a :class:`CatalogError` naming the
+file, line and field. Gate variables in a default env are checked against the
+gate table in ``impl/gates.py`` (which imports no torch).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+from ci.gatecheck import gate_env_problem
+
+CATALOG_PATH = "ci/hardware.yaml"
+VENDORS = ("cpu", "nvidia", "amd")
+BACKENDS = ("cpu", "cuda", "hip")
+ARCHES = ("cpu", "sm90", "gfx942", "gfx950")
+LABEL_RE = re.compile(r"^[a-z0-9][a-z0-9.-]*$")
+_REQUIRED = ("runs_on", "vendor", "arch", "gpus", "backend")
+_OPTIONAL = ("workers", "env", "container")
+
+
+class CatalogError(ValueError):
+    """The catalog file is malformed, or a label is not in it."""
+
+
+@dataclass(frozen=True)
+class Hardware:
+    label: str
+    runs_on: tuple[str, ...]
+    vendor: str
+    arch: str
+    gpus: int
+    backend: str
+    workers: int = 1
+    env: Mapping[str, str] = field(default_factory=dict)
+    container: Mapping[str, str] | None = None
+
+    @property
+    def is_gpu(self) -> bool:
+        return self.gpus > 0
+
+
+@dataclass(frozen=True)
+class Catalog:
+    hardware: Mapping[str, Hardware]
+    shard_budget_s: float = 600.0
+    python: str = "3.11"
+    path: str = CATALOG_PATH
+
+    def get(self, label: str, *, where: str = "") -> Hardware:
+        try:
+            return self.hardware[label]
+        except KeyError:
+            prefix = f"{where}: " if where else ""
+            raise CatalogError(
+                f"{prefix}unknown hardware label {label!r}; {self.path} defines {sorted(self.hardware)}"
+            ) from None
+
+    @property
+    def labels(self) -> list[str]:
+        return list(self.hardware)
+
+
+def _key_lines(text: str) -> dict[str, int]:
+    """Line numbers of the entries under ``hardware:`` (for error messages)."""
+    try:
+        root = yaml.compose(text)
+    except yaml.YAMLError:
+        return {}
+    lines: dict[str, int] = {}
+    if isinstance(root, yaml.MappingNode):
+        for key, value in root.value:
+            if key.value == "hardware" and isinstance(value, yaml.MappingNode):
+                for hw_key, _ in value.value:
+                    lines[str(hw_key.value)] = hw_key.start_mark.line + 1
+    return lines
+
+
+def _parse_entry(label: str, raw: Any, where: str) -> Hardware:
+    def fail(msg: str) -> CatalogError:
+        return CatalogError(f"{where}: hardware {label!r}: {msg}")
+
+    if not LABEL_RE.match(label):
+        raise fail("label must be lower-case letters, digits, '.', '-'")
+    if not isinstance(raw, dict):
+        raise fail("entry must be a mapping")
+    unknown = set(raw) - set(_REQUIRED) - set(_OPTIONAL)
+    if unknown:
+        raise fail(f"unknown field(s) {sorted(unknown)}; allowed {list(_REQUIRED + _OPTIONAL)}")
+    missing = [k for k in _REQUIRED if k not in raw]
+    if missing:
+        raise fail(f"missing field(s) {missing}")
+    runs_on = raw["runs_on"]
+    if isinstance(runs_on, str):
+        runs_on = [runs_on]
+    if not runs_on or not all(isinstance(x, str) and x for x in runs_on):
+        raise fail("runs_on must be a runner label or a non-empty list of them")
+    if raw["vendor"] not in VENDORS:
+        raise fail(f"vendor {raw['vendor']!r} not in {list(VENDORS)}")
+    if raw["backend"] not in BACKENDS:
+        raise fail(f"backend {raw['backend']!r} not in {list(BACKENDS)}")
+    if raw["arch"] not in ARCHES:
+        raise fail(f"arch {raw['arch']!r} not in {list(ARCHES)}")
+    gpus = raw["gpus"]
+    if not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 0:
+        raise fail(f"gpus must be a non-negative integer, got {gpus!r}")
+    if (gpus == 0) != (raw["backend"] == "cpu"):
+        raise fail("backend 'cpu' goes with gpus: 0, and only with it")
+    workers = raw.get("workers", 1)
+    if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
+        raise fail(f"workers must be a positive integer, got {workers!r}")
+    env = raw.get("env") or {}
+    if not isinstance(env, dict):
+        raise fail("env must be a mapping of variable -> string value")
+    for var, value in env.items():
+        if not isinstance(var, str) or not isinstance(value, str):
+            raise fail(f"env {var!r}: names and values must be strings (quote numbers)")
+        problem = gate_env_problem(var, value)
+        if problem:
+            raise fail(f"env: {problem}")
+    container = raw.get("container")
+    if container is not None:
+        if not isinstance(container, dict) or not isinstance(container.get("image"), str):
+            raise fail("container must be a mapping with an 'image' string (and optional 'options')")
+        if set(container) - {"image", "options"}:
+            raise fail(f"container: unknown field(s) {sorted(set(container) - {'image', 'options'})}")
+    return Hardware(
+        label=label,
+        runs_on=tuple(runs_on),
+        vendor=raw["vendor"],
+        arch=raw["arch"],
+        gpus=gpus,
+        backend=raw["backend"],
+        workers=workers,
+        env=dict(env),
+        container=dict(container) if container else None,
+    )
+
+
+def parse_catalog(text: str, *, path: str = CATALOG_PATH) -> Catalog:
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise CatalogError(f"{path}: not valid YAML: {exc}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("hardware"), dict):
+        raise CatalogError(f"{path}: expected a top-level 'hardware:' mapping")
+    unknown_top = set(data) - {"hardware", "defaults"}
+    if unknown_top:
+        raise CatalogError(f"{path}: unknown top-level key(s) {sorted(unknown_top)}")
+    defaults = data.get("defaults") or {}
+    budget = defaults.get("shard_budget_s", 600)
+    if not isinstance(budget, (int, float)) or isinstance(budget, bool) or budget <= 0:
+        raise CatalogError(f"{path}: defaults.shard_budget_s must be a positive number")
+    lines = _key_lines(text)
+    hardware = {
+        str(label): _parse_entry(str(label), raw, f"{path}:{lines.get(str(label), '?')}")
+        for label, raw in data["hardware"].items()
+    }
+    if not hardware:
+        raise CatalogError(f"{path}: defines no hardware")
+    return Catalog(hardware=hardware, shard_budget_s=float(budget),
+                   python=str(defaults.get("python", "3.11")), path=path)
+
+
+def load_catalog(root: str | Path) -> Catalog:
+    path = Path(root) / CATALOG_PATH
+    if not path.is_file():
+        raise CatalogError(f"{CATALOG_PATH}: missing under {root}")
+    return parse_catalog(path.read_text(encoding="utf-8"))

@@ -1,0 +1,75 @@
+"""Tiny throw-away repositories for testing the registry tooling (used by registered/test_ci_*.py).
+
+A fixture repo has the real hardware catalog, a torch-free ``registered/skips.py``,
+empty ``impl``/``reference`` packages and whatever test files a test writes. The
+ci code runs against it through ``--root``; subprocesses get the real repository
+on PYTHONPATH so that fixture tests can ``from ci.registration import register``.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+REAL_ROOT = Path(__file__).resolve().parent.parent
+
+SKIPS_SOURCE = '''\
+import pytest
+
+SKIP_REASONS = {
+    "needs-gpu": "needs a CUDA or ROCm device",
+    "needs-hip": "needs a real ROCm device",
+}
+
+
+def registered_skip(key):
+    pytest.skip(f"[registered:{key}] {SKIP_REASONS[key]}")
+'''
+
+PYPROJECT = '''\
+[tool.pytest.ini_options]
+addopts = "-ra"
+'''
+
+
+class FixtureRepo:
+    def __init__(self, root: Path):
+        self.root = Path(root)
+        (self.root / "ci").mkdir(parents=True, exist_ok=True)
+        shutil.copy(REAL_ROOT / "ci" / "hardware.yaml", self.root / "ci" / "hardware.yaml")
+        self.write("registered/__init__.py", "")
+        self.write("registered/skips.py", SKIPS_SOURCE)
+        self.write("impl/__init__.py", "_LAZY = {}\n")
+        self.write("reference/__init__.py", "")
+        self.write("pyproject.toml", PYPROJECT)
+
+    def write(self, rel: str, text: str) -> Path:
+        path = self.root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text), encoding="utf-8")
+        return path
+
+    def test_file(self, name: str, body: str) -> Path:
+        """Write ``registered/<name>`` with ``from ci.registration import register`` on top."""
+        return self.write(f"registered/{name}", "from ci.registration import register\n\n" + textwrap.dedent(body))
+
+    def env(self, **extra: str) -> dict[str, str]:
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join([str(REAL_ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+        env.pop("GITHUB_STEP_SUMMARY", None)
+        env.update(extra)
+        return env
+
+    def run_module(self, module: str, *args: str, **env: str) -> subprocess.CompletedProcess:
+        """``python -m <module> --root <fixture> ARGS`` from the real repository root."""
+        return subprocess.run([sys.executable, "-m", module, "--root", str(self.root), *args],
+                              cwd=REAL_ROOT, env=self.env(**env), capture_output=True, text=True, timeout=300)
+
+    def generate_workflows(self) -> None:
+        from ci.jobs import load_registry
+        from ci.workflows import generate, write
+
+        write(self.root, generate(load_registry(self.root)))

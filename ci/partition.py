@@ -1,0 +1,117 @@
+"""Split a job's tests across shards: longest-processing-time first, deterministic.
+
+Times are the registered estimates, replaced by measured durations (a JUnit XML
+or a ``{node_id: seconds}`` JSON from an earlier run) where those know a test.
+"""
+from __future__ import annotations
+
+import heapq
+import json
+import math
+import re
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Mapping, Sequence
+
+MAX_IMBALANCE = 1.15  # max shard time / mean shard time whenever there is more than one shard
+_PARAMS = re.compile(r"\[.*\]$", re.S)
+
+
+def lpt_partition(items: Sequence[tuple[str, float]], shards: int) -> list[list[str]]:
+    """Assign each (test id, seconds) to one of ``shards`` shards, longest first.
+
+    Each item goes to the shard with the least load so far (ties: fewer items,
+    then lower index), so with ``shards <= len(items)`` no shard is empty. Ties
+    between equally long items are broken by test id; the result is a pure
+    function of the input set. Each shard's ids are returned sorted.
+    """
+    if shards < 1:
+        raise ValueError(f"shards must be >= 1, got {shards}")
+    order = sorted(items, key=lambda it: (-it[1], it[0]))
+    heap = [(0.0, 0, i) for i in range(shards)]
+    out: list[list[str]] = [[] for _ in range(shards)]
+    for test_id, seconds in order:
+        load, count, index = heapq.heappop(heap)
+        out[index].append(test_id)
+        heapq.heappush(heap, (load + max(seconds, 0.0), count + 1, index))
+    return [sorted(s) for s in out]
+
+
+def shard_loads(items: Sequence[tuple[str, float]], shards: int) -> list[float]:
+    times = dict(items)
+    return [sum(times[t] for t in shard) for shard in lpt_partition(items, shards)]
+
+
+def imbalance(loads: Sequence[float]) -> float:
+    """max / mean of shard loads (1.0 for one shard or no time at all)."""
+    total = sum(loads)
+    if len(loads) <= 1 or total <= 0:
+        return 1.0
+    return max(loads) / (total / len(loads))
+
+
+def choose_shard_count(items: Sequence[tuple[str, float]], budget_s: float,
+                       max_imbalance: float = MAX_IMBALANCE) -> int:
+    """Fewest shards that fit ``budget_s`` each, reduced until the split is balanced.
+
+    Starts from ceil(total / budget) (never more shards than tests) and lowers the
+    count while the LPT split's max/mean exceeds ``max_imbalance``: balance wins
+    over the budget, so a job with a few long tests runs on fewer, longer shards.
+    """
+    if not items:
+        return 0
+    total = sum(max(t, 0.0) for _, t in items)
+    n = min(len(items), max(1, math.ceil(total / budget_s)))
+    while n > 1 and imbalance(shard_loads(items, n)) > max_imbalance:
+        n -= 1
+    return n
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """``"I/N"`` (1-based) -> (I, N); a clear ValueError otherwise."""
+    match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text or "")
+    if not match:
+        raise ValueError(f"--shard must look like I/N (e.g. 2/3), got {text!r}")
+    index, count = int(match.group(1)), int(match.group(2))
+    if count < 1 or not 1 <= index <= count:
+        raise ValueError(f"--shard {text}: need 1 <= I <= N")
+    return index, count
+
+
+# -- measured durations ------------------------------------------------------------
+def dotted(node_id: str) -> str:
+    """``registered/test_x.py::TestC::test_m[1]`` -> ``registered.test_x.TestC.test_m``."""
+    path, *names = node_id.split("::")
+    if path.endswith(".py"):
+        path = path[:-3]
+    names = [_PARAMS.sub("", n) for n in names]
+    return ".".join([path.replace("/", "."), *names])
+
+
+def load_durations(path: str | Path) -> dict[str, float]:
+    """Measured seconds keyed by dotted test name (see :func:`dotted`), summed over parameters.
+
+    Accepts a JUnit XML written by pytest or a JSON object ``{node_id: seconds}``.
+    """
+    path = Path(path)
+    text = path.read_text(encoding="utf-8")
+    out: dict[str, float] = {}
+    if text.lstrip().startswith("<"):
+        for case in ET.fromstring(text).iter("testcase"):
+            key = f"{case.get('classname', '')}.{_PARAMS.sub('', case.get('name', ''))}".lstrip(".")
+            out[key] = out.get(key, 0.0) + float(case.get("time") or 0.0)
+        return out
+    data = json.loads(text)
+    if not isinstance(data, dict) or not all(isinstance(v, (int, float)) for v in data.values()):
+        raise ValueError(f"{path}: durations JSON must be an object {{node_id: seconds}}")
+    for node_id, seconds in data.items():
+        key = dotted(node_id)
+        out[key] = out.get(key, 0.0) + float(seconds)
+    return out
+
+
+def measured_time(node_id: str, durations: Mapping[str, float]) -> float | None:
+    """Sum of measured times of everything under ``node_id``; None when none was measured."""
+    base = dotted(node_id)
+    hits = [t for k, t in durations.items() if k == base or k.startswith(base + ".")]
+    return sum(hits) if hits else None

@@ -1,0 +1,77 @@
+"""Every per-commit check on this machine: ``nox -s pr`` runs ``python -m ci.pr``.
+
+1. the registry audit (python -m ci.audit)
+2. workflow drift + GitHub workflow schema (+ actionlint when installed)
+3. every per-commit job for ``cpu``: all variants, every shard, as the workflow runs them
+
+Everything runs even when an early step fails; the exit status is non-zero if
+anything failed, after one summary table.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from ci import audit, workflows
+from ci.jobs import load_registry
+from ci.run_many import run_jobs, summary_table, totals_line
+from ci.run_suite import RESULTS_DIR
+from ci.table import format_table
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m ci.pr", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--root", default=".")
+    parser.add_argument("--hardware", default="cpu", help="run the per-commit jobs of this label (default cpu)")
+    args = parser.parse_args(argv)
+    root = Path(args.root).resolve()
+    started = time.monotonic()
+    checks: list[tuple[str, bool, float]] = []
+
+    t0 = time.monotonic()
+    print("=== registry audit ===", flush=True)
+    audit_rc = audit.main(["--root", str(root)])
+    checks.append(("audit", audit_rc == 0, time.monotonic() - t0))
+
+    t0 = time.monotonic()
+    print("\n=== workflows: drift, schema, actionlint ===", flush=True)
+    try:
+        wf_rc = workflows.check(root)
+    except Exception as exc:  # a collection error is already reported by the audit
+        print(f"workflow check could not run: {exc}")
+        wf_rc = 2
+    checks.append(("workflows --check", wf_rc == 0, time.monotonic() - t0))
+
+    print(f"\n=== per-commit jobs on {args.hardware} ===", flush=True)
+    outcomes = []
+    try:
+        registry = load_registry(root)
+        jobs = [j for j in registry.jobs.values()
+                if j.key.schedule == "per-commit" and j.key.hardware == args.hardware]
+        if not jobs:
+            print(f"no per-commit job is registered for {args.hardware}: nothing would be tested")
+            checks.append((f"per-commit {args.hardware} jobs exist", False, 0.0))
+        outcomes = run_jobs(registry, jobs, results_dir=root / RESULTS_DIR)
+    except Exception as exc:
+        print(f"per-commit jobs could not run: {exc}")
+        checks.append(("per-commit jobs", False, 0.0))
+
+    print("\n=== summary ===")
+    print(format_table(["check", "result", "seconds"],
+                       [(name, "PASS" if ok else "FAIL", f"{sec:.1f}") for name, ok, sec in checks], right=(2,)))
+    if outcomes:
+        print()
+        print(summary_table(outcomes))
+    failed_checks = sum(1 for _, ok, _ in checks if not ok)
+    failed_shards = sum(1 for o in outcomes if not o.ok)
+    ok = failed_checks == 0 and failed_shards == 0
+    print(f"\npr: {'OK' if ok else 'FAILED'} -- {len(checks)} check(s) ({failed_checks} failed), "
+          f"{len(outcomes)} shard run(s) ({failed_shards} failed), {time.monotonic() - started:.0f}s")
+    print(totals_line("pr", outcomes))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,82 @@
+"""``python -m impl.bench [--smoke] [--out DIR] [--only scatter,norm_rope,...]``."""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import platform as host_platform
+import re
+import sys
+from pathlib import Path
+
+import torch
+
+from impl.bench import cases, report, timing
+
+GRAPH_REPLAY_MAX_ROWS = 1024
+
+
+def _device_name() -> str:
+    return torch.cuda.get_device_name(0) if torch.cuda.is_available() else f"cpu-{host_platform.machine()}"
+
+
+def measure(sweep: dict, device: str, only: set[str] | None) -> list[dict]:
+    gen = torch.Generator().manual_seed(0)
+    on_gpu = device == "cuda"
+    rows: list[dict] = []
+    for name, (make, sizes) in sweep.items():
+        if only and name not in only:
+            continue
+        for size in sizes:
+            case = make(*size, device, gen, with_compile=on_gpu)
+            times = {}
+            for variant, fn in case.variants.items():
+                small = on_gpu and case.rows <= GRAPH_REPLAY_MAX_ROWS and variant != "torch.compile"
+                times[variant] = timing.graph_replay_us(fn) if small else timing.median_us(fn)
+            for variant, us in times.items():
+                rows.append({
+                    "op": case.op, "shape": case.shape, "rows": case.rows, "variant": variant,
+                    "us": us, "bytes": case.bytes_moved, "gbps": case.bytes_moved / us / 1e3,
+                    "frac_of_copy": times["copy"] / us, "project_speedup": us / times["project"],
+                    "timer": "cuda-graph replay" if on_gpu and case.rows <= GRAPH_REPLAY_MAX_ROWS else ("do_bench median" if on_gpu else "wall clock"),
+                })
+            print(f"  measured {case.op} {case.shape}", file=sys.stderr, flush=True)
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--smoke", action="store_true", help="tiny sizes (default when no GPU)")
+    ap.add_argument("--out", type=Path, help="results folder (default impl/bench/results/<date>_<device>)")
+    ap.add_argument("--only", help="comma-separated subset of: " + ",".join([*cases.GPU_SWEEP, "verify_step"]))
+    args = ap.parse_args(argv)
+    gpu = torch.cuda.is_available()
+    if not gpu:
+        print("[bench] no GPU on this machine: running the tiny CPU smoke mode (Triton interpreter); "
+              "numbers are not performance figures.", flush=True)
+    sweep = cases.CPU_SMOKE_SWEEP if (args.smoke or not gpu) else cases.GPU_SWEEP
+    device = "cuda" if gpu else "cpu"
+    only = set(args.only.split(",")) if args.only else None
+    rows = measure(sweep, device, only)
+    step_rows = []
+    if not only or "verify_step" in only:
+        from impl.bench.verify_step_case import measure_verify_step
+        step_rows = measure_verify_step(64 if gpu else 2, 5, device)
+    name = _device_name()
+    meta = {
+        "device": name, "torch": torch.__version__, "triton": __import__("triton").__version__,
+        "date": dt.date.today().isoformat(), "mode": "smoke" if sweep is cases.CPU_SMOKE_SWEEP else "full",
+    }
+    out = args.out or Path(__file__).parent / "results" / f"{meta['date']}_{re.sub(r'[^A-Za-z0-9]+', '-', name)}"
+    out.mkdir(parents=True, exist_ok=True)
+    report.write_json(out / "bench.json", meta, rows + step_rows)
+    plotted = report.write_plot(out / "bench.png", rows, f"{name} - torch {meta['torch']}, triton {meta['triton']}")
+    print(f"device: {name}  torch {meta['torch']}  triton {meta['triton']}  mode {meta['mode']}")
+    print(report.format_table(rows))
+    for r in step_rows:
+        print(f"verify step {r['shape']} ({r['variant']}): {r['us']:.1f} us, host syncs in eager run: {r['host_syncs']}")
+    print(f"wrote {out / 'bench.json'}" + (f" and {out / 'bench.png'}" if plotted else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,51 @@
+"""Table, JSON and plot for a benchmark run."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+def format_table(rows: list[dict]) -> str:
+    head = ["op", "shape", "variant", "us", "GB/s", "% of copy", "project speedup"]
+    body = [
+        [r["op"], r["shape"], r["variant"], f"{r['us']:.2f}", f"{r['gbps']:.0f}",
+         f"{100 * r['frac_of_copy']:.0f}%", "" if r["variant"] in ("project", "copy") else f"{r['project_speedup']:.2f}x"]
+        for r in rows
+    ]
+    widths = [max(len(str(x)) for x in col) for col in zip(head, *body)]
+    line = lambda cells: "  ".join(str(c).ljust(w) for c, w in zip(cells, widths)).rstrip()
+    return "\n".join([line(head), line(["-" * w for w in widths])] + [line(b) for b in body])
+
+
+def write_json(path: Path, meta: dict, rows: list[dict]) -> None:
+    path.write_text(json.dumps({"meta": meta, "results": rows}, indent=2) + "\n")
+
+
+def write_plot(path: Path, rows: list[dict], title: str) -> bool:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    ops = [op for op in dict.fromkeys(r["op"] for r in rows) if len({x["rows"] for x in rows if x["op"] == op}) > 1]
+    if not ops:
+        return False
+    fig, axes = plt.subplots(1, len(ops), figsize=(5 * len(ops), 4), squeeze=False)
+    for ax, op in zip(axes[0], ops):
+        for variant in dict.fromkeys(r["variant"] for r in rows if r["op"] == op):
+            pts = sorted((r["rows"], r["gbps"]) for r in rows if r["op"] == op and r["variant"] == variant)
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=variant,
+                    linestyle="--" if variant == "copy" else "-")
+        ax.set_xscale("log")
+        ax.set_xlabel("rows")
+        ax.set_ylabel("GB/s (bytes really moved)")
+        ax.set_title(op)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True

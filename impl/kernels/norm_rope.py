@@ -1,0 +1,113 @@
+"""Fused RMSNorm + interleaved partial RoPE, in place (SPEC §3.3, graph safe).
+
+Per row of width D (a [T, D] or [T, H, D] tensor): y = x * rsqrt(mean(x^2) + eps) * w
+in fp32, then the trailing ``rope_dim`` columns rotate in pairs (2j, 2j+1):
+even' = e*cos - o*sin, odd' = e*sin + o*cos, with cos/sin [max_pos, rope_dim/2]
+(fp32) read at the row's position. Positions outside [0, max_pos) are clamped
+so the tables are never read out of bounds; check mode reports them instead.
+"""
+from __future__ import annotations
+
+import torch
+
+from impl.kernels import _checks
+from impl.kernels._backend import launch_mode, next_pow2, tl, triton
+from impl.validation import check_mode_enabled, check_tensor
+
+KV_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
+
+
+@triton.jit
+def _norm_rope_kernel(
+    kv_ptr, w_ptr, cos_ptr, sin_ptr, pos_ptr,
+    num_rows, heads, max_pos, eps,
+    D: tl.constexpr, ROPE: tl.constexpr, ROWS: tl.constexpr,
+    BLOCK_D: tl.constexpr, BLOCK_HALF: tl.constexpr,
+):
+    rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
+    row_ok = rows < num_rows
+    base = rows.to(tl.int64) * D
+    cols = tl.arange(0, BLOCK_D)
+    col_ok = cols < D
+    # 1) RMSNorm over the whole row, in fp32 (bf16 arithmetic is never used).
+    x = tl.load(kv_ptr + base[:, None] + cols[None, :], mask=row_ok[:, None] & col_ok[None, :], other=0.0)
+    x = x.to(tl.float32)
+    inv_rms = tl.rsqrt(tl.sum(x * x, axis=1) / D + eps)  # [ROWS]
+    w = tl.load(w_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
+    y = x * inv_rms[:, None] * w[None, :]
+    NOPE = D - ROPE  # constexpr arithmetic stays constexpr
+    # The "nope" columns are final; the rope columns are rewritten below.
+    nope_mask = row_ok[:, None] & (cols < NOPE)[None, :]
+    tl.store(kv_ptr + base[:, None] + cols[None, :], y.to(kv_ptr.dtype.element_ty), mask=nope_mask)
+    if ROPE > 0:
+        # 2) Interleaved RoPE: reload the rope columns as (even, odd) pairs. They were
+        #    not stored above, so these loads still see the original row.
+        j = tl.arange(0, BLOCK_HALF)
+        pair_mask = row_ok[:, None] & (j < ROPE // 2)[None, :]
+        even_ptr = kv_ptr + base[:, None] + (NOPE + 2 * j)[None, :]
+        e = tl.load(even_ptr, mask=pair_mask, other=0.0).to(tl.float32)
+        o = tl.load(even_ptr + 1, mask=pair_mask, other=0.0).to(tl.float32)
+        w_e = tl.load(w_ptr + NOPE + 2 * j, mask=j < ROPE // 2, other=0.0).to(tl.float32)
+        w_o = tl.load(w_ptr + NOPE + 2 * j + 1, mask=j < ROPE // 2, other=0.0).to(tl.float32)
+        e = e * inv_rms[:, None] * w_e[None, :]
+        o = o * inv_rms[:, None] * w_o[None, :]
+        # Rows of [T, H, D] share their token's position.
+        pos = tl.load(pos_ptr + rows // heads, mask=row_ok, other=0).to(tl.int64)
+        pos = tl.minimum(tl.maximum(pos, 0), max_pos - 1)
+        table = pos[:, None] * (ROPE // 2) + j[None, :]
+        c = tl.load(cos_ptr + table, mask=pair_mask, other=0.0)
+        s = tl.load(sin_ptr + table, mask=pair_mask, other=0.0)
+        out_ty = kv_ptr.dtype.element_ty
+        tl.store(even_ptr, (e * c - o * s).to(out_ty), mask=pair_mask)
+        tl.store(even_ptr + 1, (e * s + o * c).to(out_ty), mask=pair_mask)
+
+
+def _norm_rope_torch(kv, weight, eps, cos, sin, positions, rope_dim) -> None:
+    d = kv.shape[-1]
+    heads = kv.shape[1] if kv.dim() == 3 else 1
+    x = kv.reshape(-1, d).float()
+    y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight.float()
+    if rope_dim:
+        nope = d - rope_dim
+        pos = positions.to(torch.int64).clamp(0, cos.shape[0] - 1)
+        pos = pos[:, None].expand(-1, heads).reshape(-1)
+        c, s = cos[pos], sin[pos]
+        e, o = y[:, nope::2].clone(), y[:, nope + 1::2].clone()
+        y[:, nope::2] = e * c - o * s
+        y[:, nope + 1::2] = e * s + o * c
+    kv.copy_(y.reshape(kv.shape).to(kv.dtype))
+
+
+def fused_norm_rope_(kv, weight, eps, cos, sin, positions, *, rope_dim):
+    """RMSNorm + interleaved RoPE on the trailing ``rope_dim`` columns, in place; returns kv."""
+    check_tensor("kv", kv, dtype=KV_DTYPES, ndim=(2, 3))
+    num_tokens, d = kv.shape[0], kv.shape[-1]
+    check_tensor("weight", weight, dtype=KV_DTYPES, shape=(d,))
+    eps = _checks.float_scalar("eps", eps, minimum=0.0)
+    _checks.int_scalar("rope_dim", rope_dim, minimum=0)
+    if rope_dim % 2 or rope_dim > d:
+        raise ValueError(f"rope_dim must be even and <= head width {d}, got {rope_dim}")
+    check_tensor("cos", cos, dtype=torch.float32, ndim=2)
+    check_tensor("sin", sin, dtype=torch.float32, shape=tuple(cos.shape))
+    if cos.shape[1] != rope_dim // 2 or (rope_dim and cos.shape[0] == 0):
+        raise ValueError(f"cos must have shape [max_pos >= 1, rope_dim // 2 = {rope_dim // 2}], got {list(cos.shape)}")
+    _checks.index_vector("positions", positions, num_tokens)
+    _checks.same_device(kv=kv, weight=weight, cos=cos, sin=sin, positions=positions)
+    if check_mode_enabled() and positions.numel() and rope_dim:
+        if bool(((positions < 0) | (positions >= cos.shape[0])).any()):
+            raise ValueError(f"positions must lie in [0, {cos.shape[0]}) (the cos/sin table length)")
+    if kv.numel() == 0:
+        return kv
+    if launch_mode(kv, weight, cos, sin, positions) == "torch":
+        _norm_rope_torch(kv, weight, eps, cos, sin, positions, rope_dim)
+        return kv
+    heads = kv.shape[1] if kv.dim() == 3 else 1
+    num_rows = num_tokens * heads
+    block_d = next_pow2(d)
+    rows = max(1, min(16, 2048 // block_d))
+    _norm_rope_kernel[(triton.cdiv(num_rows, rows),)](
+        kv, weight, cos, sin, positions, num_rows, heads, max(cos.shape[0], 1), eps,
+        D=d, ROPE=rope_dim, ROWS=rows, BLOCK_D=block_d, BLOCK_HALF=next_pow2(max(rope_dim // 2, 1)),
+        num_warps=4 if block_d <= 256 else 8,
+    )
+    return kv

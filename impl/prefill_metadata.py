@@ -1,0 +1,215 @@
+"""Per-token prefill metadata, expanded with ``repeat_interleave`` under the sync policy (SPEC §4).
+
+Given per-request ``prefix_lens``, ``extend_lens`` and ``req_pool_indices``, the
+builder lays the tokens out request after request (``extend_start_loc`` =
+exclusive cumsum of ``extend_lens``) and gives token j of request r:
+
+    position        = prefix_r + j
+    seq_len_causal  = position + 1                 (invariant 9)
+    req_index       = state_slot = req_pool_indices[r]
+    final_pos       = prefix_r + extend_r - 1      (drives the window trim)
+
+Rows past the real total on the graph path are padding: position 0,
+seq_len_causal 1, the last request's slot, ``final_pos = window`` -- so the ring
+store skips them (invariant 7). Zero-length requests own no rows.
+
+The one ``repeat_interleave`` maps tokens to requests; whether it gets
+``output_size`` is decided by :mod:`impl.sync_policy` and nothing else. In
+check mode every ``output_size`` is compared with ``sum(repeats)`` before use
+(invariant 12) and a mismatch raises a ValueError instead of writing out of
+bounds.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from impl import sync_policy
+from impl.validation import INDEX_DTYPES, check_mode_enabled, check_same_device, check_tensor
+
+
+@dataclass(frozen=True)
+class TokenMetadata:
+    """Per-token layout of one forward (prefill, extend or target verify)."""
+
+    positions: torch.Tensor  # int64 [num_tokens]; padding rows 0
+    seq_lens_causal: torch.Tensor  # int32 [num_tokens] = position + 1; padding rows 1
+    req_indices: torch.Tensor  # int32 [num_tokens] request slot; padding rows: last request's slot
+    final_pos: torch.Tensor  # int64 [num_tokens] request's last position; padding rows: window
+    token_batch_index: torch.Tensor  # int64 [num_tokens] request index r in the batch (padding: bs-1)
+    is_padding: torch.Tensor  # bool [num_tokens]
+    extend_lens: torch.Tensor  # int32 [bs] real rows per request
+    extend_start_loc: torch.Tensor  # int32 [bs] exclusive cumsum of extend_lens
+    seq_lens: torch.Tensor  # int64 [bs] prefix + extend
+    padded_lens: torch.Tensor | None  # int32 [padded_bs] graph layout lens summing to the tier, else None
+    num_tokens: int  # rows laid out (the tier on the graph path)
+    exact: bool  # num_tokens == sum(real extend_lens), known on the host
+    used_output_size: bool  # repeat_interleave was given output_size (no sync)
+    output_size: int | None  # the value passed, == sum(expanded_lens) (invariant 12)
+    path: str  # "uniform" | "ragged-eager" | "ragged-graph"
+    decision: str  # the sync policy decision applied
+    platform: str
+    algorithm: str
+    tier: int | None = None  # graph token tier (graph path)
+
+    @property
+    def state_slot(self) -> torch.Tensor:
+        """Per-token request slot for the ring address (same values as ``req_indices``)."""
+        return self.req_indices
+
+    @property
+    def batch_size(self) -> int:
+        return self.extend_lens.shape[0]
+
+
+def resolve_platform_and_algorithm(platform: str | None, algorithm: str | None) -> tuple[str, str]:
+    """Defaults: the current (possibly emulated) platform and the spec_algorithm gate."""
+    if platform is None:
+        from impl.platform import current_platform
+
+        platform = current_platform().backend
+    if algorithm is None:
+        from impl.gates import gate_value
+
+        algorithm = gate_value("spec_algorithm")
+    return platform, algorithm
+
+
+def check_output_size(output_size: int, repeats: torch.Tensor) -> None:
+    """Invariant 12 (check mode; syncs): ``output_size`` must equal ``sum(repeats)``."""
+    if (repeats < 0).any():
+        raise ValueError(f"repeats must be non-negative, got {repeats.tolist()}")
+    total = int(repeats.sum())
+    if total != output_size:
+        raise ValueError(
+            f"output_size={output_size} does not equal sum(repeats)={total}: passing it to "
+            "repeat_interleave would write out of bounds on HIP (device assert on CUDA)"
+        )
+
+
+def build_prefill_metadata(
+    prefix_lens: torch.Tensor,
+    extend_lens: torch.Tensor,
+    req_pool_indices: torch.Tensor,
+    *,
+    window: int,
+    path: str,
+    num_tokens: int | None = None,
+    padded_bs: int | None = None,
+    platform: str | None = None,
+    algorithm: str | None = None,
+) -> TokenMetadata:
+    """Expand per-request lengths into per-token metadata.
+
+    path "uniform": ``num_tokens`` (host int, = rows * bs) is required and exact.
+    path "ragged-eager": ``num_tokens`` defaults to ``int(extend_lens.sum())`` (one sync).
+    path "ragged-graph": ``num_tokens`` is the captured tier (required); lens are
+        padded to it with ``pad_verify_lens_to_bucket`` over ``padded_bs`` rows
+        (default: bs) and rows past the real total are padding.
+    """
+    platform, algorithm = resolve_platform_and_algorithm(platform, algorithm)
+    check_tensor("extend_lens", extend_lens, dtype=INDEX_DTYPES, ndim=1)
+    bs = extend_lens.shape[0]
+    check_tensor("prefix_lens", prefix_lens, dtype=INDEX_DTYPES, shape=[bs])
+    check_tensor("req_pool_indices", req_pool_indices, dtype=INDEX_DTYPES, shape=[bs])
+    check_same_device(prefix_lens=prefix_lens, extend_lens=extend_lens, req_pool_indices=req_pool_indices)
+    if not isinstance(window, int) or window < 1:
+        raise ValueError(f"window must be a positive int, got {window!r}")
+    sync_policy.lookup(platform, algorithm, path)  # validates the three keys
+    device = extend_lens.device
+    if check_mode_enabled():
+        if bs and bool((prefix_lens < 0).any()):
+            raise ValueError(f"prefix_lens must be non-negative, got {prefix_lens.tolist()}")
+        if bs and bool((extend_lens < 0).any()):
+            raise ValueError(f"extend_lens must be non-negative, got {extend_lens.tolist()}")
+
+    # ---- the total, and whether it is exact ----
+    if path == "uniform":
+        if num_tokens is None:
+            raise ValueError("the uniform path needs num_tokens (rows * bs, a host int)")
+        exact = True
+    elif path == "ragged-eager":
+        if num_tokens is None:
+            num_tokens = int(extend_lens.sum().item())  # the eager total: one sync, counted
+        exact = True
+    else:
+        if num_tokens is None:
+            raise ValueError("the ragged-graph path needs num_tokens = the captured token tier")
+        if bs == 0:
+            raise ValueError("the ragged-graph path needs at least one request (padding takes the last slot)")
+        exact = False
+    if not isinstance(num_tokens, int) or isinstance(num_tokens, bool) or num_tokens < 0:
+        raise ValueError(f"num_tokens must be a non-negative int, got {num_tokens!r}")
+
+    decision = sync_policy.decide(platform, algorithm, path, exact_num_tokens=exact)
+    ext = extend_lens.to(torch.int64)
+    prefix = prefix_lens.to(torch.int64)
+    padded_lens = None
+    if decision == sync_policy.PADDED_TIER:
+        from impl.kernels import pad_verify_lens_to_bucket
+
+        if check_mode_enabled():
+            real = int(ext.sum())
+            if real > num_tokens:
+                raise ValueError(f"verify/extend lens sum to {real}, above the graph token tier {num_tokens}")
+        # the graph layout: lens padded over padded_bs rows to sum to the tier (invariant 8)
+        padded_lens = pad_verify_lens_to_bucket(extend_lens, num_tokens, bs if padded_bs is None else padded_bs)
+        output_size: int | None = num_tokens
+    elif decision == sync_policy.OUTPUT_SIZE:
+        if check_mode_enabled():
+            check_output_size(num_tokens, ext)
+        output_size = num_tokens
+    else:
+        output_size = None  # keep the sync: repeat_interleave reads the total back
+
+    if bs == 0:
+        empty = torch.empty(0, dtype=torch.int64, device=device)
+        return TokenMetadata(
+            positions=empty, seq_lens_causal=empty.to(torch.int32), req_indices=empty.to(torch.int32),
+            final_pos=empty, token_batch_index=empty, is_padding=empty.to(torch.bool),
+            extend_lens=extend_lens.to(torch.int32), extend_start_loc=ext.to(torch.int32),
+            seq_lens=prefix, padded_lens=padded_lens, num_tokens=0, exact=exact,
+            used_output_size=output_size is not None, output_size=output_size, path=path,
+            decision=decision, platform=platform, algorithm=algorithm,
+        )
+
+    # One repeat_interleave (inside expand_prefill_causally) maps tokens to requests.
+    # Expanding the batch indices 0..bs-1 instead of the slots gives r per token
+    # (padding: the last request, as SPEC §3.6 says).
+    from impl.kernels import expand_prefill_causally
+
+    seq_lens = prefix + ext
+    batch = torch.arange(bs, device=device, dtype=torch.int64)
+    causal, r = expand_prefill_causally(seq_lens, ext, batch, num_tokens=output_size)
+    if output_size is None:
+        if check_mode_enabled() and causal.shape[0] != num_tokens:
+            raise ValueError(f"num_tokens={num_tokens} does not match sum(extend_lens)={causal.shape[0]}")
+        num_tokens = causal.shape[0]
+
+    # ---- per-token fields: gathers only, no sync ----
+    t = torch.arange(num_tokens, device=device, dtype=torch.int64)
+    is_pad = t >= ext.sum()
+    positions = torch.where(is_pad, 0, causal - 1)
+    final_pos = torch.where(is_pad, window, seq_lens[r] - 1)
+    return TokenMetadata(
+        positions=positions,
+        seq_lens_causal=(positions + 1).to(torch.int32),
+        req_indices=req_pool_indices.to(torch.int32)[r],
+        final_pos=final_pos,
+        token_batch_index=r,
+        is_padding=is_pad,
+        extend_lens=extend_lens.to(torch.int32),
+        extend_start_loc=(torch.cumsum(ext, 0) - ext).to(torch.int32),
+        seq_lens=seq_lens,
+        padded_lens=padded_lens,
+        num_tokens=num_tokens,
+        exact=exact,
+        used_output_size=output_size is not None,
+        output_size=output_size,
+        path=path,
+        decision=decision,
+        platform=platform,
+        algorithm=algorithm,
+        tier=None if exact else num_tokens,
+    )

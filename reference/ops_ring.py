@@ -1,0 +1,61 @@
+"""Oracle for the ring writers and norm+RoPE (SPEC §3.1-§3.3): plain loops, float64.
+
+Written for obviousness, not speed. Callers must pass valid inputs (unique,
+in-range locs); the oracle raises on caller bugs rather than guessing.
+"""
+from __future__ import annotations
+
+import torch
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    return t.view({1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()])
+
+
+def scatter_into_unified(kv, loc, unified, *, check=None):
+    """For each row i with loc[i] >= 0: unified[loc[i]] = kv[i], bit for bit."""
+    seen = set()
+    src, dst = _bits(kv), _bits(unified)
+    for i in range(kv.shape[0]):
+        target = int(loc[i])
+        if target < 0:
+            continue
+        if target >= unified.shape[0] or target in seen:
+            raise ValueError(f"oracle: loc[{i}] = {target} is out of range or duplicated")
+        seen.add(target)
+        dst[target] = src[i]
+    return unified
+
+
+def ring_address(slot: int, pos: int, ring: int) -> int:
+    return slot * ring + pos % ring
+
+
+def store_swa_into_unified(kv, state_slot, positions, unified, *, window, ring, final_pos=None):
+    """Row i goes to slot*ring + pos%ring, unless pos <= final_pos - window (or pos/slot < 0)."""
+    loc = []
+    for i in range(kv.shape[0]):
+        slot, pos = int(state_slot[i]), int(positions[i])
+        trimmed = final_pos is not None and pos <= int(final_pos[i]) - window
+        loc.append(-1 if (slot < 0 or pos < 0 or trimmed) else ring_address(slot, pos, ring))
+    return scatter_into_unified(kv, torch.tensor(loc, dtype=torch.int64), unified)
+
+
+def fused_norm_rope_(kv, weight, eps, cos, sin, positions, *, rope_dim):
+    """RMSNorm (float64) then interleaved RoPE on the last rope_dim columns, in place."""
+    d = kv.shape[-1]
+    nope = d - rope_dim
+    heads = kv.shape[1] if kv.dim() == 3 else 1
+    rows = kv.reshape(-1, d)
+    w = weight.double()
+    for r in range(rows.shape[0]):
+        x = rows[r].double()
+        y = x / torch.sqrt((x * x).mean() + eps) * w
+        pos = int(positions[r // heads])
+        for j in range(rope_dim // 2):
+            c, s = float(cos[pos, j]), float(sin[pos, j])
+            e, o = float(y[nope + 2 * j]), float(y[nope + 2 * j + 1])
+            y[nope + 2 * j] = e * c - o * s
+            y[nope + 2 * j + 1] = e * s + o * c
+        rows[r] = y.to(kv.dtype)
+    return kv

@@ -1,0 +1,50 @@
+"""Oracle for top-k / top-p renormalisation (SPEC §3.9) in exact rational arithmetic.
+
+Sort the row, find the pivot, keep entries >= pivot (ties kept), divide by the
+kept mass (zero mass -> zeros). Fractions make the cumulative-mass test exact.
+top-p measures mass relative to the row's total (identical to SPEC's "1 - p"
+for rows that sum to 1); a scalar p is taken at fp32 precision like the kernel's.
+"""
+from __future__ import annotations
+
+from fractions import Fraction
+
+import torch
+
+
+def _per_row(param, bs, cast):
+    if isinstance(param, torch.Tensor):
+        return [cast(v) for v in param.tolist()]
+    return [cast(param)] * bs
+
+
+def _renormalise(row: list[float], pivot: float) -> list[float]:
+    kept = [Fraction(x) if x >= pivot else Fraction(0) for x in row]
+    mass = sum(kept)
+    return [float(x / mass) if mass > 0 else 0.0 for x in kept]
+
+
+def top_k_renorm(probs, k):
+    out = []
+    for row, k_r in zip(probs.tolist(), _per_row(k, probs.shape[0], int)):
+        k_r = min(max(k_r, 1), len(row))
+        pivot = sorted(row, reverse=True)[k_r - 1]  # the k-th largest
+        out.append(_renormalise(row, pivot))
+    return torch.tensor(out, dtype=torch.float32).reshape(probs.shape)
+
+
+def top_p_renorm(probs, p):
+    fp32 = lambda v: float(torch.tensor(float(v), dtype=torch.float32))  # noqa: E731
+    cast = float if isinstance(p, torch.Tensor) else fp32
+    out = []
+    for row, p_r in zip(probs.tolist(), _per_row(p, probs.shape[0], cast)):
+        p_r = min(max(p_r, 0.0), 1.0)
+        target = (1 - Fraction(p_r)) * sum(Fraction(x) for x in row)
+        pivot, cumulative = float("inf"), Fraction(0)
+        for x in sorted(row):  # ascending: the smallest entries go first
+            cumulative += Fraction(x)
+            if cumulative >= target:
+                pivot = x  # first entry whose cumulative mass reaches the target survives
+                break
+        out.append(_renormalise(row, pivot))
+    return torch.tensor(out, dtype=torch.float32).reshape(probs.shape)

@@ -1,0 +1,70 @@
+"""Oracle for verify / prefill metadata and the field rule of the sync policy (SPEC §4).
+
+Plain Python lists and loops. The field rule is restated here independently of
+``impl/sync_policy.py`` so that editing the impl table cannot silently change
+what the tests expect.
+"""
+from __future__ import annotations
+
+
+def field_rule_allows_output_size(platform: str, algorithm: str) -> bool:
+    """The field rule, in words: on HIP the output_size shortcut is allowed only for
+    DSpark verify (MTP/EAGLE faulted without the sync); CUDA (and CPU, which follows
+    CUDA) allow it whenever the total is exact."""
+    if platform == "hip":
+        return algorithm == "dspark"
+    return platform in ("cuda", "cpu")
+
+
+def expected_sync_kinds(platform: str, algorithm: str, path: str) -> list[str]:
+    """The device-to-host syncs the metadata builder must perform, per path."""
+    if path == "ragged-graph":
+        return []  # captured: no sync at all
+    kinds = ["item"] if path == "ragged-eager" else []  # reading sum(verify_lens) back
+    if not field_rule_allows_output_size(platform, algorithm):
+        kinds.append("repeat_interleave without output_size")
+    return kinds
+
+
+def pad_lens(lens: list[int], tier: int, padded_bs: int) -> list[int]:
+    out = list(lens) + [0] * (padded_bs - len(lens))
+    leftover = tier - sum(lens)
+    n_pad = padded_bs - len(lens)
+    if n_pad:
+        for i in range(n_pad):
+            out[len(lens) + i] = leftover // n_pad + (1 if i < leftover % n_pad else 0)
+    elif lens:
+        out[-1] += leftover
+    return out
+
+
+def token_metadata(prefix_lens, extend_lens, req_pool_indices, *, window, tier=None, padded_bs=None):
+    """Per-token metadata as a dict of lists; ``tier`` selects the padded graph layout."""
+    prefix, ext, rpi = (list(map(int, x)) for x in (prefix_lens, extend_lens, req_pool_indices))
+    out = {k: [] for k in ("positions", "seq_lens_causal", "req_indices", "final_pos", "is_padding", "token_batch_index")}
+    for r in range(len(ext)):
+        for j in range(ext[r]):
+            pos = prefix[r] + j
+            out["positions"].append(pos)
+            out["seq_lens_causal"].append(pos + 1)
+            out["req_indices"].append(rpi[r])
+            out["final_pos"].append(prefix[r] + ext[r] - 1)
+            out["is_padding"].append(False)
+            out["token_batch_index"].append(r)
+    if tier is not None:
+        for _ in range(tier - sum(ext)):  # padding rows: skipped by the ring store
+            out["positions"].append(0)
+            out["seq_lens_causal"].append(1)
+            out["req_indices"].append(rpi[-1])
+            out["final_pos"].append(window)
+            out["is_padding"].append(True)
+            out["token_batch_index"].append(len(ext) - 1)
+        out["padded_lens"] = pad_lens(ext, tier, len(ext) if padded_bs is None else padded_bs)
+    starts, acc = [], 0
+    for e in ext:
+        starts.append(acc)
+        acc += e
+    out["extend_start_loc"] = starts
+    out["seq_lens"] = [p + e for p, e in zip(prefix, ext)]
+    out["num_tokens"] = len(out["positions"])
+    return out

@@ -1,0 +1,122 @@
+"""The shard partitioner: LPT, deterministic, every test once, balanced shard counts."""
+from __future__ import annotations
+
+import json
+import math
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ci.fixture_repo import REAL_ROOT, FixtureRepo
+from ci.jobs import load_registry
+from ci.partition import (MAX_IMBALANCE, choose_shard_count, imbalance, load_durations, lpt_partition,
+                          measured_time, parse_shard, shard_loads)
+from ci.registration import register
+
+items_strategy = st.lists(
+    st.tuples(st.text("abcdefgh", min_size=1, max_size=6), st.floats(0.1, 500, allow_nan=False)),
+    min_size=1, max_size=40, unique_by=lambda it: it[0])
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=4)
+@settings(max_examples=40, deadline=None)
+@given(items=items_strategy, shards=st.integers(1, 8), seed=st.integers(0, 10**6))
+def test_every_test_lands_in_exactly_one_shard_deterministically(items, shards, seed):
+    shards = min(shards, len(items))
+    out = lpt_partition(items, shards)
+    flat = [t for shard in out for t in shard]
+    assert sorted(flat) == sorted(i for i, _ in items)
+    assert all(out), "no shard may be empty when shards <= tests"
+    shuffled = list(items)
+    random.Random(seed).shuffle(shuffled)
+    assert lpt_partition(shuffled, shards) == out  # input order does not matter
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=3)
+@settings(max_examples=40, deadline=None)
+@given(items=items_strategy, shards=st.integers(1, 8))
+def test_lpt_is_within_the_list_scheduling_bound(items, shards):
+    shards = min(shards, len(items))
+    loads = shard_loads(items, shards)
+    total, longest = sum(t for _, t in items), max(t for _, t in items)
+    assert math.isclose(sum(loads), total)
+    assert max(loads) <= total / shards + longest + 1e-9
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=3)
+@settings(max_examples=50, deadline=None)
+@given(items=items_strategy, budget=st.floats(10, 1000))
+def test_shard_count_is_balanced_whenever_above_one(items, budget):
+    n = choose_shard_count(items, budget)
+    assert 1 <= n <= len(items)
+    assert n <= max(1, math.ceil(sum(t for _, t in items) / budget))
+    if n > 1:
+        assert imbalance(shard_loads(items, n)) <= MAX_IMBALANCE
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
+def test_shard_count_examples():
+    equal = [(f"t{i}", 100.0) for i in range(12)]
+    assert choose_shard_count(equal, 600) == 2       # 1200 s of equal tests: two 600 s shards
+    assert choose_shard_count(equal, 250) == 4       # ceil(1200/250) = 5 is unbalanced (3,3,2,2,2); 4 is exact
+    one_giant = [("giant", 1000.0), ("a", 1.0), ("b", 1.0), ("c", 1.0)]
+    assert choose_shard_count(one_giant, 300) == 1   # no split of these is balanced: fewer, longer shards
+    assert lpt_partition([("b", 5.0), ("a", 5.0), ("c", 5.0)], 2) == [["a", "c"], ["b"]]  # ties by id
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
+@pytest.mark.parametrize("text", ["", "2", "0/2", "3/2", "a/b", "1/0"])
+def test_parse_shard_rejects_bad_values(text):
+    with pytest.raises(ValueError, match="I/N|1 <= I <= N"):
+        parse_shard(text)
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=2)
+def test_measured_durations_replace_estimates(tmp_path):
+    repo = FixtureRepo(tmp_path)
+    repo.test_file("test_t.py", """
+        @register(suite="s", hardware="cpu", schedule="per-commit", est_time=10)
+        def test_a(): pass
+
+        @register(suite="s", hardware="cpu", schedule="per-commit", est_time=10)
+        def test_b(): pass
+
+        @register(suite="s", hardware="cpu", schedule="per-commit", est_time=10)
+        class TestC:
+            def test_x(self): pass
+    """)
+    job = load_registry(tmp_path).job("per-commit/cpu/s")
+    junit = tmp_path / "junit.xml"
+    junit.write_text(
+        '<testsuites><testsuite name="pytest">'
+        '<testcase classname="registered.test_t" name="test_a" time="90.0"/>'
+        '<testcase classname="registered.test_t.TestC" name="test_x[1]" time="30.0"/>'
+        '<testcase classname="registered.test_t.TestC" name="test_x[2]" time="35.5"/>'
+        '</testsuite></testsuites>')
+    durations = load_durations(junit)
+    assert measured_time("registered/test_t.py::TestC", durations) == 65.5
+    assert measured_time("registered/test_t.py::test_b", durations) is None
+    assert dict(job.timed_items(durations)) == {
+        "registered/test_t.py::test_a": 90.0, "registered/test_t.py::test_b": 10.0,
+        "registered/test_t.py::TestC": 65.5}
+    # by estimate, a is alone only by id order; by measurement the 90 s test gets its own shard
+    assert job.shard_tests(1, 2, durations) == ["registered/test_t.py::test_a"]
+    as_json = tmp_path / "d.json"
+    as_json.write_text(json.dumps({"registered/test_t.py::test_b": 99.0}))
+    assert job.shard_tests(1, 2, load_durations(as_json)) == ["registered/test_t.py::test_b"]
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=2)
+def test_real_per_commit_jobs_are_balanced_and_complete():
+    registry = load_registry(REAL_ROOT)
+    per_commit = [j for j in registry.jobs.values() if j.key.schedule == "per-commit"]
+    assert per_commit, "the project registers per-commit jobs"
+    for job in per_commit:
+        shards = [job.shard_tests(i, job.shards) for i in range(1, job.shards + 1)]
+        assert sorted(t for s in shards for t in s) == sorted(t.node_id for t in job.tests), job.id
+        assert all(shards), job.id
+        if job.shards > 1:
+            ratio = imbalance(shard_loads(job.timed_items(), job.shards))
+            assert ratio <= MAX_IMBALANCE, (job.id, ratio)

@@ -1,0 +1,61 @@
+"""The torch fallback (kernel_backend gate = "torch") matches the oracle on every sample,
+and each backend really runs the code path it names (the other one is booby-trapped)."""
+from __future__ import annotations
+
+import pytest
+
+import impl.kernels.norm_rope
+import impl.kernels.renorm
+import impl.kernels.scatter
+from ci.registration import register
+from impl.platform import default_device, kernel_backend
+from registered.op_table import case_id, cases, clone_kwargs, mismatch, run_op, run_reference
+
+TRITON_CASES = [c for c in cases(large=False) if "triton" in c[0].tags]
+# (module, Triton kernel, torch fallbacks) per kernel file
+PATHS = [
+    (impl.kernels.scatter, "_scatter_rows_kernel", ["_scatter_torch"]),
+    (impl.kernels.norm_rope, "_norm_rope_kernel", ["_norm_rope_torch"]),
+    (impl.kernels.renorm, "_renorm_kernel", ["_top_k_torch", "_top_p_torch"]),
+]
+
+
+class _Trap:
+    def __init__(self, what: str):
+        self.what = what
+
+    def __getitem__(self, grid):
+        raise AssertionError(f"{self.what} ran, but the gate selected the other backend")
+
+    def __call__(self, *args, **kwargs):
+        raise AssertionError(f"{self.what} ran, but the gate selected the other backend")
+
+
+@register(suite="kernels", hardware=["cpu", "h200-1", "mi35x-1"], schedule="per-commit", est_time=2)
+@pytest.mark.parametrize("case", TRITON_CASES, ids=case_id)
+def test_torch_fallback_matches_reference(case, monkeypatch):
+    monkeypatch.setenv("DSPARK_KERNEL_BACKEND", "torch")
+    for module, kernel, _ in PATHS:
+        monkeypatch.setattr(module, kernel, _Trap(f"Triton kernel {kernel}"))
+    op, sample = case
+    kwargs = sample.make(default_device())
+    got = run_op(op, op.impl, clone_kwargs(kwargs))
+    for i, (g, w) in enumerate(zip(got, run_reference(op, kwargs), strict=True)):
+        problem = mismatch(op.compare, g, w)
+        assert problem is None, f"{op.name} output {i}: {problem}"
+
+
+@register(suite="kernels", hardware=["cpu", "h200-1", "mi35x-1"], schedule="per-commit", est_time=10)
+@pytest.mark.parametrize("case", TRITON_CASES, ids=case_id)
+def test_default_backend_runs_triton(case, monkeypatch):
+    """On CPU (interpreter) and on a GPU the data-moving ops run their Triton kernels, not torch."""
+    assert kernel_backend() in ("triton", "triton-interpret")
+    for module, _, fallbacks in PATHS:
+        for name in fallbacks:
+            monkeypatch.setattr(module, name, _Trap(f"torch fallback {name}"))
+    op, sample = case
+    kwargs = sample.make(default_device())
+    got = run_op(op, op.impl, clone_kwargs(kwargs))
+    for i, (g, w) in enumerate(zip(got, run_reference(op, kwargs), strict=True)):
+        problem = mismatch(op.compare, g, w)
+        assert problem is None, f"{op.name} output {i}: {problem}"
