@@ -30,6 +30,7 @@ from ci.results import (CaseResult, cases_for, durations_by_node, read_junit,
 
 RESULTS_DIR = "ci-results"
 EMULATED_PLATFORMS = ("hip", "cuda")
+XDIST_MIN_EST_S = 30.0  # below this estimate, starting xdist workers (each importing torch) costs more than it saves
 
 
 @dataclass
@@ -157,7 +158,10 @@ def run_job(root: Path, job: Job, tests: list[str], shard: str, *, results_dir: 
         print(banner("EMULATION: " + emulation), flush=True)
     shown = {k: env[k] for k in sorted({*job.full_env(), *(host_env or {}), "DSPARK_PLATFORM"}) if k in env}
     print(f"[ci] job {job.id} shard {shard}: {len(tests)} node id(s); env {shown}", flush=True)
-    cmd = pytest_command(tests, junit, workers if workers is not None else job.hardware.workers)
+    if workers is None:
+        est = sum(t.est_time for t in job.tests if t.node_id in set(tests))
+        workers = job.hardware.workers if est >= XDIST_MIN_EST_S else 1
+    cmd = pytest_command(tests, junit, workers)
     cmd += list(pytest_args or [])
     print("[ci] " + " ".join(cmd), flush=True)
     start = time.monotonic()

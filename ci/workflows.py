@@ -22,6 +22,8 @@ from typing import Any
 
 import yaml
 
+from ci.catalog import CatalogError
+from ci.collect import CollectionError
 from ci.jobs import Job, Registry, load_registry, workflow_key
 from ci.partition import shard_loads
 
@@ -281,9 +283,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--root", default=".")
     args = parser.parse_args(argv)
     root = Path(args.root).resolve()
+    try:
+        registry = load_registry(root)
+    except (CollectionError, CatalogError) as exc:
+        print(f"workflows: registry cannot be collected, nothing generated:\n{exc}", file=sys.stderr)
+        return 2
     if args.check:
-        return check(root)
-    written = write(root, generate(load_registry(root)))
+        return check(root, registry)
+    written = write(root, generate(registry))
     print("\n".join(written) if written else "workflows up to date")
     return 0
 

@@ -18,12 +18,17 @@ known on the host without trusting a device value it did not compute:
   it back is itself one sync (counted; it is not the sync this policy elides).
 * ``ragged-graph``: the total is a captured token tier ``T >= sum``. Not exact.
   The builder never passes ``T`` against the real lengths (that would break
-  invariant 12). It pads the lengths to the tier (``pad_verify_lens_to_bucket``,
-  whose output sums to ``T`` by construction, invariant 8) and expands the
-  *padded* lengths with ``output_size=T``; rows past the real total are padding
-  (position 0, ``final_pos = window`` so the ring store skips them). No sync is
-  possible inside a CUDA graph, and none is needed: ``T`` is a host constant
-  that equals the padded sum by construction, and check mode verifies it.
+  invariant 12). It expands *padded* repeats: the real lengths plus one padding
+  repeat ``T - sum`` (``expand_prefill_causally(num_tokens=T)``), which sum to
+  ``T`` by construction, with ``output_size=T``; rows past the real total are
+  padding (position 0, ``final_pos = window`` so the ring store skips them).
+  The graph layout's per-row lengths (``pad_verify_lens_to_bucket``, over the
+  captured batch size) also sum to ``T`` (invariant 8). No sync is possible
+  inside a CUDA graph and none is needed: ``T`` is a host constant equal to the
+  padded sum by construction; check mode verifies ``sum <= T`` before use.
+  This holds on every platform and algorithm, HIP + MTP included: the field
+  fault was the eager exact path, and what makes ``output_size`` dangerous -- a
+  total that differs from the repeats' sum -- cannot happen here.
 
 Decision = ``exact_num_tokens AND policy(platform, algorithm)`` on eager paths;
 the padded-tier rule on the graph path. ``python -m impl.sync_policy`` prints

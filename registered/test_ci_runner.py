@@ -171,3 +171,28 @@ def test_run_many_runs_every_shard_and_fails_at_the_end(tmp_path):
     assert proc.returncode == 1 and "FAIL" in proc.stdout
     proc = repo.run_module("ci.run_many", "--schedule", "nightly")
     assert proc.returncode == 1 and "no registered job matches" in proc.stderr
+
+
+NIGHTLY_MI35X = """
+import os
+
+@register(suite="dspark-e2e", hardware="mi35x-8", schedule="nightly", est_time=900)
+def test_sees_hip_policies():
+    assert os.environ["DSPARK_PLATFORM"] == "hip"
+    assert os.environ["TRITON_INTERPRET"] == "1"   # the host's (cpu) default env, not the MI35x one
+"""
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=8)
+def test_mi35x_nightly_refuses_off_mi35x_unless_emulating_visibly(tmp_path):
+    repo = FixtureRepo(tmp_path)
+    repo.test_file("test_amd.py", NIGHTLY_MI35X)
+    args = ("--schedule", "nightly", "--hardware-prefix", "mi35x", "--require-mi35x", "--workers", "1")
+    proc = repo.run_module("ci.run_many", *args)
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert "REFUSED: this machine is not an MI35x" in proc.stderr and "--emulate" in proc.stderr
+    proc = repo.run_module("ci.run_many", *args, "--emulate")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "!!! EMULATION MODE: MI35x jobs on cpu" in proc.stdout
+    assert "> **EMULATION**: nightly/mi35x-8/dspark-e2e runs with DSPARK_PLATFORM=hip emulated" in proc.stdout
+    assert "jobs: 1 passed, 0 failed" in proc.stdout

@@ -18,6 +18,7 @@ from impl.spec.injector import TargetHiddenInjector
 from impl.sync_detector import count_syncs
 from impl.validation import check_mode
 from reference import spec as ref_spec
+from reference.ops_ring import fused_norm_rope_ as ref_norm_rope
 from reference.pools import DictPool
 from registered.spec_fixtures import NORM_ROPE_TOL, bits, norm_weights, poison_, rope_tables, small_config
 
@@ -149,8 +150,6 @@ def test_untouched_and_skipped_rows_are_bitwise_unchanged(kind):
         kv = h.project(layer, hidden)[loc >= 0]
         want = kv.clone()
         pos = meta.positions[loc >= 0]
-        from reference.ops_ring import fused_norm_rope_ as ref_norm_rope
-
         ref_norm_rope(want, h.norms[layer], h.eps, h.cos, h.sin, pos, rope_dim=h.cfg.rope_dim)
         torch.testing.assert_close(buf[written].float(), want.float(), **NORM_ROPE_TOL)
 

@@ -112,8 +112,13 @@ def expand_prefill_causally(seq_lens, extend_lens, req_pool_indices, *, num_toke
     if num_tokens is None:
         req_of_token = torch.repeat_interleave(requests[:bs], ext)  # the one host sync
     else:
-        pad = (num_tokens - ext.sum()).reshape(1)
-        repeats = torch.cat([ext, pad])  # sums to num_tokens by construction (invariant 12)
+        # Cap the running total at num_tokens so the repeats sum to exactly num_tokens
+        # whatever the caller passed (invariant 12): a too-small num_tokens drops the
+        # trailing tokens (check mode reports it) instead of writing out of bounds.
+        ends = ext.clamp_min(0).cumsum(0).clamp_max(num_tokens)
+        ext = torch.diff(ends, prepend=ends.new_zeros(1))
+        pad = (num_tokens - ends[-1:]) if bs else ext.new_full((1,), num_tokens)
+        repeats = torch.cat([ext, pad])
         req_of_token = torch.repeat_interleave(requests, repeats, output_size=num_tokens)
     total_rows = req_of_token.shape[0]
     starts = torch.cat([ext.new_zeros(1), ext.cumsum(0)])  # exclusive cumsum; [bs] = real total

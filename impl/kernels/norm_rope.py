@@ -21,15 +21,56 @@ KV_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 def _norm_rope_kernel(
     kv_ptr, w_ptr, cos_ptr, sin_ptr, pos_ptr,
     num_rows, heads, max_pos, eps,
+    D: tl.constexpr, ROPE: tl.constexpr, ROWS: tl.constexpr, BLOCK_D: tl.constexpr,
+):
+    # One [ROWS, D] tile per program: each row is read once and written once, contiguously.
+    # Requires D - ROPE even when ROPE > 0, so RoPE pairs (2j, 2j+1) line up with the row.
+    rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
+    row_ok = rows < num_rows
+    base = rows.to(tl.int64) * D
+    cols = tl.arange(0, BLOCK_D)
+    if BLOCK_D == D:
+        mask = row_ok[:, None]  # row-uniform mask keeps the loads/stores 16 bytes wide
+    else:
+        mask = row_ok[:, None] & (cols < D)[None, :]
+    ptrs = kv_ptr + base[:, None] + cols[None, :]
+    # 1) RMSNorm over the whole row, in fp32 (bf16 arithmetic is never used).
+    x = tl.load(ptrs, mask=mask, other=0.0).to(tl.float32)
+    inv_rms = tl.rsqrt(tl.sum(x * x, axis=1) / D + eps)  # [ROWS]
+    w = tl.load(w_ptr + cols, mask=cols < D, other=0.0).to(tl.float32)
+    y = x * inv_rms[:, None] * w[None, :]
+    if ROPE > 0:
+        # 2) Interleaved RoPE on the trailing ROPE columns: view the row as D/2 (even, odd)
+        #    pairs and rotate every pair; pairs outside the rope part get cos=1, sin=0
+        #    (masked table loads: no memory traffic for them), which leaves them unchanged.
+        j = tl.arange(0, BLOCK_D // 2) - (D - ROPE) // 2  # table column of each pair (<0: nope pair)
+        in_rope = (j >= 0) & (j < ROPE // 2)
+        # Rows of [T, H, D] share their token's position.
+        pos = tl.load(pos_ptr + rows // heads, mask=row_ok, other=0).to(tl.int64)
+        pos = tl.minimum(tl.maximum(pos, 0), max_pos - 1)
+        table = pos[:, None] * (ROPE // 2) + j[None, :]
+        tmask = row_ok[:, None] & in_rope[None, :]
+        c = tl.load(cos_ptr + table, mask=tmask, other=1.0)
+        s = tl.load(sin_ptr + table, mask=tmask, other=0.0)
+        e, o = tl.split(tl.reshape(y, [ROWS, BLOCK_D // 2, 2]))
+        y = tl.reshape(tl.join(e * c - o * s, e * s + o * c), [ROWS, BLOCK_D])
+    tl.store(ptrs, y.to(kv_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _norm_rope_strided_kernel(
+    kv_ptr, w_ptr, cos_ptr, sin_ptr, pos_ptr,
+    num_rows, heads, max_pos, eps,
     D: tl.constexpr, ROPE: tl.constexpr, ROWS: tl.constexpr,
     BLOCK_D: tl.constexpr, BLOCK_HALF: tl.constexpr,
 ):
+    # Fallback for an odd number of nope columns (pairs do not line up with the row):
+    # store the nope part, then reload the rope columns as strided (even, odd) pairs.
     rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     row_ok = rows < num_rows
     base = rows.to(tl.int64) * D
     cols = tl.arange(0, BLOCK_D)
     col_ok = cols < D
-    # 1) RMSNorm over the whole row, in fp32 (bf16 arithmetic is never used).
     x = tl.load(kv_ptr + base[:, None] + cols[None, :], mask=row_ok[:, None] & col_ok[None, :], other=0.0)
     x = x.to(tl.float32)
     inv_rms = tl.rsqrt(tl.sum(x * x, axis=1) / D + eps)  # [ROWS]
@@ -39,27 +80,30 @@ def _norm_rope_kernel(
     # The "nope" columns are final; the rope columns are rewritten below.
     nope_mask = row_ok[:, None] & (cols < NOPE)[None, :]
     tl.store(kv_ptr + base[:, None] + cols[None, :], y.to(kv_ptr.dtype.element_ty), mask=nope_mask)
-    if ROPE > 0:
-        # 2) Interleaved RoPE: reload the rope columns as (even, odd) pairs. They were
-        #    not stored above, so these loads still see the original row.
-        j = tl.arange(0, BLOCK_HALF)
-        pair_mask = row_ok[:, None] & (j < ROPE // 2)[None, :]
-        even_ptr = kv_ptr + base[:, None] + (NOPE + 2 * j)[None, :]
-        e = tl.load(even_ptr, mask=pair_mask, other=0.0).to(tl.float32)
-        o = tl.load(even_ptr + 1, mask=pair_mask, other=0.0).to(tl.float32)
-        w_e = tl.load(w_ptr + NOPE + 2 * j, mask=j < ROPE // 2, other=0.0).to(tl.float32)
-        w_o = tl.load(w_ptr + NOPE + 2 * j + 1, mask=j < ROPE // 2, other=0.0).to(tl.float32)
-        e = e * inv_rms[:, None] * w_e[None, :]
-        o = o * inv_rms[:, None] * w_o[None, :]
-        # Rows of [T, H, D] share their token's position.
-        pos = tl.load(pos_ptr + rows // heads, mask=row_ok, other=0).to(tl.int64)
-        pos = tl.minimum(tl.maximum(pos, 0), max_pos - 1)
-        table = pos[:, None] * (ROPE // 2) + j[None, :]
-        c = tl.load(cos_ptr + table, mask=pair_mask, other=0.0)
-        s = tl.load(sin_ptr + table, mask=pair_mask, other=0.0)
-        out_ty = kv_ptr.dtype.element_ty
-        tl.store(even_ptr, (e * c - o * s).to(out_ty), mask=pair_mask)
-        tl.store(even_ptr + 1, (e * s + o * c).to(out_ty), mask=pair_mask)
+    # They were not stored above, so these loads still see the original row.
+    j = tl.arange(0, BLOCK_HALF)
+    pair_mask = row_ok[:, None] & (j < ROPE // 2)[None, :]
+    even_ptr = kv_ptr + base[:, None] + (NOPE + 2 * j)[None, :]
+    e = tl.load(even_ptr, mask=pair_mask, other=0.0).to(tl.float32)
+    o = tl.load(even_ptr + 1, mask=pair_mask, other=0.0).to(tl.float32)
+    w_e = tl.load(w_ptr + NOPE + 2 * j, mask=j < ROPE // 2, other=0.0).to(tl.float32)
+    w_o = tl.load(w_ptr + NOPE + 2 * j + 1, mask=j < ROPE // 2, other=0.0).to(tl.float32)
+    e = e * inv_rms[:, None] * w_e[None, :]
+    o = o * inv_rms[:, None] * w_o[None, :]
+    pos = tl.load(pos_ptr + rows // heads, mask=row_ok, other=0).to(tl.int64)
+    pos = tl.minimum(tl.maximum(pos, 0), max_pos - 1)
+    table = pos[:, None] * (ROPE // 2) + j[None, :]
+    c = tl.load(cos_ptr + table, mask=pair_mask, other=0.0)
+    s = tl.load(sin_ptr + table, mask=pair_mask, other=0.0)
+    out_ty = kv_ptr.dtype.element_ty
+    tl.store(even_ptr, (e * c - o * s).to(out_ty), mask=pair_mask)
+    tl.store(even_ptr + 1, (e * s + o * c).to(out_ty), mask=pair_mask)
+
+
+def _launch_config(block_d: int, num_rows: int) -> tuple[int, int]:
+    """(rows per program, num_warps): ~8 KB of bf16 per program, 4 warps (tuned on the H200)."""
+    rows = max(1, min(32, 4096 // block_d))
+    return rows, 4
 
 
 def _norm_rope_torch(kv, weight, eps, cos, sin, positions, rope_dim) -> None:
@@ -104,10 +148,16 @@ def fused_norm_rope_(kv, weight, eps, cos, sin, positions, *, rope_dim):
     heads = kv.shape[1] if kv.dim() == 3 else 1
     num_rows = num_tokens * heads
     block_d = next_pow2(d)
-    rows = max(1, min(16, 2048 // block_d))
+    args = (kv, weight, cos, sin, positions, num_rows, heads, max(cos.shape[0], 1), eps)
+    if rope_dim and (d - rope_dim) % 2:
+        rows = max(1, min(16, 2048 // block_d))
+        _norm_rope_strided_kernel[(triton.cdiv(num_rows, rows),)](
+            *args, D=d, ROPE=rope_dim, ROWS=rows, BLOCK_D=block_d, BLOCK_HALF=next_pow2(max(rope_dim // 2, 1)),
+            num_warps=4 if block_d <= 256 else 8,
+        )
+        return kv
+    rows, warps = _launch_config(block_d, num_rows)
     _norm_rope_kernel[(triton.cdiv(num_rows, rows),)](
-        kv, weight, cos, sin, positions, num_rows, heads, max(cos.shape[0], 1), eps,
-        D=d, ROPE=rope_dim, ROWS=rows, BLOCK_D=block_d, BLOCK_HALF=next_pow2(max(rope_dim // 2, 1)),
-        num_warps=4 if block_d <= 256 else 8,
+        *args, D=d, ROPE=rope_dim, ROWS=rows, BLOCK_D=block_d, num_warps=warps,
     )
     return kv

@@ -7,10 +7,15 @@ survive), then is divided by its kept mass (zero mass -> zeros, never NaN).
          p clamped to [0, 1]; for a row summing to 1 this is SPEC's "< 1 - p".
          p = 1 is a no-op, p = 0 keeps the largest entries (and their ties).
 
-The Triton kernel finds the pivot without sorting: non-negative fp32 values
-order like their int32 bit patterns, so a 31-step binary search over bit
-patterns, each step one pass over the row (a count for top-k, an fp64 mass for
-top-p), lands exactly on the pivot value.
+The Triton path finds the pivot without sorting, by a radix select: non-negative
+fp32 values order like their int32 bit patterns ("keys"), so the pivot's key is
+built a few bits at a time, most significant first. Each pass histograms, per
+row, the next digit of the keys that still match the prefix found so far (a
+count per digit for top-k, an fp64 mass per digit for top-p) and picks the digit
+holding the pivot. Rows are split into chunks, one program per (chunk, row);
+each program writes its partial histogram and the last one of a row to finish
+(an atomic ticket) reduces them and writes the new prefix. A fixed number of
+launches per call and no host sync keep it CUDA-graph safe.
 """
 from __future__ import annotations
 
@@ -19,74 +24,172 @@ import torch
 from impl.kernels._backend import launch_mode, next_pow2, tl, triton
 from impl.validation import INDEX_DTYPES, check_mode_enabled, check_tensor
 
-BLOCK_V_MAX = 4096
+# Per-row state words (int64; the fp64 ones are stored through a float64 view of the buffer).
+_PREFIX, _COUNT_ABOVE, _TARGET, _MASS_BELOW, _TOTAL, _KEPT, _TICKETS = 0, 1, 2, 3, 4, 5, 6
+_MAX_LAUNCHES = 18  # one ticket counter per reducing launch
+_STATE_WORDS = _TICKETS + _MAX_LAUNCHES
+TOP_K_BITS = 8  # digit width of a top-k pass (counts via tl.histogram): 4 passes
+TOP_P_BITS = 3  # digit width of a top-p pass (fp64 masses, one-hot): 11 passes
+# Launch shape per op, {top_p: value}: columns per loop step, warps, and how many
+# (chunk, row) programs to aim for when splitting rows (tuned on the H200).
+BLOCK_MAX = {False: 1024, True: 512}
+NUM_WARPS = {False: 4, True: 4}
+TARGET_PROGRAMS = {False: 528, True: 528}
+
+
+@triton.jit
+def _keys(x):
+    # Order-preserving int32 key of a non-negative float; -0.0 maps to +0.0's key.
+    return tl.maximum(x.to(tl.int32, bitcast=True), 0)
 
 
 @triton.jit
 def _renorm_kernel(
-    probs_ptr, out_ptr, param_ptr, param_scalar, num_rows, V,
-    TOP_P: tl.constexpr, PARAM_IS_TENSOR: tl.constexpr, ROWS: tl.constexpr, BLOCK_V: tl.constexpr,
+    probs_ptr, part_ptr, state_ptr, fstate_ptr, param_ptr, param_scalar, V, chunk_len, num_chunks,
+    TOP_P: tl.constexpr, PARAM_IS_TENSOR: tl.constexpr, HI: tl.constexpr, SHIFT: tl.constexpr,
+    NB: tl.constexpr, TICKET: tl.constexpr, W: tl.constexpr, BLOCK: tl.constexpr, CHUNKS_P2: tl.constexpr,
 ):
-    # ROWS rows per program (many for small vocabularies, one for large), BLOCK_V columns per step.
-    rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
-    row_ok = rows < num_rows
-    base = rows.to(tl.int64) * V
-    if PARAM_IS_TENSOR:
-        param = tl.load(param_ptr + rows, mask=row_ok, other=0)
-    else:
-        param = tl.zeros([ROWS], tl.float64) + param_scalar
+    # One radix pass: key bits [SHIFT, HI) of the keys whose bits >= HI equal the row's prefix.
+    chunk = tl.program_id(0)
+    row = tl.program_id(1)
+    srow = state_ptr + row * W
+    frow = fstate_ptr + row * W
+    prefix = tl.load(srow + 0).to(tl.int32)
+    digits = tl.arange(0, NB)
+    start = chunk * chunk_len
+    end = tl.minimum(start + chunk_len, V)
+    row_ptr = probs_ptr + row.to(tl.int64) * V
     if TOP_P:
-        p = tl.minimum(tl.maximum(param.to(tl.float64), 0.0), 1.0)
-        total = tl.zeros([ROWS], tl.float64)
-        for start in range(0, V, BLOCK_V):
-            offs = start + tl.arange(0, BLOCK_V)
-            m = row_ok[:, None] & (offs < V)[None, :]
-            x = tl.load(probs_ptr + base[:, None] + offs[None, :], mask=m, other=0.0)
-            total += tl.sum(x.to(tl.float64), axis=1)
-        target = (1.0 - p) * total
+        mass = tl.zeros([BLOCK, NB], tl.float64)  # per-lane, per-digit fp64 sums
     else:
-        k = tl.minimum(tl.maximum(param.to(tl.int64), 1), V)
-
-    # Binary search, per row, for the pivot's bit pattern in [0, 2^31): invariant "lo qualifies,
-    # hi does not". top-k: lo = largest t with count(bits >= t) >= k (the k-th largest).
-    # top-p: lo = largest t with mass(bits < t) < target (the smallest kept value).
-    lo = tl.zeros([ROWS], tl.int64)
-    hi = lo + 2147483648
-    for _ in range(31):
-        mid = (lo + hi) // 2
-        acc = tl.zeros([ROWS], tl.float64)
-        for start in range(0, V, BLOCK_V):
-            offs = start + tl.arange(0, BLOCK_V)
-            m = row_ok[:, None] & (offs < V)[None, :]
-            x = tl.load(probs_ptr + base[:, None] + offs[None, :], mask=m, other=0.0)
-            bits = x.to(tl.int32, bitcast=True).to(tl.int64)
-            if TOP_P:
-                acc += tl.sum(tl.where(m & (bits < mid[:, None]), x.to(tl.float64), 0.0), axis=1)
-            else:
-                acc += tl.sum(tl.where(m & (bits >= mid[:, None]), 1.0, 0.0).to(tl.float64), axis=1)
+        count = tl.zeros([2 * NB], tl.int32)  # bin NB collects the keys off the prefix
+    for off in range(start, end, BLOCK):
+        offs = off + tl.arange(0, BLOCK)
+        ok = offs < end
+        x = tl.load(row_ptr + offs, mask=ok, other=0.0)
+        key = _keys(x)
+        match = ok & ((key >> HI) == prefix)  # key >= 0, so key >> 31 == 0 == the first prefix
+        digit = (key >> SHIFT) & ((1 << (HI - SHIFT)) - 1)
         if TOP_P:
-            ok = acc < target
+            hit = match[:, None] & (digit[:, None] == digits[None, :])
+            mass += tl.where(hit, x.to(tl.float64)[:, None], 0.0)
         else:
-            ok = acc >= k
-        lo = tl.where(ok, mid, lo)
-        hi = tl.where(ok, hi, mid)
+            count += tl.histogram(tl.where(match, digit, NB), 2 * NB)
+    if TOP_P:
+        part = tl.sum(mass, axis=0)
+    else:
+        # Keep bins [0, NB): view the 2*NB bins as [2, NB] and take row 0.
+        halves = tl.reshape(count, [2, NB])
+        part = tl.sum(tl.where(tl.arange(0, 2)[:, None] == 0, halves, 0), axis=0).to(tl.float64)
+    tl.store(part_ptr + (row * num_chunks + chunk) * NB + digits, part)
+    # The last program of this row to finish (acq_rel ticket: it sees every partial) reduces.
+    ticket = tl.atomic_add(srow + TICKET, 1)
+    if ticket == num_chunks - 1:
+        c = tl.arange(0, CHUNKS_P2)
+        parts = tl.load(
+            part_ptr + (row * num_chunks + c[:, None]) * NB + digits[None, :],
+            mask=(c < num_chunks)[:, None], other=0.0, cache_modifier=".cg",
+        )
+        hist = tl.sum(parts, axis=0)  # [NB] fp64, exact (counts, or fp64 sums of fp32 values)
+        upto = tl.cumsum(hist, axis=0)  # inclusive prefix sums over digits
+        if TOP_P:
+            if HI == 31:  # first pass: every key matches, so the digits hold the whole row
+                if PARAM_IS_TENSOR:
+                    p = tl.load(param_ptr + row).to(tl.float64)
+                else:
+                    p = tl.full([], 0.0, tl.float64) + param_scalar
+                p = tl.minimum(tl.maximum(p, 0.0), 1.0)
+                total = tl.sum(hist, axis=0)
+                tl.store(frow + 4, total)
+                tl.store(frow + 2, (1.0 - p) * total)
+            target = tl.load(frow + 2)
+            below = tl.load(frow + 3)
+            # pivot digit: the largest d whose strictly-smaller mass stays < target (d = 0 always may)
+            fits = below + (upto - hist) < target
+            best = tl.max(tl.where(fits, digits, 0), axis=0)
+            below += tl.sum(tl.where(digits < best, hist, 0.0), axis=0)
+            tl.store(frow + 3, below)
+            if SHIFT == 0:
+                tl.store(frow + 5, tl.load(frow + 4) - below)  # kept mass = total - dropped mass
+        else:
+            if PARAM_IS_TENSOR:
+                k = tl.load(param_ptr + row).to(tl.int64)
+            else:
+                k = tl.full([], 0, tl.int64) + param_scalar
+            k = tl.minimum(tl.maximum(k, 1), V).to(tl.float64)
+            above = tl.load(srow + 1).to(tl.float64)
+            at_or_above = above + tl.sum(hist, axis=0) - (upto - hist)  # count of keys >= digit d
+            # pivot digit: the largest d with at least k keys at or above it (d = 0 always may)
+            best = tl.max(tl.where(at_or_above >= k, digits, 0), axis=0)
+            above += tl.sum(tl.where(digits > best, hist, 0.0), axis=0)
+            tl.store(srow + 1, above.to(tl.int64))
+        tl.store(srow + 0, ((prefix << (HI - SHIFT)) | best).to(tl.int64))
 
-    # Renormalise the kept entries (fp64 mass, guarded against zero).
-    kept = tl.zeros([ROWS], tl.float64)
-    for start in range(0, V, BLOCK_V):
-        offs = start + tl.arange(0, BLOCK_V)
-        m = row_ok[:, None] & (offs < V)[None, :]
-        x = tl.load(probs_ptr + base[:, None] + offs[None, :], mask=m, other=0.0)
-        keep = m & (x.to(tl.int32, bitcast=True).to(tl.int64) >= lo[:, None])
-        kept += tl.sum(tl.where(keep, x.to(tl.float64), 0.0), axis=1)
+
+@triton.jit
+def _kept_mass_kernel(
+    probs_ptr, part_ptr, state_ptr, fstate_ptr, V, chunk_len, num_chunks,
+    TICKET: tl.constexpr, W: tl.constexpr, BLOCK: tl.constexpr, CHUNKS_P2: tl.constexpr,
+):
+    # Mass of the entries >= pivot (top-k), fp64, split and reduced like a pass.
+    chunk = tl.program_id(0)
+    row = tl.program_id(1)
+    pivot = tl.load(state_ptr + row * W).to(tl.int32)
+    start = chunk * chunk_len
+    end = tl.minimum(start + chunk_len, V)
+    row_ptr = probs_ptr + row.to(tl.int64) * V
+    acc = tl.zeros([BLOCK], tl.float64)
+    for off in range(start, end, BLOCK):
+        offs = off + tl.arange(0, BLOCK)
+        ok = offs < end
+        x = tl.load(row_ptr + offs, mask=ok, other=0.0)
+        acc += tl.where(ok & (_keys(x) >= pivot), x.to(tl.float64), 0.0)
+    tl.store(part_ptr + row * num_chunks + chunk, tl.sum(acc, axis=0))
+    ticket = tl.atomic_add(state_ptr + row * W + TICKET, 1)
+    if ticket == num_chunks - 1:
+        c = tl.arange(0, CHUNKS_P2)
+        parts = tl.load(part_ptr + row * num_chunks + c, mask=c < num_chunks, other=0.0, cache_modifier=".cg")
+        tl.store(fstate_ptr + row * W + 5, tl.sum(parts, axis=0))
+
+
+@triton.jit
+def _write_kernel(
+    probs_ptr, out_ptr, state_ptr, fstate_ptr, V, chunk_len,
+    W: tl.constexpr, BLOCK: tl.constexpr,
+):
+    # Keep the entries >= pivot, scaled by 1 / kept mass in fp64 (zero mass -> zeros).
+    chunk = tl.program_id(0)
+    row = tl.program_id(1)
+    pivot = tl.load(state_ptr + row * W).to(tl.int32)
+    kept = tl.load(fstate_ptr + row * W + 5)
     scale = tl.where(kept > 0.0, 1.0 / tl.where(kept > 0.0, kept, 1.0), 0.0)
-    for start in range(0, V, BLOCK_V):
-        offs = start + tl.arange(0, BLOCK_V)
-        m = row_ok[:, None] & (offs < V)[None, :]
-        x = tl.load(probs_ptr + base[:, None] + offs[None, :], mask=m, other=0.0)
-        keep = x.to(tl.int32, bitcast=True).to(tl.int64) >= lo[:, None]
-        y = tl.where(keep, x.to(tl.float64) * scale[:, None], 0.0)
-        tl.store(out_ptr + base[:, None] + offs[None, :], y.to(tl.float32), mask=m)
+    start = chunk * chunk_len
+    end = tl.minimum(start + chunk_len, V)
+    base = row.to(tl.int64) * V
+    for off in range(start, end, BLOCK):
+        offs = off + tl.arange(0, BLOCK)
+        ok = offs < end
+        x = tl.load(probs_ptr + base + offs, mask=ok, other=0.0)
+        y = tl.where(_keys(x) >= pivot, x.to(tl.float64) * scale, 0.0)
+        tl.store(out_ptr + base + offs, y.to(tl.float32), mask=ok)
+
+
+def _pass_bits(bits: int) -> list[tuple[int, int]]:
+    """(HI, SHIFT) of each pass: key bits [SHIFT, HI), from bit 31 down to 0."""
+    passes, hi = [], 31
+    while hi > 0:
+        passes.append((hi, max(hi - bits, 0)))
+        hi = max(hi - bits, 0)
+    return passes
+
+
+def _split(bs: int, vocab: int, top_p: bool) -> tuple[int, int, int]:
+    """(BLOCK, chunk length, chunks): enough (chunk, row) programs to fill the GPU."""
+    block = min(next_pow2(vocab), BLOCK_MAX[top_p])
+    steps = triton.cdiv(vocab, block)
+    chunks = max(1, min(steps, triton.cdiv(TARGET_PROGRAMS[top_p], bs)))
+    chunk_len = block * triton.cdiv(steps, chunks)
+    return block, chunk_len, triton.cdiv(vocab, chunk_len)
 
 
 def _renormalise_torch(probs: torch.Tensor, pivot: torch.Tensor) -> torch.Tensor:
@@ -142,12 +245,28 @@ def _run(probs, param, param_t, *, top_p: bool) -> torch.Tensor:
             param_t = torch.full((bs,), param, dtype=torch.float32 if top_p else torch.int64, device=probs.device)
         return _top_p_torch(probs, param_t) if top_p else _top_k_torch(probs, param_t)
     out = torch.empty_like(probs)
-    block_v = min(next_pow2(vocab), BLOCK_V_MAX)
-    rows = max(1, min(next_pow2(bs), BLOCK_V_MAX // block_v, 16))
-    _renorm_kernel[(triton.cdiv(bs, rows),)](
-        probs, out, probs if param_t is None else param_t, 0 if param_t is not None else param, bs, vocab,
-        TOP_P=top_p, PARAM_IS_TENSOR=param_t is not None, ROWS=rows, BLOCK_V=block_v,
-    )
+    block, chunk_len, chunks = _split(bs, vocab, top_p)
+    nb = 1 << (TOP_P_BITS if top_p else TOP_K_BITS)
+    passes = _pass_bits(TOP_P_BITS if top_p else TOP_K_BITS)
+    # One zero-filled buffer: per-row state (prefix, counts, fp64 masses) and ticket counters.
+    state = torch.zeros((bs, _STATE_WORDS), dtype=torch.int64, device=probs.device)
+    fstate = state.view(torch.float64)
+    part = torch.empty((bs, chunks, nb), dtype=torch.float64, device=probs.device)
+    grid = (chunks, bs)
+    common = dict(W=_STATE_WORDS, BLOCK=block, num_warps=NUM_WARPS[top_p])
+    for i, (hi, shift) in enumerate(passes):
+        _renorm_kernel[grid](
+            probs, part, state, fstate, probs if param_t is None else param_t,
+            0 if param_t is not None else param, vocab, chunk_len, chunks,
+            TOP_P=top_p, PARAM_IS_TENSOR=param_t is not None, HI=hi, SHIFT=shift, NB=nb,
+            TICKET=_TICKETS + i, CHUNKS_P2=next_pow2(chunks), **common,
+        )
+    if not top_p:
+        _kept_mass_kernel[grid](
+            probs, part, state, fstate, vocab, chunk_len, chunks,
+            TICKET=_TICKETS + len(passes), CHUNKS_P2=next_pow2(chunks), **common,
+        )
+    _write_kernel[grid](probs, out, state, fstate, vocab, chunk_len, **common)
     return out
 
 

@@ -191,6 +191,8 @@ class TargetHiddenInjector:
         c = commit_lens.to(torch.int64)
         if bool((c < 0).any()):
             raise ValueError(f"commit_lens must be >= 0, got {c.tolist()}")
+        if verify_lens is not None and bool((verify_lens.to(torch.int64) > stride).any()):
+            raise ValueError(f"verify_lens must be <= stride ({stride}), got {verify_lens.tolist()}")
         limit = torch.full_like(c, stride) if verify_lens is None else verify_lens.to(torch.int64)
         over = c > limit
         if bool(over.any()):
