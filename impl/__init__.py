@@ -39,6 +39,10 @@ _LAZY = {
     "build_verify_metadata": "impl.verify_metadata",
     "RaggedVerifyLayout": "impl.verify_metadata",
     "build_prefill_metadata": "impl.prefill_metadata",
+    # multi-rank: DP attention + TP MLP (issue #7)
+    "DpEngine": "impl.distributed.dp_engine",
+    "TensorParallelMlp": "impl.distributed.tp_mlp",
+    "launch_distributed": "impl.distributed.launch",
 }
 
 __all__ = sorted(_LAZY)

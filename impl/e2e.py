@@ -4,13 +4,17 @@
                        [--platform cuda|hip|cpu] [--batch N] [--slots N] [--preset cpu-small|dsv4]
                        [--draft model|oracle|noisy:0.3|random] [--sampling] [--graph]
                        [--steps N] [--seed S] [--checked]
+                       [--world-size N [--fault RANK:STEP[:CALL[:MODE]]] [--timeout S]]
 
 Runs one configuration: ``--batch`` requests with prompts shorter and longer
 than the window join as slots free up (``--slots``, default half the batch,
 so slots are reused) and each generates ``--steps`` tokens. Prints the
 tokens per request (abbreviated), the average accept length, engine steps,
 tokens/s, and whether the output equals the reference decoder's (greedy);
-exits 1 when it does not. Gates not given on the command line come from the
+exits 1 when it does not. ``--world-size N`` (N > 1) runs the same requests on N
+ranks -- DP attention, tensor-parallel MLP (``impl.distributed``; gloo on CPU,
+NCCL with one GPU per rank), ``--slots`` per rank -- and also compares with the
+single-rank engine and prints each rank's accept length. Gates not given on the command line come from the
 environment (``DSPARK_SPEC_ALGO``, ``DSPARK_KV_BACKEND``, ``DSPARK_PLATFORM``).
 """
 from __future__ import annotations
@@ -23,7 +27,6 @@ import torch
 
 from impl.engine.engine import SamplingParams, SpecEngine
 from impl.engine.drafting import DraftSource
-from impl.model.rounding import ring_rounding
 from impl.model.tiny_config import TinyConfig, preset
 from impl.model.weights import target_weights
 from reference.decoder import greedy_decode_reference
@@ -59,8 +62,8 @@ class E2EResult:
         return self.engine.stats.avg_accept_length
 
 
-def reference_continuations(cfg, weights, prompts, max_new: int, rounding: str):
-    refs = [greedy_decode_reference(weights, cfg, p, max_new, rounding=rounding) for p in prompts]
+def reference_continuations(cfg, weights, prompts, max_new: int):
+    refs = [greedy_decode_reference(weights, cfg, p, max_new) for p in prompts]
     return {i: r.tokens for i, r in enumerate(refs)}, [m for r in refs for m in r.margins]
 
 
@@ -107,7 +110,7 @@ def run_case(
     if with_reference or DraftSource.parse(draft).needs_continuation:
         # gamma + 1 extra tokens so an oracle can propose past the last one kept
         if reference == "decoder":
-            refs, margins = reference_continuations(cfg, weights, prompts, max_new_tokens + g + 1, ring_rounding(device))
+            refs, margins = reference_continuations(cfg, weights, prompts, max_new_tokens + g + 1)
         elif reference == "plain-engine":
             refs = plain_continuations(cfg, weights, prompts, max_new_tokens + g + 1, device)
         else:
@@ -152,8 +155,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=16, help="new tokens per request")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--checked", action="store_true", help="verify pool contents after every step")
+    ap.add_argument("--world-size", type=int, default=1, help="ranks: DP attention + TP MLP when > 1")
+    ap.add_argument("--fault", default=None, help="fault injection RANK:STEP[:CALL[:MODE]] (also DSPARK_FAULT)")
+    ap.add_argument("--timeout", type=float, default=60.0, help="process-group timeout (s), world size > 1")
     args = ap.parse_args(argv)
     cfg = preset(args.preset, args.seed)
+    if args.world_size > 1:
+        return _main_distributed(args, cfg)
+    if args.world_size < 1:
+        ap.error("--world-size must be >= 1")
     sampling = SamplingParams(temperature=1.0, top_k=20, top_p=0.9, seed=args.seed) if args.sampling else None
     res = run_case(cfg, algorithm=args.algo, gamma=args.gamma, kv_backend=args.kv, platform=args.platform,
                    batch=args.batch, num_slots=args.slots, draft=args.draft, sampling=sampling, graph=args.graph,
@@ -174,6 +184,39 @@ def main(argv: list[str] | None = None) -> int:
     print(f"min top-2 logit margin (reference): {res.min_margin:.4g}")
     print(f"lossless: {'yes' if res.lossless else 'no'}" + ("" if res.lossless else f" (first mismatch per request: {res.mismatches})"))
     return 0 if res.lossless else 1
+
+
+def _main_distributed(args, cfg: TinyConfig) -> int:
+    from impl.distributed.compare import expected, prepare, table
+    from impl.distributed.launch import DistCase, DistributedRunError, launch, pick_backend
+    from impl.distributed.lockstep import FaultPlan
+
+    if args.sampling or args.graph:
+        raise SystemExit("--world-size > 1 supports greedy eager decoding only (no --sampling / --graph)")
+    backend = pick_backend(args.world_size)
+    device = torch.device("cuda", 0) if backend == "nccl" else torch.device("cpu")
+    g = cfg.gamma if args.gamma is None else args.gamma
+    fault = FaultPlan.parse(args.fault) if args.fault else FaultPlan.from_env()
+    case = prepare(DistCase(cfg, make_prompts(cfg, args.batch, g, args.seed), args.steps, algorithm=args.algo,
+                            gamma=args.gamma, kv_backend=args.kv, platform=args.platform, num_slots=args.slots or 2,
+                            draft=args.draft, checked=args.checked, seed=args.seed, fault=fault), device)
+    try:
+        per_rank = launch([case], args.world_size, backend=backend, timeout_s=args.timeout)[0]
+    except DistributedRunError as err:
+        print(f"distributed run failed: {str(err).split(chr(10) + '---')[0]}", file=sys.stderr)
+        return 2
+    exp = expected(case, device)
+    print(f"config: preset={args.preset} algo={args.algo or 'env'} gamma={g} kv={args.kv or 'env'} draft={args.draft} "
+          f"batch={args.batch} slots/rank={case.num_slots} world_size={args.world_size} backend={backend}")
+    for r in per_rank:
+        print(f"  rank {r.rank}: requests {sorted(r.outputs)} accept length {r.accept_length:.3f} "
+              f"(busy {r.busy_steps}/{r.engine_steps} steps, {r.idle_phases} idle phases) "
+              f"per request {r.accept_lens}")
+    print(f"single-rank accept length: {exp.single_accept_length:.3f}")
+    text, ok = table([case], [per_rank], [exp])
+    print(text)
+    print(f"lossless: {'yes' if ok else 'no'}")
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

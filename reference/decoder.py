@@ -105,8 +105,8 @@ def greedy_decode_reference(weights, cfg, prompt, max_new_tokens: int, dtype=tor
                             rounding: str = "nearest") -> ReferenceDecode:
     """Greedy continuation of ``prompt`` (list of ints or 1-D tensor), recomputed from scratch per token.
 
-    ``rounding``: how the ring writer rounds K to bf16 ("nearest", or "truncate" for
-    the Triton interpreter); ``impl.model.rounding.ring_rounding()`` probes it.
+    ``rounding``: how K is rounded to bf16; the ring writer rounds to nearest even on
+    every backend (the Triton kernel does it explicitly, so the interpreter agrees).
     """
     if max_new_tokens < 0:
         raise ValueError(f"max_new_tokens must be >= 0, got {max_new_tokens}")

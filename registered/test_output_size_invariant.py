@@ -107,7 +107,7 @@ def test_check_mode_rejects_verify_lens_above_the_tier():
 
 # The check_mode gate (DSPARK_CHECK) decides whether a wrong total is caught before use;
 # both values run per commit.
-@register(suite="components", hardware=["cpu", "h200-1", "mi35x-1"], schedule="per-commit", est_time=3,
+@register(suite="components", hardware="cpu", schedule="per-commit", est_time=3,
           env={"check-on": {"DSPARK_CHECK": "on"}, "check-off": {"DSPARK_CHECK": "off"}})
 def test_check_mode_gate_decides_whether_a_wrong_total_is_caught():
     ext = torch.tensor([3, 3], dtype=torch.int32)

@@ -28,15 +28,17 @@ def _value_checks_off():
 def test_verify_step_eager_matches_the_oracle_without_syncs():
     cfg = small_config(gamma=3, num_slots=4)
     gen = torch.Generator().manual_seed(0)
-    pool = UnifiedKVPool(cfg, num_layers=1)
+    pool = UnifiedKVPool(cfg, num_layers=1)  # on the default device: the GPU on GPU runners
+    dev = pool.device
     cos, sin = rope_tables(128, cfg.rope_dim)
     weight = (1 + 0.2 * torch.randn(cfg.head_dim, generator=gen)).to(torch.bfloat16)
     with emulate("cuda"):
-        step = VerifyStep(pool, batch_size=3, norm_weight=weight, eps=1e-6, cos=cos, sin=sin, algorithm="dspark")
+        step = VerifyStep(pool, batch_size=3, norm_weight=weight.to(dev), eps=1e-6, cos=cos.to(dev),
+                          sin=sin.to(dev), algorithm="dspark")
     stride = cfg.verify_rows("target")
     for trial in range(3):
         poison_(pool.buffer(0), gen)
-        before = pool.buffer(0).clone()
+        before = pool.buffer(0).cpu()
         batch = random_verify_batch(gen, cfg, 3)
         step.load(**batch)
         with count_syncs() as log:
@@ -47,12 +49,13 @@ def test_verify_step_eager_matches_the_oracle_without_syncs():
                                batch["prefix_lens"].tolist(), batch["commit_lens"].tolist(), stride,
                                norm_weights=[weight], eps=1e-6, cos=cos, sin=sin)
         written = torch.zeros(pool.num_rows, dtype=torch.bool)
+        after = pool.buffer(0).cpu()
         for (layer, slot, pos), row in ref.rows.items():
             loc = slot * cfg.ring + pos % cfg.ring
             written[loc] = True
-            torch.testing.assert_close(pool.buffer(0)[loc].float(), row.float(), **NORM_ROPE_TOL)
-        assert torch.equal(bits(pool.buffer(0)[~written]), bits(before[~written]))
+            torch.testing.assert_close(after[loc].float(), row.float(), **NORM_ROPE_TOL)
+        assert torch.equal(bits(after[~written]), bits(before[~written]))
         assert int((step.loc >= 0).sum()) == int(batch["commit_lens"].clamp(max=stride).sum())
         assert step.positions.tolist() == [int(p) + c for p in batch["prefix_lens"] for c in range(stride)]
         assert torch.equal(step.seq_lens_causal.to(torch.int64), step.positions + 1)
-        assert torch.equal(step.kv_in, batch["kv"])  # the input survives for the next replay
+        assert torch.equal(step.kv_in.cpu(), batch["kv"])  # the input survives for the next replay

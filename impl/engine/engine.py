@@ -84,6 +84,7 @@ class SpecEngine:
         device: str | torch.device | None = None,
         seed: int = 0,
         target: TargetModel | None = None,
+        lockstep=None,
     ) -> None:
         from impl.platform import current_platform, default_device
 
@@ -101,6 +102,11 @@ class SpecEngine:
         self.checked = checked
         if graph and self.device.type != "cuda":
             raise ValueError("graph=True needs a CUDA/ROCm device (CUDA graphs)")
+        if graph and lockstep is not None:
+            raise ValueError("graph=True is single-rank only (the verify graph holds no collectives)")
+        # data-parallel ranks (impl.distributed): agree(phase, local) -> any rank has work in
+        # ``phase``; idle(phase) issues the phase's collectives with zero tokens
+        self.lockstep = lockstep
         self.target = target if target is not None else TargetModel(cfg, self.device)
         w, cos, sin = self.target.w, self.target.cos, self.target.sin
         self.draft = {"dspark": DSparkDraft, "mtp": MtpDraft}.get(self.algorithm)
@@ -164,12 +170,18 @@ class SpecEngine:
                 self.state.admit(req)
                 req.joined_step = self.step_index
                 joining.append(req)
+            joining_anywhere = self._agree("prefill", bool(joining))
             if joining:
                 self._prefill(joining)
                 record.joined = [r.rid for r in joining]
+            elif joining_anywhere:
+                self.lockstep.idle("prefill")
             decoding = [r for r in self.state.running.values() if not r.done]
+            decoding_anywhere = self._agree("decode", bool(decoding))
             if decoding:
                 self._decode(decoding, record)
+            elif decoding_anywhere:
+                self.lockstep.idle("decode")
             if self.checker:  # before releasing: a released paged slot forgets its rows
                 self.checker.verify([(r.slot, r.seq_len) for r in self.state.running.values()], self.step_index)
             for req in [r for r in self.state.running.values() if r.done]:
@@ -186,6 +198,11 @@ class SpecEngine:
         self.records.append(record)
         self.step_index += 1
         return record
+
+    def _agree(self, phase: str, local: bool) -> bool:
+        """Single rank: ``local``. Data-parallel: whether any rank has work in ``phase``
+        (every rank then runs the phase's forwards, idle ranks with zero tokens)."""
+        return local if self.lockstep is None else self.lockstep.agree(phase, local)
 
     # ---- prefill ----
     def _prefill(self, reqs: list[Request]) -> None:

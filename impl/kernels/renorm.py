@@ -25,15 +25,19 @@ from impl.kernels._backend import launch_mode, next_pow2, tl, triton
 from impl.validation import INDEX_DTYPES, check_mode_enabled, check_tensor
 
 # Per-row state words (int64; the fp64 ones are stored through a float64 view of the buffer).
+# The kernels address them by these literal offsets (row * W + offset).
 _PREFIX, _COUNT_ABOVE, _TARGET, _MASS_BELOW, _TOTAL, _KEPT, _TICKETS = 0, 1, 2, 3, 4, 5, 6
 _MAX_LAUNCHES = 18  # one ticket counter per reducing launch
 _STATE_WORDS = _TICKETS + _MAX_LAUNCHES
 TOP_K_BITS = 8  # digit width of a top-k pass (counts via tl.histogram): 4 passes
-TOP_P_BITS = 3  # digit width of a top-p pass (fp64 masses, one-hot): 11 passes
+# Digit width of a top-p pass (fp64 one-hot masses, cost grows with 2^bits): on the H200, 2 bits
+# (16 passes) was fastest at 256 rows and 3 bits (11 passes, fewer launches) at 1 row.
+TOP_P_BITS = {"few_rows": 3, "many_rows": 2}
+TOP_P_MANY_ROWS = 32
 # Launch shape per op, {top_p: value}: columns per loop step, warps, and how many
 # (chunk, row) programs to aim for when splitting rows (tuned on the H200).
-BLOCK_MAX = {False: 1024, True: 512}
-NUM_WARPS = {False: 4, True: 4}
+BLOCK_MAX = {False: 2048, True: 512}
+NUM_WARPS = {False: 8, True: 4}
 TARGET_PROGRAMS = {False: 528, True: 528}
 
 
@@ -104,8 +108,11 @@ def _renorm_kernel(
                 tl.store(frow + 2, (1.0 - p) * total)
             target = tl.load(frow + 2)
             below = tl.load(frow + 3)
-            # pivot digit: the largest d whose strictly-smaller mass stays < target (d = 0 always may)
-            fits = below + (upto - hist) < target
+            # pivot digit: the largest d whose strictly-smaller mass stays < target (d = 0 always may).
+            # The pivot is an entry of positive mass when target > 0, so d never passes the highest
+            # digit holding mass: an exact bound where rounded sums (p = 0: target = total) could tie.
+            top = tl.max(tl.where(hist > 0.0, digits, 0), axis=0)
+            fits = (below + (upto - hist) < target) & (digits <= top)
             best = tl.max(tl.where(fits, digits, 0), axis=0)
             below += tl.sum(tl.where(digits < best, hist, 0.0), axis=0)
             tl.store(frow + 3, below)
@@ -246,8 +253,11 @@ def _run(probs, param, param_t, *, top_p: bool) -> torch.Tensor:
         return _top_p_torch(probs, param_t) if top_p else _top_k_torch(probs, param_t)
     out = torch.empty_like(probs)
     block, chunk_len, chunks = _split(bs, vocab, top_p)
-    nb = 1 << (TOP_P_BITS if top_p else TOP_K_BITS)
-    passes = _pass_bits(TOP_P_BITS if top_p else TOP_K_BITS)
+    if top_p:
+        bits = TOP_P_BITS["many_rows" if bs >= TOP_P_MANY_ROWS else "few_rows"]
+    else:
+        bits = TOP_K_BITS
+    nb, passes = 1 << bits, _pass_bits(bits)
     # One zero-filled buffer: per-row state (prefix, counts, fp64 masses) and ticket counters.
     state = torch.zeros((bs, _STATE_WORDS), dtype=torch.int64, device=probs.device)
     fstate = state.view(torch.float64)
