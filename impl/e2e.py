@@ -48,6 +48,7 @@ class E2EResult:
     margins: list[float]
     engine: SpecEngine
     mismatches: dict[int, int] = field(default_factory=dict)  # rid -> first differing index
+    mismatch_margins: dict[int, float] = field(default_factory=dict)  # rid -> reference top-2 margin there
 
     @property
     def lossless(self) -> bool:
@@ -62,8 +63,13 @@ class E2EResult:
         return self.engine.stats.avg_accept_length
 
 
+_LAST_REFERENCE_MARGINS: dict[int, list[float]] = {}
+
+
 def reference_continuations(cfg, weights, prompts, max_new: int):
     refs = [greedy_decode_reference(weights, cfg, p, max_new) for p in prompts]
+    _LAST_REFERENCE_MARGINS.clear()
+    _LAST_REFERENCE_MARGINS.update({i: list(r.margins) for i, r in enumerate(refs)})
     return {i: r.tokens for i, r in enumerate(refs)}, [m for r in refs for m in r.margins]
 
 
@@ -131,7 +137,11 @@ def run_case(
         for rid, ref in result.references.items():
             got = outputs.get(rid, [])
             if got != ref:
-                result.mismatches[rid] = next((j for j, (a, b) in enumerate(zip(got, ref)) if a != b), min(len(got), len(ref)))
+                idx = next((j for j, (a, b) in enumerate(zip(got, ref)) if a != b), min(len(got), len(ref)))
+                result.mismatches[rid] = idx
+                per_token = _LAST_REFERENCE_MARGINS.get(rid, []) if reference == "decoder" else []
+                if idx < len(per_token):
+                    result.mismatch_margins[rid] = per_token[idx]
     return result
 
 
@@ -182,7 +192,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"lossless: n/a (sampling); tokens valid: {'yes' if valid else 'no'}")
         return 0 if valid else 1
     print(f"min top-2 logit margin (reference): {res.min_margin:.4g}")
-    print(f"lossless: {'yes' if res.lossless else 'no'}" + ("" if res.lossless else f" (first mismatch per request: {res.mismatches})"))
+    detail = ""
+    if not res.lossless:
+        detail = f" (first mismatch per request: {res.mismatches}; reference top-2 margin there: " + \
+            ", ".join(f"{rid}: {m:.3g}" for rid, m in res.mismatch_margins.items()) + ")"
+    print(f"lossless: {'yes' if res.lossless else 'no'}{detail}")
     return 0 if res.lossless else 1
 
 

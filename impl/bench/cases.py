@@ -72,7 +72,7 @@ def store_swa_case(rows: int, dim: int, device: str, gen: torch.Generator, with_
     positions = (flat % ring + ring).to(device=device, dtype=torch.int64)
     trimmed = torch.rand(rows, generator=gen) < SKIP_FRACTION
     final_pos = torch.where(trimmed, positions.cpu() + window, positions.cpu()).to(device)
-    unified = torch.empty(slots * ring, dim, dtype=torch.bfloat16, device=device)
+    unified = torch.empty(slots * ring + 1, dim, dtype=torch.bfloat16, device=device)  # +1: index_copy_ trash row
     kept = rows - int(trimmed.sum())
     nbytes = kept * dim * 2 * 2 + rows * 3 * 8
     loc = torch.where(trimmed.to(device), torch.full_like(state_slot, -1), state_slot * ring + positions % ring).to(torch.int32)
@@ -81,8 +81,9 @@ def store_swa_case(rows: int, dim: int, device: str, gen: torch.Generator, with_
         {
             "copy": _copy_variant(nbytes, device),
             "project": lambda: impl.store_swa_into_unified(
-                kv, state_slot, positions, unified, window=window, ring=ring, final_pos=final_pos),
-            "one-row-per-program (precomputed loc)": lambda: baselines.scatter_one_row_per_program(kv, loc, unified),
+                kv, state_slot, positions, unified[:-1], window=window, ring=ring, final_pos=final_pos),
+            "one-row-per-program (precomputed loc)": lambda: baselines.scatter_one_row_per_program(kv, loc, unified[:-1]),
+            "torch index_copy_ (precomputed loc)": lambda: baselines.scatter_index_copy(kv, loc, unified),
         },
     )
 
