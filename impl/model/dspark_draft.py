@@ -36,15 +36,17 @@ class PoolReader:
         return rows.view(*shape, rows.shape[-1])
 
 
-class DSparkDraft:
-    def __init__(self, cfg: TinyConfig, target_w: TargetWeights, cos, sin, weights: DSparkDraftWeights | None = None):
+class InjectedDraft:
+    """What every draft that reads injected target hidden states shares: its weights
+    (one attention layer + MLP), rope tables, and the projection the injector applies."""
+
+    def __init__(self, cfg: TinyConfig, target_w: TargetWeights, cos, sin, weights):
         self.cfg = cfg
         self.target_w = target_w
-        self.w = weights if weights is not None else dspark_weights(cfg, target_w.embed.device)
+        self.w = weights
         self.cos, self.sin = cos, sin
         self.mlp = Mlp(self.w.layer.mlp, cfg.eps)
 
-    # ---- injection side ----
     @property
     def kv_norm_weight(self) -> torch.Tensor:
         return self.w.layer.attn.kv_norm
@@ -52,6 +54,12 @@ class DSparkDraft:
     def inject_rows(self, hidden: torch.Tensor) -> torch.Tensor:
         """Pre-norm KV rows (bf16 ``[N, head_dim]``) for target hidden states ``[N, hidden]``."""
         return (hidden.float() @ self.w.inject_proj).to(torch.bfloat16)
+
+
+class DSparkDraft(InjectedDraft):
+    def __init__(self, cfg: TinyConfig, target_w: TargetWeights, cos, sin, weights: DSparkDraftWeights | None = None):
+        super().__init__(cfg, target_w, cos, sin,
+                         weights if weights is not None else dspark_weights(cfg, target_w.embed.device))
 
     # ---- the block forward ----
     def block_logits(self, anchor: torch.Tensor, anchor_pos: torch.Tensor, slots: torch.Tensor, pool,

@@ -16,8 +16,7 @@ from typing import Callable
 import torch
 
 from impl.model.attention import ExtendRows, attend, project_q, rms_norm, window_keys
-from impl.model.dspark_draft import DRAFT_LAYER, PoolReader
-from impl.model.mlp import Mlp
+from impl.model.dspark_draft import DRAFT_LAYER, InjectedDraft, PoolReader
 from impl.model.tiny_config import TinyConfig
 from impl.model.weights import MtpDraftWeights, TargetWeights, mtp_weights
 
@@ -29,20 +28,10 @@ def argmax_pick(logits: torch.Tensor) -> torch.Tensor:
     return torch.argmax(logits, dim=-1)
 
 
-class MtpDraft:
+class MtpDraft(InjectedDraft):
     def __init__(self, cfg: TinyConfig, target_w: TargetWeights, cos, sin, weights: MtpDraftWeights | None = None):
-        self.cfg = cfg
-        self.target_w = target_w
-        self.w = weights if weights is not None else mtp_weights(cfg, target_w.embed.device)
-        self.cos, self.sin = cos, sin
-        self.mlp = Mlp(self.w.layer.mlp, cfg.eps)
-
-    @property
-    def kv_norm_weight(self) -> torch.Tensor:
-        return self.w.layer.attn.kv_norm
-
-    def inject_rows(self, hidden: torch.Tensor) -> torch.Tensor:
-        return (hidden.float() @ self.w.inject_proj).to(torch.bfloat16)
+        super().__init__(cfg, target_w, cos, sin,
+                         weights if weights is not None else mtp_weights(cfg, target_w.embed.device))
 
     def chain(self, last_hidden: torch.Tensor, anchor: torch.Tensor, anchor_pos: torch.Tensor,
               slots: torch.Tensor, pool, steps: int, pick: Pick = argmax_pick) -> tuple[torch.Tensor, torch.Tensor]:

@@ -34,6 +34,18 @@ class VerifyResult:
     output_tokens: torch.Tensor
     new_seq_lens: torch.Tensor
 
+    @classmethod
+    def commit(cls, draft_tokens, correct_len, bonus, prefix_lens) -> "VerifyResult":
+        """The commit contract shared by greedy and sampling verify: commit_len = correct_len + 1."""
+        commit_len = correct_len + 1
+        return cls(
+            correct_len=correct_len,
+            commit_len=commit_len,
+            bonus=bonus,
+            output_tokens=assemble_output(draft_tokens, correct_len, bonus),
+            new_seq_lens=prefix_lens.to(torch.int64) + commit_len,
+        )
+
 
 def accept_prefix_len(accepted: torch.Tensor) -> torch.Tensor:
     """Length of the leading run of True per row of ``accepted [bs, gamma]`` (int64)."""
@@ -95,11 +107,4 @@ def greedy_verify(
         matches = matches & (col < (verify_lens.to(torch.int64).view(-1, 1) - 1))
     correct_len = accept_prefix_len(matches)
     bonus = target.gather(1, correct_len.view(-1, 1)).view(-1)
-    commit_len = correct_len + 1
-    return VerifyResult(
-        correct_len=correct_len,
-        commit_len=commit_len,
-        bonus=bonus,
-        output_tokens=assemble_output(draft_tokens, correct_len, bonus),
-        new_seq_lens=prefix_lens.to(torch.int64) + commit_len,
-    )
+    return VerifyResult.commit(draft_tokens, correct_len, bonus, prefix_lens)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import torch
 
-from impl.spec.greedy_verify import VerifyResult, accept_prefix_len, assemble_output, check_verify_inputs
+from impl.spec.greedy_verify import VerifyResult, accept_prefix_len, check_verify_inputs
 from impl.validation import check_tensor
 
 
@@ -118,14 +118,7 @@ def sampling_verify_probs(
     rejected = (correct_len < cap).view(bs, 1)
     final = torch.where(rejected & has_mass, residual, p_j)
     bonus = sample_from(final, u_final)
-    commit_len = correct_len + 1
-    return VerifyResult(
-        correct_len=correct_len,
-        commit_len=commit_len,
-        bonus=bonus,
-        output_tokens=assemble_output(draft_tokens, correct_len, bonus),
-        new_seq_lens=prefix_lens.to(torch.int64) + commit_len,
-    )
+    return VerifyResult.commit(draft_tokens, correct_len, bonus, prefix_lens)
 
 
 def sampling_verify(
