@@ -16,6 +16,13 @@ holding the pivot. Rows are split into chunks, one program per (chunk, row);
 each program writes its partial histogram and the last one of a row to finish
 (an atomic ticket) reduces them and writes the new prefix. A fixed number of
 launches per call and no host sync keep it CUDA-graph safe.
+
+Candidate compaction (rows >= COMPACT_MIN_ROWS): once the prefix fixes the
+exponent (bits 31..23), one pass copies the entries still matching it into a
+fixed-capacity per-row scratch (atomic cursor), and the remaining passes (and
+top-k's kept-mass pass) read only those candidates. A row whose candidates
+overflow the scratch keeps reading its full row, so the result is always exact.
+Candidates share one exponent, so their fp64 mass sums are exact in any order.
 """
 from __future__ import annotations
 
@@ -26,8 +33,8 @@ from impl.validation import INDEX_DTYPES, check_mode_enabled, check_tensor
 
 # Per-row state words (int64; the fp64 ones are stored through a float64 view of the buffer).
 # The kernels address them by these literal offsets (row * W + offset).
-_PREFIX, _COUNT_ABOVE, _TARGET, _MASS_BELOW, _TOTAL, _KEPT, _TICKETS = 0, 1, 2, 3, 4, 5, 6
-_MAX_LAUNCHES = 18  # one ticket counter per reducing launch
+_PREFIX, _COUNT_ABOVE, _TARGET, _MASS_BELOW, _TOTAL, _KEPT, _NCAND, _MASS_ABOVE, _TICKETS = range(9)
+_MAX_LAUNCHES = 20  # one ticket counter per reducing launch
 _STATE_WORDS = _TICKETS + _MAX_LAUNCHES
 TOP_K_BITS = 8  # digit width of a top-k pass (counts via tl.histogram): 4 passes
 # Digit width of a top-p pass (fp64 one-hot masses, cost grows with 2^bits): on the H200, 2 bits
@@ -39,6 +46,12 @@ TOP_P_MANY_ROWS = 32
 BLOCK_MAX = {False: 2048, True: 512}
 NUM_WARPS = {False: 8, True: 4}
 TARGET_PROGRAMS = {False: 528, True: 528}
+# Compaction: batches of at least this many rows compact once the exponent is fixed (one row keeps
+# the plain passes: an extra launch would cost more than it saves). Candidate scratch per row
+# (fp32 values); a row with more candidates falls back to full-row passes.
+COMPACT_MIN_ROWS = 2
+CANDIDATE_CAPACITY = 16384
+_EXPONENT_SHIFT = 23  # key bits >= 23 are the fp32 exponent (bit 31 is the sign, always 0)
 
 
 @triton.jit
@@ -48,10 +61,32 @@ def _keys(x):
 
 
 @triton.jit
+def _source(
+    probs_ptr, cand_ptr, state_ptr, row, chunk, V, chunk_len, num_chunks, cap,
+    FROM_CANDIDATES: tl.constexpr, W: tl.constexpr, BLOCK: tl.constexpr,
+):
+    # (pointer, start, end) this program scans: its chunk of the row, or, once the row's candidates
+    # were compacted without overflow, its share of the candidate scratch.
+    src = probs_ptr + row.to(tl.int64) * V
+    start = chunk * chunk_len
+    end = tl.minimum(start + chunk_len, V)
+    if FROM_CANDIDATES:
+        n = tl.load(state_ptr + row * W + 6)  # _NCAND
+        if n <= cap:
+            n32 = n.to(tl.int32)
+            share = tl.cdiv(tl.cdiv(n32, num_chunks), BLOCK) * BLOCK  # whole blocks per program
+            src = cand_ptr + row.to(tl.int64) * cap
+            start = chunk * share
+            end = tl.minimum(start + share, n32)
+    return src, start, end
+
+
+@triton.jit
 def _renorm_kernel(
-    probs_ptr, part_ptr, state_ptr, fstate_ptr, param_ptr, param_scalar, V, chunk_len, num_chunks,
-    TOP_P: tl.constexpr, PARAM_IS_TENSOR: tl.constexpr, HI: tl.constexpr, SHIFT: tl.constexpr,
-    NB: tl.constexpr, TICKET: tl.constexpr, W: tl.constexpr, BLOCK: tl.constexpr, CHUNKS_P2: tl.constexpr,
+    probs_ptr, cand_ptr, part_ptr, state_ptr, fstate_ptr, param_ptr, param_scalar, V, chunk_len, num_chunks,
+    cap, TOP_P: tl.constexpr, PARAM_IS_TENSOR: tl.constexpr, HI: tl.constexpr, SHIFT: tl.constexpr,
+    NB: tl.constexpr, TICKET: tl.constexpr, FROM_CANDIDATES: tl.constexpr, W: tl.constexpr,
+    BLOCK: tl.constexpr, CHUNKS_P2: tl.constexpr,
 ):
     # One radix pass: key bits [SHIFT, HI) of the keys whose bits >= HI equal the row's prefix.
     chunk = tl.program_id(0)
@@ -60,9 +95,9 @@ def _renorm_kernel(
     frow = fstate_ptr + row * W
     prefix = tl.load(srow + 0).to(tl.int32)
     digits = tl.arange(0, NB)
-    start = chunk * chunk_len
-    end = tl.minimum(start + chunk_len, V)
-    row_ptr = probs_ptr + row.to(tl.int64) * V
+    row_ptr, start, end = _source(
+        probs_ptr, cand_ptr, state_ptr, row, chunk, V, chunk_len, num_chunks, cap, FROM_CANDIDATES, W, BLOCK,
+    )
     if TOP_P:
         mass = tl.zeros([BLOCK, NB], tl.float64)  # per-lane, per-digit fp64 sums
     else:
@@ -134,17 +169,60 @@ def _renorm_kernel(
 
 
 @triton.jit
-def _kept_mass_kernel(
-    probs_ptr, part_ptr, state_ptr, fstate_ptr, V, chunk_len, num_chunks,
-    TICKET: tl.constexpr, W: tl.constexpr, BLOCK: tl.constexpr, CHUNKS_P2: tl.constexpr,
+def _compact_kernel(
+    probs_ptr, cand_ptr, part_ptr, state_ptr, fstate_ptr, V, chunk_len, num_chunks, cap,
+    TOP_P: tl.constexpr, HI: tl.constexpr, TICKET: tl.constexpr, W: tl.constexpr, BLOCK: tl.constexpr,
+    CHUNKS_P2: tl.constexpr,
 ):
-    # Mass of the entries >= pivot (top-k), fp64, split and reduced like a pass.
+    # Copy the entries whose key bits >= HI equal the prefix into the row's candidate scratch, at
+    # slots claimed from an atomic cursor (which keeps counting past cap: that flags the overflow).
+    # Top-k also sums (fp64) the mass strictly above the candidates, part of its kept mass.
     chunk = tl.program_id(0)
     row = tl.program_id(1)
-    pivot = tl.load(state_ptr + row * W).to(tl.int32)
+    cursor = state_ptr + row * W + 6  # _NCAND
+    prefix = tl.load(state_ptr + row * W).to(tl.int32)
     start = chunk * chunk_len
     end = tl.minimum(start + chunk_len, V)
     row_ptr = probs_ptr + row.to(tl.int64) * V
+    cand_row = cand_ptr + row.to(tl.int64) * cap
+    above = tl.zeros([BLOCK], tl.float64)
+    for off in range(start, end, BLOCK):
+        offs = off + tl.arange(0, BLOCK)
+        ok = offs < end
+        x = tl.load(row_ptr + offs, mask=ok, other=0.0)
+        high = _keys(x) >> HI
+        match = ok & (high == prefix)
+        ones = match.to(tl.int32)
+        n = tl.sum(ones, axis=0)
+        if n > 0:
+            first = tl.atomic_add(cursor, n.to(tl.int64))  # this block's first slot
+            slot = first + (tl.cumsum(ones, axis=0) - 1).to(tl.int64)
+            tl.store(cand_row + slot, x, mask=match & (slot < cap))
+        if not TOP_P:
+            above += tl.where(ok & (high > prefix), x.to(tl.float64), 0.0)
+    if not TOP_P:
+        tl.store(part_ptr + row * num_chunks + chunk, tl.sum(above, axis=0))
+        ticket = tl.atomic_add(state_ptr + row * W + TICKET, 1)
+        if ticket == num_chunks - 1:
+            c = tl.arange(0, CHUNKS_P2)
+            parts = tl.load(part_ptr + row * num_chunks + c, mask=c < num_chunks, other=0.0, cache_modifier=".cg")
+            tl.store(fstate_ptr + row * W + 7, tl.sum(parts, axis=0))  # _MASS_ABOVE
+
+
+@triton.jit
+def _kept_mass_kernel(
+    probs_ptr, cand_ptr, part_ptr, state_ptr, fstate_ptr, V, chunk_len, num_chunks, cap,
+    TICKET: tl.constexpr, FROM_CANDIDATES: tl.constexpr, W: tl.constexpr, BLOCK: tl.constexpr,
+    CHUNKS_P2: tl.constexpr,
+):
+    # Mass of the entries >= pivot (top-k), fp64, split and reduced like a pass. From candidates,
+    # the mass strictly above them (summed by the compaction) is added at the end.
+    chunk = tl.program_id(0)
+    row = tl.program_id(1)
+    pivot = tl.load(state_ptr + row * W).to(tl.int32)
+    row_ptr, start, end = _source(
+        probs_ptr, cand_ptr, state_ptr, row, chunk, V, chunk_len, num_chunks, cap, FROM_CANDIDATES, W, BLOCK,
+    )
     acc = tl.zeros([BLOCK], tl.float64)
     for off in range(start, end, BLOCK):
         offs = off + tl.arange(0, BLOCK)
@@ -156,7 +234,11 @@ def _kept_mass_kernel(
     if ticket == num_chunks - 1:
         c = tl.arange(0, CHUNKS_P2)
         parts = tl.load(part_ptr + row * num_chunks + c, mask=c < num_chunks, other=0.0, cache_modifier=".cg")
-        tl.store(fstate_ptr + row * W + 5, tl.sum(parts, axis=0))
+        kept = tl.sum(parts, axis=0)
+        if FROM_CANDIDATES:
+            if tl.load(state_ptr + row * W + 6) <= cap:  # the candidates were used
+                kept += tl.load(fstate_ptr + row * W + 7)
+        tl.store(fstate_ptr + row * W + 5, kept)
 
 
 @triton.jit
@@ -262,21 +344,34 @@ def _run(probs, param, param_t, *, top_p: bool) -> torch.Tensor:
     state = torch.zeros((bs, _STATE_WORDS), dtype=torch.int64, device=probs.device)
     fstate = state.view(torch.float64)
     part = torch.empty((bs, chunks, nb), dtype=torch.float64, device=probs.device)
+    # Compact right after the first pass that fixes the exponent, unless that is the last pass.
+    compact_after = next(i for i, (_, shift) in enumerate(passes) if shift <= _EXPONENT_SHIFT)
+    if bs < COMPACT_MIN_ROWS or compact_after == len(passes) - 1:
+        compact_after = len(passes)  # never
+    cap = CANDIDATE_CAPACITY
+    cand = torch.empty((bs, cap) if compact_after < len(passes) else (1, 1), dtype=torch.float32, device=probs.device)
     grid = (chunks, bs)
-    common = dict(W=_STATE_WORDS, BLOCK=block, num_warps=NUM_WARPS[top_p])
+    common = dict(W=_STATE_WORDS, BLOCK=block, CHUNKS_P2=next_pow2(chunks), num_warps=NUM_WARPS[top_p])
+    tickets = iter(range(_TICKETS, _STATE_WORDS))
     for i, (hi, shift) in enumerate(passes):
         _renorm_kernel[grid](
-            probs, part, state, fstate, probs if param_t is None else param_t,
-            0 if param_t is not None else param, vocab, chunk_len, chunks,
+            probs, cand, part, state, fstate, probs if param_t is None else param_t,
+            0 if param_t is not None else param, vocab, chunk_len, chunks, cap,
             TOP_P=top_p, PARAM_IS_TENSOR=param_t is not None, HI=hi, SHIFT=shift, NB=nb,
-            TICKET=_TICKETS + i, CHUNKS_P2=next_pow2(chunks), **common,
+            TICKET=next(tickets), FROM_CANDIDATES=i > compact_after, **common,
         )
+        if i == compact_after:
+            _compact_kernel[grid](
+                probs, cand, part, state, fstate, vocab, chunk_len, chunks, cap,
+                TOP_P=top_p, HI=shift, TICKET=next(tickets), **common,
+            )
     if not top_p:
         _kept_mass_kernel[grid](
-            probs, part, state, fstate, vocab, chunk_len, chunks,
-            TICKET=_TICKETS + len(passes), CHUNKS_P2=next_pow2(chunks), **common,
+            probs, cand, part, state, fstate, vocab, chunk_len, chunks, cap,
+            TICKET=next(tickets), FROM_CANDIDATES=compact_after < len(passes), **common,
         )
-    _write_kernel[grid](probs, out, state, fstate, vocab, chunk_len, **common)
+    _write_kernel[grid](probs, out, state, fstate, vocab, chunk_len, W=_STATE_WORDS, BLOCK=block,
+                        num_warps=NUM_WARPS[top_p])
     return out
 
 
