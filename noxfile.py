@@ -55,7 +55,9 @@ def install(session: nox.Session, *extras: str) -> None:
     """torch first (CPU build on CPU machines), then the project with ``extras``."""
     extras = ("test", *extras)
     if not GPU_MACHINE:
-        session.install(CPU_TORCH)
+        # The CPU build lies on disk on CI machines; point pip at it even if PIP_FIND_LINKS is unset.
+        local = [f"--find-links={d}" for d in ("/opt/wheels",) if Path(d).is_dir()]
+        session.install(*local, CPU_TORCH)
         session.install("-e", f".[{','.join(extras)}]")
     elif ROCM:
         # keep ROCm's torch and triton (pytorch-triton-rocm): no dependency resolution for them
