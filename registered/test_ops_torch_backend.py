@@ -6,17 +6,19 @@ import pytest
 
 import impl.kernels.norm_rope
 import impl.kernels.renorm
+import impl.kernels.renorm_kernels
 import impl.kernels.scatter
 from ci.registration import register
 from impl.platform import default_device, kernel_backend
 from registered.op_table import case_id, cases, clone_kwargs, mismatch, run_op, run_reference
 
 TRITON_CASES = [c for c in cases(large=False) if "triton" in c[0].tags]
-# (module, Triton kernel, torch fallbacks) per kernel file
+# (module, Triton kernel or None, torch fallbacks) per kernel file
 PATHS = [
     (impl.kernels.scatter, "_scatter_rows_kernel", ["_scatter_torch"]),
     (impl.kernels.norm_rope, "_norm_rope_kernel", ["_norm_rope_torch"]),
-    (impl.kernels.renorm, "_renorm_kernel", ["_top_k_torch", "_top_p_torch"]),
+    (impl.kernels.renorm_kernels, "_pass_kernel", []),
+    (impl.kernels.renorm, None, ["_top_k_torch", "_top_p_torch"]),
 ]
 
 
@@ -36,7 +38,8 @@ class _Trap:
 def test_torch_fallback_matches_reference(case, monkeypatch):
     monkeypatch.setenv("DSPARK_KERNEL_BACKEND", "torch")
     for module, kernel, _ in PATHS:
-        monkeypatch.setattr(module, kernel, _Trap(f"Triton kernel {kernel}"))
+        if kernel is not None:
+            monkeypatch.setattr(module, kernel, _Trap(f"Triton kernel {kernel}"))
     op, sample = case
     kwargs = sample.make(default_device())
     got = run_op(op, op.impl, clone_kwargs(kwargs))

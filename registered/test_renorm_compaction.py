@@ -1,9 +1,13 @@
-"""top_k / top_p renorm: the candidate-compaction path and its overflow fallback.
+"""top_k / top_p renorm: compaction, the finish kernel, the plain passes, the first split's ranges.
 
-Rows compact the entries sharing the pivot's exponent into a fixed-capacity scratch
-(impl.kernels.renorm.CANDIDATE_CAPACITY); a row with more candidates must fall back
-to full-row passes. A tiny capacity puts both kinds of rows in one batch, and the
-result must still match the exact oracle.
+Batches of impl.kernels.renorm.FINISH_MIN_ROWS rows or more try, after the first pass and after
+each full pass that follows, to copy a row's keys in its current range into a scratch of
+CANDIDATE_CAPACITY values; the finish kernel then completes each row from its candidates, or
+from its full row when it never fit. With a tiny capacity, one batch holds rows compacted by the
+first attempt, rows compacted later, and rows never compacted; the per-row state (which attempt
+compacted the row) proves each path really ran, and the result must still match the exact
+oracle. Rows above 1 and below 2^-24 exercise the widest ranges the first split leaves. The op
+table's samples are small batches (the plain path); here they also run through the finish path.
 """
 from __future__ import annotations
 
@@ -12,76 +16,108 @@ import torch
 
 import impl.kernels as K
 import impl.kernels.renorm as renorm
+import impl.kernels.renorm_kernels as rk
 import reference as R
 from ci.registration import register
 from impl.platform import default_device
-from registered.op_table import RENORM, mismatch
+from registered.op_table import RENORM, case_id, cases, clone_kwargs, mismatch, run_op, run_reference
 
 DEV = default_device()
 CAP = 8
+VOCAB = 2100  # three chunks of CHUNK_ALIGN columns: candidates from several programs per row
 
 
-def _mixed_rows(seed: int, vocab: int = 256) -> torch.Tensor:
+def _rows(seed: int) -> torch.Tensor:
+    """Rows built so that each compaction path is taken (see the asserts on the state)."""
     g = torch.Generator().manual_seed(seed)
-    p = torch.rand(6, vocab, generator=g) ** 3  # skewed: sparse at the top, crowded low down
-    p[0, 3] = 40.0  # a lone spike: its exponent bin holds one entry
-    p[1] = 1.0  # every entry ties: any candidate bin overflows
-    p[2, : vocab // 2] = 0.25  # a wide tie block above random small values
-    p[2, vocab // 2:] *= 0.1
-    p[3] = 0.0  # zero mass
-    p[4, : vocab // 4] = 0.0  # exact zeros
-    return p / p.sum(-1, keepdim=True).clamp_min(1e-30)
+    rand = lambda *shape: torch.rand(*shape, generator=g)  # noqa: E731
+    spread = lambda n: torch.randperm(VOCAB, generator=g)[:n]  # noqa: E731  (positions in every chunk)
+    p = 1e-4 * rand(7, VOCAB)  # a floor below 2^-8: the first split's top range holds only what is set
+    p[0, spread(5)] = 0.1 + 0.05 * rand(5)  # five large entries: fit the scratch from the first compacting pass
+    p[1, spread(40)] = 2.0 ** -8 * (1 + rand(40))  # forty within one octave: fit only once the range narrows
+    p[2] = 1.0  # every entry ties: never fits
+    p[3] = 0.0  # zero mass: never fits, all zeros out
+    p[4] = 1e6 * (1 + rand(VOCAB))  # above 1: the first split's widest range [2^-8, inf)
+    p[5] = 1e-9 * rand(VOCAB)  # below 2^-24: the first split's bottom range
+    p[6, spread(VOCAB // 2)] = 0.25  # a wide tie block above small values
+    return p
 
 
-def _pivot_bins(probs: torch.Tensor, want: torch.Tensor) -> list[tuple[int, int]]:
-    """Per row with mass: (entries equal to the pivot, entries sharing its fp32 exponent)."""
-    out = []
-    for row, kept in zip(probs, want):
-        if not bool((kept != 0).any()):
-            continue
-        pivot = row[kept != 0].min()
-        exponent = lambda t: t.view(torch.int32) >> 23  # noqa: E731
-        out.append((int((row == pivot).sum()), int((exponent(row) == exponent(pivot)).sum())))
-    return out
+def _params(top_p: bool) -> torch.Tensor:
+    if top_p:
+        return torch.tensor([0.5, 0.6, 0.7, 0.9, 0.8, 0.3, 0.95])
+    return torch.tensor([3, 20, 40, 7, 150, 9, 64])
 
 
-def _check_both_paths(probs, want):
-    bins = _pivot_bins(probs, want)
-    assert any(ties > CAP for ties, _ in bins), f"no overflowing row in the sample: {bins}"
-    assert any(same_exp <= CAP for _, same_exp in bins), f"no row fitting the scratch: {bins}"
+def _compacted_by(probs: torch.Tensor, param: torch.Tensor, top_p: bool) -> list[int]:
+    """The pass that compacted each row (0: never), read from the select's state."""
+    state = renorm._select(probs, None, param, top_p=top_p)
+    return state[:, rk.COMPACTED].tolist()
 
 
-@register(suite="kernels", hardware=["cpu", "h200-1"], schedule="per-commit", est_time=4)
+@register(suite="kernels", hardware=["cpu", "h200-1"], schedule="per-commit", est_time=25)
+@pytest.mark.parametrize("top_p", [False, True], ids=["top_k", "top_p"])
 @pytest.mark.parametrize("seed", [1, 2])
-def test_top_k_candidate_overflow_falls_back_exactly(monkeypatch, seed):
+def test_compaction_paths_match_the_oracle(monkeypatch, seed, top_p):
     monkeypatch.setattr(renorm, "CANDIDATE_CAPACITY", CAP)
-    probs = _mixed_rows(seed)
-    k = torch.tensor([2, 5, 40, 7, 150, 1])
-    want = R.top_k_renorm(probs, k)
-    _check_both_paths(probs, want)
-    problem = mismatch(RENORM, K.top_k_renorm(probs.to(DEV), k.to(DEV)), want)
+    monkeypatch.setattr(renorm, "FINISH_MIN_ROWS", 2)
+    probs, param = _rows(seed), _params(top_p)
+    by = _compacted_by(probs.to(DEV), param.to(DEV), top_p)
+    assert by[0] == 1, f"row 0 should fit from the first attempt: {by}"
+    assert by[1] > 1, f"row 1 should fit only on a later attempt: {by}"
+    assert by[2] == by[3] == 0, f"tied and zero rows must never fit {CAP} slots: {by}"
+    assert renorm._split(len(probs), VOCAB)[1] >= 3, "rows should span several chunks"
+    oracle, op = (R.top_p_renorm, K.top_p_renorm) if top_p else (R.top_k_renorm, K.top_k_renorm)
+    problem = mismatch(RENORM, op(probs.to(DEV), param.to(DEV)), oracle(probs, param))
+    assert problem is None, f"compacted by pass {by}: {problem}"
+
+
+@register(suite="kernels", hardware=["cpu", "h200-1"], schedule="per-commit", est_time=20)
+@pytest.mark.parametrize("top_p", [False, True], ids=["top_k", "top_p"])
+def test_finish_and_small_batch_paths_agree(monkeypatch, top_p):
+    """Same batch through compaction + finish and through the small-batch passes (one compaction
+    attempt, then (chunk, row) programs), both with rows that never fit the scratch."""
+    monkeypatch.setattr(renorm, "CANDIDATE_CAPACITY", CAP)
+    probs, param = _rows(5).to(DEV), _params(top_p).to(DEV)
+    op = K.top_p_renorm if top_p else K.top_k_renorm
+    results = []
+    for finish_min_rows in (2, 10**9):
+        monkeypatch.setattr(renorm, "FINISH_MIN_ROWS", finish_min_rows)
+        by = _compacted_by(probs, param, top_p)
+        assert 0 in by and 1 in by, f"need compacted and never-fitting rows: {by}"
+        results.append(op(probs, param))
+    assert torch.equal(results[0], results[1])
+    oracle = R.top_p_renorm if top_p else R.top_k_renorm
+    problem = mismatch(RENORM, results[0], oracle(probs.cpu(), param.cpu()))
     assert problem is None, problem
 
 
-@register(suite="kernels", hardware=["cpu", "h200-1"], schedule="per-commit", est_time=4)
-@pytest.mark.parametrize("seed", [3, 4])
-def test_top_p_candidate_overflow_falls_back_exactly(monkeypatch, seed):
-    monkeypatch.setattr(renorm, "CANDIDATE_CAPACITY", CAP)
-    probs = _mixed_rows(seed)
-    p = torch.tensor([0.1, 0.5, 0.7, 0.9, 0.95, 0.0])
-    want = R.top_p_renorm(probs, p)
-    _check_both_paths(probs, want)
-    problem = mismatch(RENORM, K.top_p_renorm(probs.to(DEV), p.to(DEV)), want)
-    assert problem is None, problem
+RENORM_CASES = [c for c in cases(large=False) if c[0].name in ("top_k_renorm", "top_p_renorm")]
 
 
-@register(suite="kernels", hardware=["cpu", "h200-1"], schedule="per-commit", est_time=4)
-def test_compacted_and_plain_passes_agree(monkeypatch):
-    """Same batch with and without compaction (the plain passes are the batch-1 path)."""
-    probs = _mixed_rows(5).to(DEV)
-    k, p = torch.tensor([3, 9, 60, 2, 100, 1], device=DEV), torch.tensor([0.2, 0.6, 0.8, 0.9, 0.99, 0.0], device=DEV)
-    compacted = K.top_k_renorm(probs, k), K.top_p_renorm(probs, p)
-    monkeypatch.setattr(renorm, "COMPACT_MIN_ROWS", 10**9)
-    plain = K.top_k_renorm(probs, k), K.top_p_renorm(probs, p)
-    for a, b in zip(compacted, plain):
-        assert torch.equal(a, b)
+@register(suite="kernels", hardware=["cpu", "h200-1"], schedule="per-commit", est_time=40)
+@pytest.mark.parametrize("case", RENORM_CASES, ids=case_id)
+def test_op_samples_through_the_finish_path(monkeypatch, case):
+    """Every op-table edge case (ties, clamped k and p, scalars, zero rows) via compaction + finish."""
+    monkeypatch.setattr(renorm, "FINISH_MIN_ROWS", 1)
+    op, sample = case
+    kwargs = sample.make(DEV)
+    assert renorm._plan(len(kwargs["probs"]), op.name == "top_p_renorm")[-1][0] == "finish"
+    got = run_op(op, op.impl, clone_kwargs(kwargs))
+    for g, w in zip(got, run_reference(op, kwargs), strict=True):
+        problem = mismatch(op.compare, g, w)
+        assert problem is None, problem
+
+
+@register(suite="kernels", hardware=["cpu", "h200-1"], schedule="per-commit", est_time=2)
+def test_schedule_narrows_any_first_range_to_one_key():
+    """The plain passes after the first split take any range it leaves (< 2^31 keys) down to one key
+    (the finish kernel loops until it does)."""
+    widths = [rk.FIRST_SPLIT[0], rk.FIRST_SPLIT[1] - rk.FIRST_SPLIT[0], rk.FIRST_SPLIT[2] - rk.FIRST_SPLIT[1],
+              rk.KEY_END - rk.FIRST_SPLIT[2]]
+    for top_p in (False, True):
+        for width in widths:
+            for nb in [nb for kind, nb in renorm._plan(1, top_p) if kind == "pass"]:
+                shift = max(0, (width - 1).bit_length() - (nb.bit_length() - 1))  # as _split_shift
+                width = min(width, 1 << shift)
+            assert width == 1, (top_p, width)

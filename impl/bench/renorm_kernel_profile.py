@@ -1,0 +1,87 @@
+"""Per-kernel GPU time of one top-k and one top-p renorm call, and a launch-shape sweep (GPU only).
+
+`python -m impl.bench.renorm_kernel_profile [--rows 256] [--vocab 129280] [--sweep]`
+
+The profile lists each kernel's device time (torch.profiler) so a change can be
+pinned to the pass it sped up; `--sweep` times whole calls as CUDA-graph replays
+for a few launch shapes (module constants of impl.kernels.renorm) at the given
+batch and at batch 1.
+"""
+from __future__ import annotations
+
+import argparse
+import torch
+
+import impl
+import impl.kernels.renorm as renorm
+from impl.bench.timing import graph_replay_us
+
+SWEEP = [  # constants of impl.kernels.renorm to try; the first is the module's own
+    {},
+    {"FINISH": (2048, 8)},
+    {"FINISH": (512, 4)},
+    {"FINISH_SPLIT": {False: 4, True: 4}},
+    {"COMPACT": (1024, 4)},
+    {"COMPACT": (512, 2)},
+    {"NARROW_PASS": (512, 8)},
+    {"NARROW_PASS": (512, 4)},
+    {"TARGET_PROGRAMS": 640},
+    {"WIDE_PASS": {False: (1024, 8), True: (512, 4)}},
+    {"WIDE_SPLIT": {False: 16, True: 16}},
+]
+
+
+def _inputs(rows: int, vocab: int):
+    gen = torch.Generator().manual_seed(0)
+    probs = torch.softmax(torch.randn(rows, vocab, generator=gen) * 3, -1).cuda()
+    k = torch.randint(1, 64, (rows,), generator=gen).cuda()
+    p = (0.5 + 0.45 * torch.rand(rows, generator=gen)).cuda()
+    return probs, k, p
+
+
+def _profile(fn, label: str) -> None:
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    launches = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    print(f"{label}: {sum(e.device_time_total for e in launches):.1f} us of kernels, {len(launches)} launches")
+    for event in launches:
+        print(f"  {event.device_time_total:8.1f} us  {event.name[:80]}")
+
+
+def _sweep(rows: int, vocab: int) -> None:
+    for batch in (rows, 1):
+        probs, k, p = _inputs(batch, vocab)
+        for overrides in SWEEP:
+            saved = {name: getattr(renorm, name) for name in overrides}
+            try:
+                for name, value in overrides.items():
+                    setattr(renorm, name, value)
+                tk = graph_replay_us(lambda: impl.top_k_renorm(probs, k), calls_per_graph=5, replays=10)
+                tp = graph_replay_us(lambda: impl.top_p_renorm(probs, p), calls_per_graph=5, replays=10)
+                print(f"sweep {batch}x{vocab} top_k {tk:8.1f} us  top_p {tp:8.1f} us  {overrides or 'module defaults'}")
+            finally:
+                for name, value in saved.items():
+                    setattr(renorm, name, value)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=256)
+    parser.add_argument("--vocab", type=int, default=129280)
+    parser.add_argument("--sweep", action="store_true")
+    args = parser.parse_args()
+    if not torch.cuda.is_available():
+        raise SystemExit("renorm_kernel_profile needs a GPU")
+    probs, k, p = _inputs(args.rows, args.vocab)
+    _profile(lambda: impl.top_k_renorm(probs, k), f"top_k {args.rows}x{args.vocab}")
+    _profile(lambda: impl.top_p_renorm(probs, p), f"top_p {args.rows}x{args.vocab}")
+    if args.sweep:
+        _sweep(args.rows, args.vocab)
+
+
+if __name__ == "__main__":
+    main()

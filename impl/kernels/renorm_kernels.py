@@ -1,0 +1,384 @@
+"""Triton kernels of the top-k / top-p renorm range select (host side: impl/kernels/renorm.py).
+
+Every kernel runs on a (chunk, row) grid and reads its chunk of a probability row,
+or, once the row is compacted, its share of the row's candidate scratch. Per-row
+state lives in one int64 buffer (fp64 words through a float64 view), addressed by
+the word offsets below; a "pass" shrinks the row's key range [lo, hi) to the
+sub-range holding the pivot. Keys are the int32 bit patterns of the (non-negative)
+fp32 values: they order like the values.
+
+Cross-program reductions use an atomic ticket: each program writes its partial
+result, then takes a ticket; the program drawing the last ticket of its row has
+seen every partial (acq_rel) and reduces them. Words a kernel reads at its start
+are only written by that last program, after every other program of the row has
+read them, so one launch never sees its own half-updated state.
+"""
+from __future__ import annotations
+
+from impl.kernels._backend import tl, triton
+
+# Per-row state words.
+LO, HI, ABOVE_COUNT, TARGET, BELOW_MASS, TOTAL, KEPT, CHOSEN, CHOSEN_COUNT, COMPACTED, NCAND, ABOVE_MASS = range(12)
+FIRST_TICKET = 12
+MAX_LAUNCHES = 24  # one ticket word per reducing launch
+STATE_WORDS = FIRST_TICKET + MAX_LAUNCHES
+NB_MAX = 16  # most sub-ranges one pass splits into
+PART_W = 2 * NB_MAX  # partial words per (row, chunk): counts [0, NB), fp64 masses [NB_MAX, NB_MAX + NB)
+ABOVE_SLOT = PART_W - 1  # top-k's partial above-mass while compacting (top-k passes keep no masses)
+TOP_KEY_SLOT = PART_W - 2  # the first pass's partial largest key (first passes split in 4: a free slot)
+# The first pass splits every key at fixed octave boundaries instead of evenly: probability rows
+# hold their mass, and their pivots, within a few octaves around 1/vocab, so after one pass the
+# pivot's range is 8 octaves wide, not 64. Keys of 2^-24, 2^-16, 2^-8; the last range ends at +inf.
+FIRST_SPLIT = (0x33800000, 0x37800000, 0x3B800000)
+KEY_END = 0x7F800001  # one past +inf's key
+
+
+@triton.jit
+def _keys(x):
+    # Order-preserving int32 key of a non-negative float; -0.0 maps to +0.0's key.
+    return tl.maximum(x.to(tl.int32, bitcast=True), 0)
+
+
+@triton.jit
+def _source(probs_ptr, cand_ptr, srow, row, chunk, V, chunk_len, num_chunks, cap, BLOCK: tl.constexpr):
+    # (pointer, start, end) this program scans: its chunk of the row or, for a compacted row,
+    # its share (whole blocks) of the candidate scratch.
+    src = probs_ptr + row.to(tl.int64) * V
+    start = chunk * chunk_len
+    end = tl.minimum(start + chunk_len, V)
+    if tl.load(srow + 9) != 0:  # COMPACTED
+        n = tl.load(srow + 10).to(tl.int32)  # NCAND
+        share = tl.cdiv(tl.cdiv(n, num_chunks), BLOCK) * BLOCK
+        src = cand_ptr + row.to(tl.int64) * cap
+        start = chunk * share
+        end = tl.minimum(start + share, n)
+    return src, start, end
+
+
+@triton.jit
+def _split_shift(lo, hi, NB: tl.constexpr):
+    # Smallest s with (hi - lo - 1) >> s < NB: sub-range d of key is (key - lo) >> s.
+    width = (hi - lo - 1).to(tl.int64)
+    s = 0
+    for _ in tl.static_range(32):
+        s += ((width >> s) >= NB).to(tl.int32)
+    return s
+
+
+@triton.jit
+def _bin_stats(src, start, end, lo, hi, s, FIRST: tl.constexpr, TOP_P: tl.constexpr, NB: tl.constexpr,
+               BLOCK: tl.constexpr):
+    # Scan src[start:end): per sub-range of [lo, hi), the key count and (top-p) fp64 mass, and
+    # (first pass) the largest key. Sub-range d of a key is (key - lo) >> s, or the FIRST_SPLIT
+    # range it falls in on the first pass.
+    bins = tl.arange(0, NB)
+    # NB == 4 keeps one 1-D accumulator per sub-range (measured ~2x faster than a [BLOCK, NB] tile).
+    c0 = tl.zeros([BLOCK], tl.int32)
+    c1 = tl.zeros([BLOCK], tl.int32)
+    c2 = tl.zeros([BLOCK], tl.int32)
+    c3 = tl.zeros([BLOCK], tl.int32)
+    m0 = tl.zeros([BLOCK], tl.float64)
+    m1 = tl.zeros([BLOCK], tl.float64)
+    m2 = tl.zeros([BLOCK], tl.float64)
+    m3 = tl.zeros([BLOCK], tl.float64)
+    counts = tl.zeros([NB], tl.int32)
+    masses = tl.zeros([BLOCK, NB], tl.float64)
+    top_key = tl.zeros([BLOCK], tl.int32)
+    for off in range(start, end, BLOCK):
+        offs = off + tl.arange(0, BLOCK)
+        ok = offs < end
+        x = tl.load(src + offs, mask=ok, other=0.0)
+        key = _keys(x)
+        inside = ok & (key >= lo) & (key < hi)
+        if FIRST:  # the FIRST_SPLIT boundaries
+            d = (key >= 0x33800000).to(tl.int32) + (key >= 0x37800000).to(tl.int32) + (key >= 0x3B800000).to(tl.int32)
+            top_key = tl.maximum(top_key, tl.where(ok, key, 0))
+        else:
+            d = (key - lo) >> s
+        if NB == 4:
+            c0 += (inside & (d == 0)).to(tl.int32)
+            c1 += (inside & (d == 1)).to(tl.int32)
+            c2 += (inside & (d == 2)).to(tl.int32)
+            c3 += (inside & (d == 3)).to(tl.int32)
+            if TOP_P:
+                xd = tl.where(inside, x.to(tl.float64), 0.0)
+                m0 += tl.where(d == 0, xd, 0.0)
+                m1 += tl.where(d == 1, xd, 0.0)
+                m2 += tl.where(d == 2, xd, 0.0)
+                m3 += tl.where(d == 3, xd, 0.0)
+        else:
+            counts += tl.histogram(d, NB, mask=inside)
+            if TOP_P:
+                hit = inside[:, None] & (d[:, None] == bins[None, :])
+                masses += tl.where(hit, x.to(tl.float64)[:, None], 0.0)
+    if NB == 4:
+        counts = tl.where(bins == 0, tl.sum(c0, axis=0), tl.where(bins == 1, tl.sum(c1, axis=0),
+                          tl.where(bins == 2, tl.sum(c2, axis=0), tl.sum(c3, axis=0))))
+        mass = tl.where(bins == 0, tl.sum(m0, axis=0), tl.where(bins == 1, tl.sum(m1, axis=0),
+                        tl.where(bins == 2, tl.sum(m2, axis=0), tl.sum(m3, axis=0))))
+    else:
+        mass = tl.sum(masses, axis=0)
+    return counts, mass, tl.max(top_key, axis=0)
+
+
+@triton.jit
+def _choose(counts, mass, lo, hi, s, level, goal, TOP_P: tl.constexpr, FIRST: tl.constexpr, NB: tl.constexpr):
+    # The sub-range holding the pivot, from the row's counts (top-k) or fp64 masses (top-p).
+    #   top-k: level = keys >= hi, goal = k: the highest d keeping >= k keys at or above it.
+    #   top-p: level = mass of keys < lo, goal = target: the highest d whose strictly-lower mass
+    #          stays < target; never past the highest sub-range holding mass (exact where rounded
+    #          sums could tie: p = 0 makes target = total). d = 0 always may.
+    # Returns (new lo, new hi, d, new level, keys in the new range).
+    bins = tl.arange(0, NB)
+    if TOP_P:
+        top = tl.max(tl.where(mass > 0.0, bins, 0), axis=0)
+        lower = tl.cumsum(mass, axis=0) - mass
+        best = tl.max(tl.where((level + lower < goal) & (bins <= top), bins, 0), axis=0)
+        level = level + tl.sum(tl.where(bins < best, mass, 0.0), axis=0)
+    else:
+        at_or_above = level + tl.sum(counts, axis=0) - (tl.cumsum(counts, axis=0) - counts)
+        best = tl.max(tl.where(at_or_above >= goal, bins, 0), axis=0)
+        level = level + tl.sum(tl.where(bins > best, counts, 0.0), axis=0)
+    if FIRST:  # FIRST_SPLIT
+        first_split = tl.where(bins == 1, 0x33800000, tl.where(bins == 2, 0x37800000, 0x3B800000))
+        bounds = tl.where(bins == 0, 0, first_split).to(tl.int64)
+    else:
+        bounds = lo.to(tl.int64) + (bins.to(tl.int64) << s.to(tl.int64))  # sub-range starts (no overflow)
+    new_lo = tl.sum(tl.where(bins == best, bounds, 0), axis=0)
+    next_start = tl.sum(tl.where(bins == best + 1, bounds, 0), axis=0)
+    new_hi = tl.where(best == NB - 1, hi, tl.minimum(next_start, hi))
+    n_in = tl.sum(tl.where(bins == best, counts, 0.0), axis=0)
+    return new_lo, new_hi, best, level, n_in
+
+
+@triton.jit
+def _goal(param_ptr, param_scalar, row, V, TOP_P: tl.constexpr, PARAM_IS_TENSOR: tl.constexpr):
+    # The row's clamped parameter: p in [0, 1] (fp64) or k in [1, V] (as fp64, compared with counts).
+    if TOP_P:
+        if PARAM_IS_TENSOR:
+            p = tl.load(param_ptr + row).to(tl.float64)
+        else:
+            p = tl.full([], 0.0, tl.float64) + param_scalar
+        return tl.minimum(tl.maximum(p, 0.0), 1.0)
+    else:
+        if PARAM_IS_TENSOR:
+            k = tl.load(param_ptr + row).to(tl.int64)
+        else:
+            k = tl.full([], 0, tl.int64) + param_scalar
+        return tl.minimum(tl.maximum(k, 1), V).to(tl.float64)
+
+
+@triton.jit
+def _pass_kernel(
+    probs_ptr, cand_ptr, part_ptr, state_ptr, fstate_ptr, param_ptr, param_scalar, V, chunk_len, num_chunks,
+    cap, TOP_P: tl.constexpr, PARAM_IS_TENSOR: tl.constexpr, FIRST: tl.constexpr, SKIP_COMPACTED: tl.constexpr,
+    NB: tl.constexpr, TICKET: tl.constexpr, W: tl.constexpr, BLOCK: tl.constexpr, CHUNKS_P2: tl.constexpr,
+):
+    # One select pass over (chunk, row) programs: split [lo, hi) into NB sub-ranges, count (top-k)
+    # or weigh (top-p, fp64) the keys in each, and keep the sub-range holding the pivot. With
+    # SKIP_COMPACTED, compacted rows are left to the finish kernel.
+    chunk = tl.program_id(0)
+    row = tl.program_id(1)
+    srow = state_ptr + row * W
+    frow = fstate_ptr + row * W
+    if SKIP_COMPACTED:
+        if tl.load(srow + 9) != 0:  # COMPACTED
+            return
+    if FIRST:
+        lo = tl.full([], 0, tl.int32)
+        hi = tl.full([], 0x7F800001, tl.int32)  # KEY_END
+        s = tl.full([], 0, tl.int32)
+    else:
+        lo = tl.load(srow + 0).to(tl.int32)
+        hi = tl.load(srow + 1).to(tl.int32)
+        s = _split_shift(lo, hi, NB)
+    src, start, end = _source(probs_ptr, cand_ptr, srow, row, chunk, V, chunk_len, num_chunks, cap, BLOCK)
+    counts, mass, top_key = _bin_stats(src, start, end, lo, hi, s, FIRST, TOP_P, NB, BLOCK)
+    bins = tl.arange(0, NB)
+    prow = part_ptr + (row * num_chunks + chunk) * 32  # PART_W
+    tl.store(prow + bins, counts.to(tl.float64))
+    if TOP_P:
+        tl.store(prow + 16 + bins, mass)  # NB_MAX
+    if FIRST:
+        tl.store(prow + 30, top_key.to(tl.float64))  # TOP_KEY_SLOT
+    ticket = tl.atomic_add(srow + TICKET, 1)
+    if ticket == num_chunks - 1:  # the row's last program: reduce the partials
+        c = tl.arange(0, CHUNKS_P2)
+        rows_of = part_ptr + (row * num_chunks + c[:, None]) * 32 + bins[None, :]
+        live = (c < num_chunks)[:, None]
+        row_counts = tl.sum(tl.load(rows_of, mask=live, other=0.0, cache_modifier=".cg"), axis=0)  # exact (fp64)
+        row_mass = tl.zeros([NB], tl.float64)
+        if TOP_P:
+            row_mass = tl.sum(tl.load(rows_of + 16, mask=live, other=0.0, cache_modifier=".cg"), axis=0)
+            if FIRST:  # the first pass covers every key: its masses sum to the row's total
+                total = tl.sum(row_mass, axis=0)
+                tl.store(frow + 5, total)  # TOTAL
+                tl.store(frow + 3, (1.0 - _goal(param_ptr, param_scalar, row, V, TOP_P, PARAM_IS_TENSOR)) * total)
+            level = tl.load(frow + 4)  # BELOW_MASS
+            goal = tl.load(frow + 3)  # TARGET
+        else:
+            level = tl.load(srow + 2).to(tl.float64)  # ABOVE_COUNT
+            goal = _goal(param_ptr, param_scalar, row, V, TOP_P, PARAM_IS_TENSOR)
+        new_lo, new_hi, best, level, n_in = _choose(row_counts, row_mass, lo, hi, s, level, goal, TOP_P, FIRST, NB)
+        if FIRST:  # no key lies above the row's largest: end the range there
+            row_top = tl.max(tl.load(part_ptr + (row * num_chunks + c) * 32 + 30, mask=c < num_chunks, other=0.0,
+                                     cache_modifier=".cg"), axis=0)
+            new_hi = tl.minimum(new_hi, row_top.to(tl.int64) + 1)
+        if TOP_P:
+            tl.store(frow + 4, level)
+        else:
+            tl.store(srow + 2, level.to(tl.int64))
+        tl.store(srow + 0, new_lo)
+        tl.store(srow + 1, new_hi.to(tl.int64))
+        tl.store(srow + 7, best.to(tl.int64))  # CHOSEN
+        tl.store(srow + 8, n_in.to(tl.int64))  # CHOSEN_COUNT
+
+
+@triton.jit
+def _compact_kernel(
+    probs_ptr, cand_ptr, part_ptr, state_ptr, fstate_ptr, V, chunk_len, num_chunks, cap,
+    TOP_P: tl.constexpr, ATTEMPT: tl.constexpr, TICKET: tl.constexpr, W: tl.constexpr, BLOCK: tl.constexpr,
+    CHUNKS_P2: tl.constexpr,
+):
+    # Copy the keys in [lo, hi) of a not-yet-compacted row into its candidate scratch when they
+    # fit. The pass just before counted them per chunk (part), so each program knows where its
+    # candidates start: no atomics. Top-k also sums (fp64) the mass of the keys >= hi, part of
+    # its kept mass.
+    chunk = tl.program_id(0)
+    row = tl.program_id(1)
+    srow = state_ptr + row * W
+    n = tl.load(srow + 8)  # CHOSEN_COUNT
+    if (tl.load(srow + 9) == 0) & (n <= cap):  # not COMPACTED, and fits
+        lo = tl.load(srow + 0).to(tl.int32)
+        hi = tl.load(srow + 1).to(tl.int32)
+        chosen = tl.load(srow + 7).to(tl.int32)
+        c = tl.arange(0, CHUNKS_P2)
+        earlier = tl.load(part_ptr + (row * num_chunks + c) * 32 + chosen, mask=c < chunk, other=0.0)
+        slot = tl.sum(earlier, axis=0).to(tl.int64)  # candidates of the earlier chunks come first
+        src = probs_ptr + row.to(tl.int64) * V
+        dst = cand_ptr + row.to(tl.int64) * cap
+        start = chunk * chunk_len
+        end = tl.minimum(start + chunk_len, V)
+        above = tl.zeros([BLOCK], tl.float64)
+        for off in range(start, end, BLOCK):
+            offs = off + tl.arange(0, BLOCK)
+            ok = offs < end
+            x = tl.load(src + offs, mask=ok, other=0.0)
+            key = _keys(x)
+            take = ok & (key >= lo) & (key < hi)
+            ones = take.to(tl.int32)
+            tl.store(dst + slot + (tl.cumsum(ones, axis=0) - 1).to(tl.int64), x, mask=take)
+            slot += tl.sum(ones, axis=0).to(tl.int64)
+            if not TOP_P:
+                above += tl.where(ok & (key >= hi), x.to(tl.float64), 0.0)
+        if not TOP_P:
+            tl.store(part_ptr + (row * num_chunks + chunk) * 32 + 31, tl.sum(above, axis=0))  # ABOVE_SLOT
+        ticket = tl.atomic_add(srow + TICKET, 1)
+        if ticket == num_chunks - 1:
+            if not TOP_P:
+                parts = tl.load(part_ptr + (row * num_chunks + c) * 32 + 31, mask=c < num_chunks, other=0.0,
+                                cache_modifier=".cg")
+                tl.store(fstate_ptr + row * W + 11, tl.sum(parts, axis=0))  # ABOVE_MASS
+            tl.store(srow + 10, n)  # NCAND
+            tl.store(srow + 9, ATTEMPT)  # COMPACTED (attempt, from 1): later launches read the scratch
+
+
+@triton.jit
+def _finish_kernel(
+    probs_ptr, cand_ptr, state_ptr, fstate_ptr, param_ptr, param_scalar, V, cap, TOP_P: tl.constexpr,
+    PARAM_IS_TENSOR: tl.constexpr, NB: tl.constexpr, W: tl.constexpr, BLOCK: tl.constexpr,
+):
+    # One program per row runs the remaining passes back to back, over the row's candidates
+    # (a few thousand, cache-resident) or, for a row that never fit the scratch, its full row;
+    # then top-k sums its kept mass. No partials, tickets or further launches.
+    row = tl.program_id(0)
+    srow = state_ptr + row * W
+    frow = fstate_ptr + row * W
+    compacted = tl.load(srow + 9) != 0
+    src = probs_ptr + row.to(tl.int64) * V
+    n = V
+    if compacted:
+        src = cand_ptr + row.to(tl.int64) * cap
+        n = tl.load(srow + 10).to(tl.int32)  # NCAND
+    lo = tl.load(srow + 0).to(tl.int32)
+    hi = tl.load(srow + 1).to(tl.int32)
+    if TOP_P:
+        level = tl.load(frow + 4)  # BELOW_MASS
+        goal = tl.load(frow + 3)  # TARGET
+    else:
+        level = tl.load(srow + 2).to(tl.float64)  # ABOVE_COUNT
+        goal = _goal(param_ptr, param_scalar, row, V, TOP_P, PARAM_IS_TENSOR)
+    while hi - lo > 1:
+        s = _split_shift(lo, hi, NB)
+        counts, mass, _ = _bin_stats(src, 0, n, lo, hi, s, False, TOP_P, NB, BLOCK)
+        new_lo, new_hi, _, level, _ = _choose(counts.to(tl.float64), mass, lo, hi, s, level, goal, TOP_P, False, NB)
+        lo = new_lo.to(tl.int32)
+        hi = new_hi.to(tl.int32)
+    tl.store(srow + 0, lo.to(tl.int64))
+    tl.store(srow + 1, hi.to(tl.int64))
+    if TOP_P:
+        tl.store(frow + 4, level)
+    else:
+        acc = tl.zeros([BLOCK], tl.float64)
+        for off in range(0, n, BLOCK):
+            offs = off + tl.arange(0, BLOCK)
+            x = tl.load(src + offs, mask=offs < n, other=0.0)
+            acc += tl.where((offs < n) & (_keys(x) >= lo), x.to(tl.float64), 0.0)
+        kept = tl.sum(acc, axis=0)
+        if compacted:
+            kept += tl.load(frow + 11)  # ABOVE_MASS
+        tl.store(frow + 6, kept)  # KEPT
+
+
+@triton.jit
+def _kept_mass_kernel(
+    probs_ptr, cand_ptr, part_ptr, state_ptr, fstate_ptr, V, chunk_len, num_chunks, cap,
+    TICKET: tl.constexpr, W: tl.constexpr, BLOCK: tl.constexpr, CHUNKS_P2: tl.constexpr,
+):
+    # Top-k's kept mass (fp64): the keys >= pivot, from the row or its candidates plus the mass
+    # above the candidates that the compaction summed.
+    chunk = tl.program_id(0)
+    row = tl.program_id(1)
+    srow = state_ptr + row * W
+    pivot = tl.load(srow + 0).to(tl.int32)
+    src, start, end = _source(probs_ptr, cand_ptr, srow, row, chunk, V, chunk_len, num_chunks, cap, BLOCK)
+    acc = tl.zeros([BLOCK], tl.float64)
+    for off in range(start, end, BLOCK):
+        offs = off + tl.arange(0, BLOCK)
+        ok = offs < end
+        x = tl.load(src + offs, mask=ok, other=0.0)
+        acc += tl.where(ok & (_keys(x) >= pivot), x.to(tl.float64), 0.0)
+    tl.store(part_ptr + (row * num_chunks + chunk) * 32, tl.sum(acc, axis=0))
+    ticket = tl.atomic_add(srow + TICKET, 1)
+    if ticket == num_chunks - 1:
+        c = tl.arange(0, CHUNKS_P2)
+        parts = tl.load(part_ptr + (row * num_chunks + c) * 32, mask=c < num_chunks, other=0.0, cache_modifier=".cg")
+        kept = tl.sum(parts, axis=0)
+        if tl.load(srow + 9) != 0:  # COMPACTED
+            kept += tl.load(fstate_ptr + row * W + 11)  # ABOVE_MASS
+        tl.store(fstate_ptr + row * W + 6, kept)  # KEPT
+
+
+@triton.jit
+def _write_kernel(
+    probs_ptr, out_ptr, state_ptr, fstate_ptr, V, chunk_len, TOP_P: tl.constexpr, W: tl.constexpr,
+    BLOCK: tl.constexpr,
+):
+    # Keep the entries >= pivot, scaled by 1 / kept mass in fp64 (zero mass -> zeros).
+    chunk = tl.program_id(0)
+    row = tl.program_id(1)
+    pivot = tl.load(state_ptr + row * W).to(tl.int32)
+    if TOP_P:
+        kept = tl.load(fstate_ptr + row * W + 5) - tl.load(fstate_ptr + row * W + 4)  # TOTAL - BELOW_MASS
+    else:
+        kept = tl.load(fstate_ptr + row * W + 6)  # KEPT
+    scale = tl.where(kept > 0.0, 1.0 / tl.where(kept > 0.0, kept, 1.0), 0.0)
+    start = chunk * chunk_len
+    end = tl.minimum(start + chunk_len, V)
+    base = row.to(tl.int64) * V
+    for off in range(start, end, BLOCK):
+        offs = off + tl.arange(0, BLOCK)
+        ok = offs < end
+        x = tl.load(probs_ptr + base + offs, mask=ok, other=0.0)
+        y = tl.where(_keys(x) >= pivot, x.to(tl.float64) * scale, 0.0)
+        tl.store(out_ptr + base + offs, y.to(tl.float32), mask=ok)
