@@ -18,16 +18,12 @@ from impl.bench.timing import graph_replay_us
 
 SWEEP = [  # constants of impl.kernels.renorm to try; the first is the module's own
     {},
-    {"FINISH": (2048, 8)},
-    {"FINISH": (512, 4)},
-    {"FINISH_SPLIT": {False: 4, True: 4}},
-    {"COMPACT": (1024, 4)},
-    {"COMPACT": (512, 2)},
-    {"NARROW_PASS": (512, 8)},
-    {"NARROW_PASS": (512, 4)},
+    {"SMALL_BATCH_CHUNKS": 4},
+    {"SMALL_BATCH_CHUNKS": 16},
     {"TARGET_PROGRAMS": 640},
     {"WIDE_PASS": {False: (1024, 8), True: (512, 4)}},
-    {"WIDE_SPLIT": {False: 16, True: 16}},
+    {"WIDE_PASS": {False: (256, 4), True: (128, 4)}},
+    {"COMPACT": (1024, 4)},
 ]
 
 
@@ -53,7 +49,7 @@ def _profile(fn, label: str) -> None:
 
 
 def _sweep(rows: int, vocab: int) -> None:
-    for batch in (rows, 1):
+    for batch in sorted({rows, 1}):
         probs, k, p = _inputs(batch, vocab)
         for overrides in SWEEP:
             saved = {name: getattr(renorm, name) for name in overrides}

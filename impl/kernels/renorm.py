@@ -58,6 +58,9 @@ FINISH = (1024, 8)
 WRITE = (1024, 8)
 CHUNK_ALIGN = 1024
 TARGET_PROGRAMS = 1280
+# Small batches: the passes after the compaction read a few thousand candidates per row, so
+# they run on this many programs per row (fewer partials to reduce, shorter launches).
+SMALL_BATCH_CHUNKS = 8
 
 
 def _plan(bs: int, top_p: bool) -> list[tuple[str, int]]:
@@ -75,10 +78,10 @@ def _plan(bs: int, top_p: bool) -> list[tuple[str, int]]:
     return steps if top_p else steps + [("kept", 0)]
 
 
-def _split(bs: int, vocab: int) -> tuple[int, int]:
-    """(chunk length, chunks): enough (chunk, row) programs to fill the GPU."""
+def _split(bs: int, vocab: int, most_chunks: int | None = None) -> tuple[int, int]:
+    """(chunk length, chunks): enough (chunk, row) programs to fill the GPU, at most most_chunks."""
     steps = triton.cdiv(vocab, CHUNK_ALIGN)
-    chunks = max(1, min(steps, triton.cdiv(TARGET_PROGRAMS, bs)))
+    chunks = max(1, min(steps, triton.cdiv(TARGET_PROGRAMS, bs), most_chunks or steps))
     chunk_len = CHUNK_ALIGN * triton.cdiv(steps, chunks)
     return chunk_len, triton.cdiv(vocab, chunk_len)
 
@@ -162,12 +165,19 @@ def _select(probs, param, param_t, *, top_p: bool) -> torch.Tensor:
     grid = (chunks, bs)
     sizes = (vocab, chunk_len, chunks, cap)
     common = dict(W=rk.STATE_WORDS, CHUNKS_P2=next_pow2(chunks))
+    # Small batches switch to a narrower grid after their compaction (full rows that did not fit
+    # are still covered: any chunk length x chunks spanning the vocab will do).
+    small_len, small_chunks = _split(bs, vocab, SMALL_BATCH_CHUNKS)
+    small = ((small_chunks, bs), (vocab, small_len, small_chunks, cap),
+             dict(W=rk.STATE_WORDS, CHUNKS_P2=next_pow2(small_chunks)))
     param_ptr, param_scalar = (probs, param) if param_t is None else (param_t, 0)
     param_kw = dict(TOP_P=top_p, PARAM_IS_TENSOR=param_t is not None)
     tickets = iter(range(rk.FIRST_TICKET, rk.STATE_WORDS))
     attempts = iter(range(1, COMPACT_ATTEMPTS + 1))
     steps = [("first pass", 4)] + plan
     for kind, nb in steps:
+        if kind in ("pass", "kept"):  # small-batch steps after the compaction
+            grid, sizes, common = small
         if kind in ("first pass", "pass", "skip-compacted pass"):
             block, warps = NARROW_PASS if nb == 4 else WIDE_PASS[top_p]
             rk._pass_kernel[grid](
