@@ -18,12 +18,10 @@ from impl.bench.timing import graph_replay_us
 
 SWEEP = [  # constants of impl.kernels.renorm to try; the first is the module's own
     {},
-    {"SMALL_BATCH_CHUNKS": 4},
-    {"SMALL_BATCH_CHUNKS": 16},
-    {"TARGET_PROGRAMS": 640},
-    {"WIDE_PASS": {False: (1024, 8), True: (512, 4)}},
-    {"WIDE_PASS": {False: (256, 4), True: (128, 4)}},
-    {"COMPACT": (1024, 4)},
+    {"FINISH_MIN_ROWS": 1},
+    {"FINISH_MIN_ROWS": 1, "FINISH": (2048, 8)},
+    {"FINISH_MIN_ROWS": 1, "FINISH": (512, 4)},
+    {"FINISH_MIN_ROWS": 1, "FINISH_SPLIT": {False: 16, True: 16}},
 ]
 
 
@@ -58,7 +56,10 @@ def _sweep(rows: int, vocab: int) -> None:
                     setattr(renorm, name, value)
                 tk = graph_replay_us(lambda: impl.top_k_renorm(probs, k), calls_per_graph=5, replays=10)
                 tp = graph_replay_us(lambda: impl.top_p_renorm(probs, p), calls_per_graph=5, replays=10)
-                print(f"sweep {batch}x{vocab} top_k {tk:8.1f} us  top_p {tp:8.1f} us  {overrides or 'module defaults'}")
+                hard = torch.full_like(p, 0.95)  # a flat pivot range: many candidates after the first pass
+                tph = graph_replay_us(lambda: impl.top_p_renorm(probs, hard), calls_per_graph=5, replays=10)
+                print(f"sweep {batch}x{vocab} top_k {tk:8.1f} us  top_p {tp:8.1f} us  top_p(0.95) {tph:8.1f} us  "
+                      f"{overrides or 'module defaults'}")
             finally:
                 for name, value in saved.items():
                     setattr(renorm, name, value)

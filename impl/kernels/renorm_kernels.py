@@ -66,12 +66,17 @@ def _split_shift(lo, hi, NB: tl.constexpr):
 
 
 @triton.jit
-def _bin_stats(src, start, end, lo, hi, s, FIRST: tl.constexpr, TOP_P: tl.constexpr, NB: tl.constexpr,
-               BLOCK: tl.constexpr):
+def _bin_stats(src, start, end, lo, hi, s, front, FIRST: tl.constexpr, TOP_P: tl.constexpr, NB: tl.constexpr,
+               FRONT: tl.constexpr, BLOCK: tl.constexpr):
     # Scan src[start:end): per sub-range of [lo, hi), the key count and (top-p) fp64 mass, and
     # (first pass) the largest key. Sub-range d of a key is (key - lo) >> s, or the FIRST_SPLIT
     # range it falls in on the first pass.
+    # FRONT (one program owning src, `front` = 1): also move the keys in [lo, hi) to the front
+    # of src, in order, so the next pass scans only them; returns how many, and (top-k) the fp64
+    # mass of the dropped keys >= hi. Writes never pass the block just read.
     bins = tl.arange(0, NB)
+    n_front = tl.zeros([], tl.int32)
+    dropped_above = tl.zeros([BLOCK], tl.float64)
     # NB == 4 keeps one 1-D accumulator per sub-range (measured ~2x faster than a [BLOCK, NB] tile).
     c0 = tl.zeros([BLOCK], tl.int32)
     c1 = tl.zeros([BLOCK], tl.int32)
@@ -95,6 +100,13 @@ def _bin_stats(src, start, end, lo, hi, s, FIRST: tl.constexpr, TOP_P: tl.conste
             top_key = tl.maximum(top_key, tl.where(ok, key, 0))
         else:
             d = (key - lo) >> s
+        if FRONT:
+            move = (inside.to(tl.int32) & front) != 0  # front: int32 0/1 (a bool scalar & vector breaks the interpreter)
+            ones = move.to(tl.int32)
+            tl.store(src + n_front + tl.cumsum(ones, axis=0) - 1, x, mask=move)
+            n_front += tl.sum(ones, axis=0)
+            if not TOP_P:
+                dropped_above += tl.where(((ok & (key >= hi)).to(tl.int32) & front) != 0, x.to(tl.float64), 0.0)
         if NB == 4:
             c0 += (inside & (d == 0)).to(tl.int32)
             c1 += (inside & (d == 1)).to(tl.int32)
@@ -118,7 +130,7 @@ def _bin_stats(src, start, end, lo, hi, s, FIRST: tl.constexpr, TOP_P: tl.conste
                         tl.where(bins == 2, tl.sum(m2, axis=0), tl.sum(m3, axis=0))))
     else:
         mass = tl.sum(masses, axis=0)
-    return counts, mass, tl.max(top_key, axis=0)
+    return counts, mass, tl.max(top_key, axis=0), n_front, tl.sum(dropped_above, axis=0)
 
 
 @triton.jit
@@ -184,6 +196,9 @@ def _pass_kernel(
     if SKIP_COMPACTED:
         if tl.load(srow + 9) != 0:  # COMPACTED
             return
+    if not FIRST:
+        if tl.load(srow + 1) - tl.load(srow + 0) <= 1:  # the range is down to the pivot's key
+            return
     if FIRST:
         lo = tl.full([], 0, tl.int32)
         hi = tl.full([], 0x7F800001, tl.int32)  # KEY_END
@@ -193,7 +208,7 @@ def _pass_kernel(
         hi = tl.load(srow + 1).to(tl.int32)
         s = _split_shift(lo, hi, NB)
     src, start, end = _source(probs_ptr, cand_ptr, srow, row, chunk, V, chunk_len, num_chunks, cap, BLOCK)
-    counts, mass, top_key = _bin_stats(src, start, end, lo, hi, s, FIRST, TOP_P, NB, BLOCK)
+    counts, mass, top_key, _, _ = _bin_stats(src, start, end, lo, hi, s, 0, FIRST, TOP_P, NB, False, BLOCK)
     bins = tl.arange(0, NB)
     prow = part_ptr + (row * num_chunks + chunk) * 32  # PART_W
     tl.store(prow + bins, counts.to(tl.float64))
@@ -288,9 +303,10 @@ def _finish_kernel(
     probs_ptr, cand_ptr, state_ptr, fstate_ptr, param_ptr, param_scalar, V, cap, TOP_P: tl.constexpr,
     PARAM_IS_TENSOR: tl.constexpr, NB: tl.constexpr, W: tl.constexpr, BLOCK: tl.constexpr,
 ):
-    # One program per row runs the remaining passes back to back, over the row's candidates
-    # (a few thousand, cache-resident) or, for a row that never fit the scratch, its full row;
-    # then top-k sums its kept mass. No partials, tickets or further launches.
+    # One program per row runs the remaining passes back to back over the row's candidates
+    # (cache-resident), moving the ones still in range to the front each pass so the scans shrink
+    # with the range; a row that never fit the scratch scans its full row every pass. Then top-k
+    # sums its kept mass. No partials, tickets or further launches.
     row = tl.program_id(0)
     srow = state_ptr + row * W
     frow = fstate_ptr + row * W
@@ -302,6 +318,7 @@ def _finish_kernel(
         n = tl.load(srow + 10).to(tl.int32)  # NCAND
     lo = tl.load(srow + 0).to(tl.int32)
     hi = tl.load(srow + 1).to(tl.int32)
+    above = tl.zeros([], tl.float64)  # top-k: mass of the candidates dropped above the range
     if TOP_P:
         level = tl.load(frow + 4)  # BELOW_MASS
         goal = tl.load(frow + 3)  # TARGET
@@ -310,10 +327,15 @@ def _finish_kernel(
         goal = _goal(param_ptr, param_scalar, row, V, TOP_P, PARAM_IS_TENSOR)
     while hi - lo > 1:
         s = _split_shift(lo, hi, NB)
-        counts, mass, _ = _bin_stats(src, 0, n, lo, hi, s, False, TOP_P, NB, BLOCK)
+        counts, mass, _, n_front, dropped = _bin_stats(src, 0, n, lo, hi, s, compacted.to(tl.int32), False, TOP_P, NB,
+                                                       True, BLOCK)
         new_lo, new_hi, _, level, _ = _choose(counts.to(tl.float64), mass, lo, hi, s, level, goal, TOP_P, False, NB)
         lo = new_lo.to(tl.int32)
         hi = new_hi.to(tl.int32)
+        if compacted:
+            n = n_front
+            above += dropped
+        tl.debug_barrier()  # the moved candidates are visible to every thread of the next scan
     tl.store(srow + 0, lo.to(tl.int64))
     tl.store(srow + 1, hi.to(tl.int64))
     if TOP_P:
@@ -326,7 +348,7 @@ def _finish_kernel(
             acc += tl.where((offs < n) & (_keys(x) >= lo), x.to(tl.float64), 0.0)
         kept = tl.sum(acc, axis=0)
         if compacted:
-            kept += tl.load(frow + 11)  # ABOVE_MASS
+            kept += tl.load(frow + 11) + above  # ABOVE_MASS: what the compaction left above
         tl.store(frow + 6, kept)  # KEPT
 
 
