@@ -3,7 +3,7 @@
 Batches of impl.kernels.renorm.FINISH_MIN_ROWS rows or more try, after the first pass and after
 each full pass that follows, to copy a row's keys in its current range into a scratch of
 CANDIDATE_CAPACITY values; the finish kernel then completes each row from its candidates, or
-from its full row when it never fit. With a tiny capacity, one batch holds rows compacted by the
+from its full row when it never fit. Smaller batches compact once into a whole-row scratch. With a tiny capacity, one batch holds rows compacted by the
 first attempt, rows compacted later, and rows never compacted; the per-row state (which attempt
 compacted the row) proves each path really ran, and the result must still match the exact
 oracle. Rows above 1 and below 2^-24 exercise the widest ranges the first split leaves. The op
@@ -75,20 +75,21 @@ def test_compaction_paths_match_the_oracle(monkeypatch, seed, top_p):
 @register(suite="kernels", hardware=["cpu", "h200-1"], schedule="per-commit", est_time=20)
 @pytest.mark.parametrize("top_p", [False, True], ids=["top_k", "top_p"])
 def test_finish_and_small_batch_paths_agree(monkeypatch, top_p):
-    """Same batch through compaction + finish and through the small-batch passes (one compaction
-    attempt, then (chunk, row) programs), both with rows that never fit the scratch."""
+    """Same batch through compaction + finish (rows that never fit included) and through the
+    small-batch passes (one compaction into a whole-row scratch, then (chunk, row) programs)."""
     monkeypatch.setattr(renorm, "CANDIDATE_CAPACITY", CAP)
     probs, param = _rows(5).to(DEV), _params(top_p).to(DEV)
     op = K.top_p_renorm if top_p else K.top_k_renorm
-    results = []
-    for finish_min_rows in (2, 10**9):
-        monkeypatch.setattr(renorm, "FINISH_MIN_ROWS", finish_min_rows)
-        by = _compacted_by(probs, param, top_p)
-        assert 0 in by and 1 in by, f"need compacted and never-fitting rows: {by}"
-        results.append(op(probs, param))
-    assert torch.equal(results[0], results[1])
+    monkeypatch.setattr(renorm, "FINISH_MIN_ROWS", 2)
+    by = _compacted_by(probs, param, top_p)
+    assert 0 in by and 1 in by, f"need compacted and never-fitting rows: {by}"
+    finished = op(probs, param)
+    monkeypatch.setattr(renorm, "FINISH_MIN_ROWS", 10**9)
+    by = _compacted_by(probs, param, top_p)
+    assert set(by) == {1}, f"the small-batch scratch holds any row: {by}"
+    assert torch.equal(finished, op(probs, param))
     oracle = R.top_p_renorm if top_p else R.top_k_renorm
-    problem = mismatch(RENORM, results[0], oracle(probs.cpu(), param.cpu()))
+    problem = mismatch(RENORM, finished, oracle(probs.cpu(), param.cpu()))
     assert problem is None, problem
 
 

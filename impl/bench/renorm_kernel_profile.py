@@ -18,10 +18,9 @@ from impl.bench.timing import graph_replay_us
 
 SWEEP = [  # constants of impl.kernels.renorm to try; the first is the module's own
     {},
+    {"SMALL_BATCH_CHUNKS": {False: 8, True: 32}},
     {"FINISH_MIN_ROWS": 1},
-    {"FINISH_MIN_ROWS": 1, "FINISH": (2048, 8)},
-    {"FINISH_MIN_ROWS": 1, "FINISH": (512, 4)},
-    {"FINISH_MIN_ROWS": 1, "FINISH_SPLIT": {False: 16, True: 16}},
+    {"FINISH": (512, 4)},
 ]
 
 

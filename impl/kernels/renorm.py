@@ -37,10 +37,10 @@ from impl.kernels import renorm_kernels as rk
 from impl.kernels._backend import launch_mode, next_pow2, triton
 from impl.validation import INDEX_DTYPES, check_mode_enabled, check_tensor
 
-# Batches of at least this many rows try compaction three times and finish in one program per
-# row; smaller batches compact once, after the first pass, and run the remaining passes over
-# (chunk, row) programs (launch latency, not bandwidth, bounds them). Set it huge to test the
-# small-batch path on any batch. Candidate scratch per row, in fp32 values.
+# Batches of at least this many rows try compaction three times (CANDIDATE_CAPACITY values per
+# row) and finish in one program per row; smaller batches compact once, into a scratch that
+# holds a whole row, and run the remaining passes over (chunk, row) programs (launch latency,
+# not bandwidth, bounds them). Set it huge to test the small-batch path on any batch.
 FINISH_MIN_ROWS = 8
 CANDIDATE_CAPACITY = 32768
 COMPACT_ATTEMPTS = 3  # after the first pass and after each of the two full passes that follow
@@ -58,9 +58,10 @@ FINISH = (1024, 8)
 WRITE = (1024, 8)
 CHUNK_ALIGN = 1024
 TARGET_PROGRAMS = 1280
-# Small batches: the passes after the compaction read a few thousand candidates per row, so
-# they run on this many programs per row (fewer partials to reduce, shorter launches).
-SMALL_BATCH_CHUNKS = 8
+# Small batches: the passes after the compaction read the candidates on this many programs per
+# row, by op {top_p: chunks}: top-k's histogram passes are latency-bound (fewer partials to
+# reduce is faster), top-p's fp64 tiles are compute-bound (spread them). H200 sweep, batch 1.
+SMALL_BATCH_CHUNKS = {False: 16, True: 128}
 
 
 def _plan(bs: int, top_p: bool) -> list[tuple[str, int]]:
@@ -155,7 +156,9 @@ def _select(probs, param, param_t, *, top_p: bool) -> torch.Tensor:
     bs, vocab = probs.shape
     chunk_len, chunks = _split(bs, vocab)
     plan = _plan(bs, top_p)
-    cap = min(CANDIDATE_CAPACITY, vocab)
+    # Small batches compact once, so their scratch holds a whole row (a few MiB at most): every
+    # row fits. Large batches cap it and retry as the range narrows.
+    cap = vocab if bs < FINISH_MIN_ROWS else min(CANDIDATE_CAPACITY, vocab)
     # One zero-filled buffer: per-row state (range, counts, fp64 masses, flags) and ticket counters.
     state = torch.zeros((bs, rk.STATE_WORDS), dtype=torch.int64, device=probs.device)
     fstate = state.view(torch.float64)
@@ -167,7 +170,7 @@ def _select(probs, param, param_t, *, top_p: bool) -> torch.Tensor:
     common = dict(W=rk.STATE_WORDS, CHUNKS_P2=next_pow2(chunks))
     # Small batches switch to a narrower grid after their compaction (full rows that did not fit
     # are still covered: any chunk length x chunks spanning the vocab will do).
-    small_len, small_chunks = _split(bs, vocab, SMALL_BATCH_CHUNKS)
+    small_len, small_chunks = _split(bs, vocab, SMALL_BATCH_CHUNKS[top_p])
     small = ((small_chunks, bs), (vocab, small_len, small_chunks, cap),
              dict(W=rk.STATE_WORDS, CHUNKS_P2=next_pow2(small_chunks)))
     param_ptr, param_scalar = (probs, param) if param_t is None else (param_t, 0)
