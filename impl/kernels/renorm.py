@@ -12,22 +12,28 @@ non-negative fp32 values order like their int32 bit patterns. Each row carries a
 key range [lo, hi) known to hold the pivot; a pass splits it into sub-ranges,
 counts (top-k) or weighs in fp64 (top-p) the row's keys in each, and keeps the one
 holding the pivot. The first pass splits at fixed octaves (2^-24, 2^-16, 2^-8),
-where probability rows keep their pivots, then each pass splits evenly into 4 or
-16; the schedule narrows any range to one key, so the launch count is fixed and
-nothing syncs with the host (CUDA-graph safe). Kernels: renorm_kernels.py.
+where probability rows keep their pivots, and ends the top range at the row's
+largest key; later passes split evenly. Nothing syncs with the host and the launch
+count is fixed (CUDA-graph safe). Kernels: renorm_kernels.py.
 
-Candidate compaction (rows >= COMPACT_MIN_ROWS): after the second, third and
-fourth passes, a row whose current range holds at most CANDIDATE_CAPACITY keys
-copies them into a per-row scratch; its later passes (and top-k's kept-mass pass)
-read only those. The pass before counted the keys per chunk, so every program
-knows where its candidates go: no atomics and no overflow. A row that never fits
-keeps reading its full row, so the result is exact either way.
+Candidate compaction: a row whose current range holds few enough keys copies them
+into a per-row scratch, and its later passes read only those. The pass before
+counted the keys per chunk, so every program knows where its candidates go: no
+atomics and no overflow.
+  >= FINISH_MIN_ROWS rows: attempts after the first pass and after each of two more
+    full 4-way passes (which skip compacted rows), into CANDIDATE_CAPACITY slots;
+    then one program per row runs every remaining pass in an in-kernel loop (no
+    partials, tickets or launches) and sums top-k's kept mass. A row that never fit
+    finishes from its full row: slower, still exact.
+  smaller batches: one attempt after the first pass, into a whole-row scratch (any
+    row fits), then 16-way passes over (chunk, row) programs and a kept-mass pass.
 
 Costs that shaped this (H200, 256 x 129280, one full read ~45 us; see
 impl/bench/renorm_pass_probe.py and notes/perf_log.md): a pass with four 1-D
 accumulators costs ~60 us, a tl.histogram of 16 bins ~90 us, of 64 bins ~400 us,
-a [BLOCK, NB] fp64 one-hot tile ~2x the 1-D accumulators; so full-row passes use
-NB = 4 and the wider 16-way passes run on candidates.
+a [BLOCK, NB] fp64 one-hot tile ~2x the 1-D accumulators; so full-row passes split
+4 ways and the wider splits run on candidates. Measured: 292 / 399 us (top-k /
+top-p), 10.2x / 8.8x a sort; batch 1 45 / 52 us, latency-bound (~4-5 us a launch).
 """
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """Triton kernels of the top-k / top-p renorm range select (host side: impl/kernels/renorm.py).
 
-Every kernel runs on a (chunk, row) grid and reads its chunk of a probability row,
-or, once the row is compacted, its share of the row's candidate scratch. Per-row
+The pass, compaction, kept-mass and write kernels run on a (chunk, row) grid and
+read their chunk of a probability row or, once the row is compacted, their share of
+its candidate scratch; the finish kernel runs one program per row. Per-row
 state lives in one int64 buffer (fp64 words through a float64 view), addressed by
 the word offsets below; a "pass" shrinks the row's key range [lo, hi) to the
 sub-range holding the pivot. Keys are the int32 bit patterns of the (non-negative)
@@ -28,7 +29,8 @@ ABOVE_SLOT = PART_W - 1  # top-k's partial above-mass while compacting (top-k pa
 TOP_KEY_SLOT = PART_W - 2  # the first pass's partial largest key (first passes split in 4: a free slot)
 # The first pass splits every key at fixed octave boundaries instead of evenly: probability rows
 # hold their mass, and their pivots, within a few octaves around 1/vocab, so after one pass the
-# pivot's range is 8 octaves wide, not 64. Keys of 2^-24, 2^-16, 2^-8; the last range ends at +inf.
+# pivot's range is 8 octaves wide, not 64. Keys of 2^-24, 2^-16, 2^-8; the last range ends past
+# the row's largest key (at most +inf).
 FIRST_SPLIT = (0x33800000, 0x37800000, 0x3B800000)
 KEY_END = 0x7F800001  # one past +inf's key
 
