@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Everything a GPU machine can show, in one go, without nox (for a lent box whose image
 # already has torch + triton): the op report, the GPU registry jobs, the e2e CLI with and
-# without speculation (eager and CUDA-graph verify), the benchmarks, and -- with 2+ GPUs --
+# without speculation (eager and CUDA-graph verify), the benchmarks and renorm profiles, and -- with 2+ GPUs --
 # the NCCL multi-rank equality check. Output lands under ${OUT:-gpu-report}/.
 set -uo pipefail
 out=${OUT:-gpu-report}; mkdir -p "$out"
@@ -17,6 +17,9 @@ for args in "--algo none" "--algo dspark --draft noisy:0.3" "--algo dspark --dra
   $py -m impl.e2e --preset dsv4 --gamma 5 --batch 8 --steps 48 $args 2>&1 | grep -vE "^  req " | tee -a "$out/e2e.txt"
 done
 $py -m impl.bench --out "$out/bench" 2>&1 | grep -v "^  measured" | tee "$out/bench.txt"
+# Where renorm time goes: each launch's device time (256 rows and 1 row), and one full-row pass per binning.
+for rows in 256 1; do $py -m impl.bench.renorm_kernel_profile --rows $rows 2>&1 | grep -v Warn | tee -a "$out/renorm_profile.txt"; done
+$py -m impl.bench.renorm_pass_probe --out "$out/bench" 2>&1 | tee "$out/renorm_pass_probe.txt"
 if [ "$($py -c 'import torch; print(torch.cuda.device_count())')" -ge 2 ]; then
   $py -m impl.distributed.check_nccl --world-size 2 --preset dsv4 2>&1 | tee "$out/nccl.txt"
 fi
