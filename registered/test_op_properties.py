@@ -5,11 +5,14 @@ every run), small shapes (the CPU path runs the Triton interpreter).
 """
 from __future__ import annotations
 
+import contextlib
+
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import impl.kernels as K
+import impl.kernels.renorm as renorm
 import reference as R
 from ci.registration import register
 from impl.platform import default_device
@@ -145,7 +148,21 @@ def prob_rows(draw):
         probs = torch.rand(bs, vocab, generator=g) ** 2
     if draw(st.booleans()):
         probs = probs / probs.sum(-1, keepdim=True).clamp_min(1e-30)
-    return probs
+    return probs * draw(st.sampled_from([1.0, 1.0, 1e6, 1e-9]))  # also the first split's edge ranges
+
+
+@contextlib.contextmanager
+def renorm_path(data):
+    """Draw the renorm path: small-batch passes, or compaction + finish with a roomy or a
+    4-slot scratch (rows that never fit finish from their full row)."""
+    path = data.draw(st.sampled_from(["small-batch", "finish", "finish, 4-slot scratch"]))
+    saved = renorm.FINISH_MIN_ROWS, renorm.CANDIDATE_CAPACITY
+    renorm.FINISH_MIN_ROWS = 10**9 if path == "small-batch" else 1
+    renorm.CANDIDATE_CAPACITY = 4 if "4-slot" in path else saved[1]
+    try:
+        yield
+    finally:
+        renorm.FINISH_MIN_ROWS, renorm.CANDIDATE_CAPACITY = saved
 
 
 @register(suite="kernels-properties", hardware=["cpu", "h200-1", "mi35x-1"], schedule="per-commit", est_time=12)
@@ -154,7 +171,9 @@ def prob_rows(draw):
 def test_top_k_renorm_matches_oracle(probs, data):
     k = torch.tensor(data.draw(st.lists(st.integers(-1, probs.shape[1] + 2), min_size=probs.shape[0],
                                         max_size=probs.shape[0])))
-    problem = mismatch(RENORM, K.top_k_renorm(probs.to(DEV), k.to(DEV)), R.top_k_renorm(probs, k))
+    with renorm_path(data):
+        got = K.top_k_renorm(probs.to(DEV), k.to(DEV))
+    problem = mismatch(RENORM, got, R.top_k_renorm(probs, k))
     assert problem is None, problem
 
 
@@ -165,7 +184,9 @@ def test_top_p_renorm_matches_oracle(probs, data):
     ps = data.draw(st.lists(st.sampled_from([0.0, 0.25, 0.5, 0.9, 1.0, 1.5]) | st.floats(0, 1, width=32),
                             min_size=probs.shape[0], max_size=probs.shape[0]))
     p = torch.tensor(ps, dtype=torch.float32)
-    problem = mismatch(RENORM, K.top_p_renorm(probs.to(DEV), p.to(DEV)), R.top_p_renorm(probs, p))
+    with renorm_path(data):
+        got = K.top_p_renorm(probs.to(DEV), p.to(DEV))
+    problem = mismatch(RENORM, got, R.top_p_renorm(probs, p))
     assert problem is None, problem
 
 
