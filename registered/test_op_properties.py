@@ -153,16 +153,18 @@ def prob_rows(draw):
 
 @contextlib.contextmanager
 def renorm_path(data):
-    """Draw the renorm path: small-batch passes, or compaction + finish with a roomy or a
-    4-slot scratch (rows that never fit finish from their full row)."""
-    path = data.draw(st.sampled_from(["small-batch", "finish", "finish, 4-slot scratch"]))
-    saved = renorm.FINISH_MIN_ROWS, renorm.CANDIDATE_CAPACITY
-    renorm.FINISH_MIN_ROWS = 10**9 if path == "small-batch" else 1
+    """Draw the renorm path: small-batch passes then a sorted gather (or, with 4 sort slots, range
+    passes over the gathered keys), or compaction + finish with a roomy or a 4-slot scratch (rows
+    that never fit finish from their full row)."""
+    path = data.draw(st.sampled_from(["small-batch", "small-batch, 4 sort slots", "finish", "finish, 4-slot scratch"]))
+    saved = renorm.FINISH_MIN_ROWS, renorm.CANDIDATE_CAPACITY, renorm.SORT_CAPACITY
+    renorm.FINISH_MIN_ROWS = 10**9 if path.startswith("small-batch") else 1
     renorm.CANDIDATE_CAPACITY = 4 if "4-slot" in path else saved[1]
+    renorm.SORT_CAPACITY = 4 if "4 sort slots" in path else saved[2]
     try:
         yield
     finally:
-        renorm.FINISH_MIN_ROWS, renorm.CANDIDATE_CAPACITY = saved
+        renorm.FINISH_MIN_ROWS, renorm.CANDIDATE_CAPACITY, renorm.SORT_CAPACITY = saved
 
 
 @register(suite="kernels-properties", hardware=["cpu", "h200-1", "mi35x-1"], schedule="per-commit", est_time=12)

@@ -6,7 +6,8 @@ CANDIDATE_CAPACITY values; the finish kernel then completes each row from its ca
 from its full row when it never fit. Smaller batches compact once into a whole-row scratch. With a tiny capacity, one batch holds rows compacted by the
 first attempt, rows compacted later, and rows never compacted; the per-row state (which attempt
 compacted the row) proves each path really ran, and the result must still match the exact
-oracle. Rows above 1 and below 2^-24 exercise the widest ranges the first split leaves. The op
+oracle. Small batches end by gathering the keys still in range and sorting them, or (too many)
+running range passes over them: both are forced and checked the same way. Rows above 1 and below 2^-24 exercise the widest ranges the first split leaves. The op
 table's samples are small batches (the plain path); here they also run through the finish path.
 """
 from __future__ import annotations
@@ -110,15 +111,39 @@ def test_op_samples_through_the_finish_path(monkeypatch, case):
         assert problem is None, problem
 
 
-@register(suite="kernels", hardware=["cpu", "h200-1"], schedule="per-commit", est_time=2)
-def test_schedule_narrows_any_first_range_to_one_key():
-    """The plain passes after the first split take any range it leaves (< 2^31 keys) down to one key
-    (the finish kernel loops until it does)."""
-    widths = [rk.FIRST_SPLIT[0], rk.FIRST_SPLIT[1] - rk.FIRST_SPLIT[0], rk.FIRST_SPLIT[2] - rk.FIRST_SPLIT[1],
-              rk.KEY_END - rk.FIRST_SPLIT[2]]
-    for top_p in (False, True):
-        for width in widths:
-            for nb in [nb for kind, nb in renorm._plan(1, top_p) if kind == "pass"]:
-                shift = max(0, (width - 1).bit_length() - (nb.bit_length() - 1))  # as _split_shift
-                width = min(width, 1 << shift)
-            assert width == 1, (top_p, width)
+def _finished_by(probs: torch.Tensor, param: torch.Tensor, top_p: bool) -> list[int]:
+    """How the small-batch gather found each row's pivot (0: its range was one key already)."""
+    state = renorm._select(probs, None, param, top_p=top_p)
+    return state[:, rk.FINISHED_BY].tolist()
+
+
+@register(suite="kernels", hardware=["cpu", "h200-1"], schedule="per-commit", est_time=20)
+@pytest.mark.parametrize("top_p", [False, True], ids=["top_k", "top_p"])
+def test_small_batch_gather_paths_match_the_oracle(monkeypatch, top_p):
+    """Small batches gather the keys their passes left in range, then sort them (at most
+    SORT_CAPACITY) or run range passes over them. One pass leaves many keys in range; with 4 sort
+    slots those rows loop, with room for a whole row every row sorts. The state proves which ran; both agree with
+    each other and with the exact oracle."""
+    monkeypatch.setattr(renorm, "FINISH_MIN_ROWS", 10**9)
+    monkeypatch.setattr(renorm, "SMALL_BATCH_PASSES", 1)
+    probs, param = _rows(3).to(DEV), _params(top_p).to(DEV)
+    op = K.top_p_renorm if top_p else K.top_k_renorm
+    outputs = {}
+    for sort_cap, path in ((4, rk.LOOPED), (4096, rk.SORTED)):
+        monkeypatch.setattr(renorm, "SORT_CAPACITY", sort_cap)
+        by = _finished_by(probs, param, top_p)
+        assert path in by, f"sort capacity {sort_cap}: finished by {by}"
+        assert sort_cap < VOCAB or rk.LOOPED not in by, f"every row fits {sort_cap} sort slots: {by}"
+        outputs[path] = op(probs, param)
+    assert torch.equal(outputs[rk.LOOPED], outputs[rk.SORTED])
+    oracle = R.top_p_renorm if top_p else R.top_k_renorm
+    problem = mismatch(RENORM, outputs[rk.SORTED], oracle(probs.cpu(), param.cpu()))
+    assert problem is None, problem
+
+
+@register(suite="kernels", hardware=["cpu"], schedule="per-commit", est_time=1)
+def test_small_batch_plan_needs_a_pass_before_the_gather(monkeypatch):
+    """The gather places its keys by the last pass's per-chunk counts: a plan without one is refused."""
+    monkeypatch.setattr(renorm, "SMALL_BATCH_PASSES", 0)
+    with pytest.raises(ValueError, match="SMALL_BATCH_PASSES"):
+        renorm._plan(1, True)

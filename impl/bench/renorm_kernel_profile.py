@@ -18,9 +18,11 @@ from impl.bench.timing import graph_replay_us
 
 SWEEP = [  # constants of impl.kernels.renorm to try; the first is the module's own
     {},
-    {"SMALL_BATCH_CHUNKS": {False: 8, True: 32}},
-    {"FINISH_MIN_ROWS": 1},
-    {"FINISH": (512, 4)},
+    {"SMALL_BATCH_PASSES": 2},
+    {"SHORT_SORT": 128},
+    {"SMALL_BATCH_PASSES": 2, "SHORT_SORT": 128},
+    {"SORT_CAPACITY": 2048},
+    {"SMALL_BATCH_CHUNKS": {False: 16, True: 64}},
 ]
 
 
@@ -48,6 +50,8 @@ def _profile(fn, label: str) -> None:
 def _sweep(rows: int, vocab: int) -> None:
     for batch in sorted({rows, 1}):
         probs, k, p = _inputs(batch, vocab)
+        # near-uniform rows (a hot temperature): every key within a few percent of 1 / vocab
+        flat = torch.softmax(0.05 * torch.randn(batch, vocab, generator=torch.Generator().manual_seed(1)), -1).cuda()
         for overrides in SWEEP:
             saved = {name: getattr(renorm, name) for name in overrides}
             try:
@@ -57,8 +61,9 @@ def _sweep(rows: int, vocab: int) -> None:
                 tp = graph_replay_us(lambda: impl.top_p_renorm(probs, p), calls_per_graph=5, replays=10)
                 hard = torch.full_like(p, 0.95)  # a flat pivot range: many candidates after the first pass
                 tph = graph_replay_us(lambda: impl.top_p_renorm(probs, hard), calls_per_graph=5, replays=10)
-                print(f"sweep {batch}x{vocab} top_k {tk:8.1f} us  top_p {tp:8.1f} us  top_p(0.95) {tph:8.1f} us  "
-                      f"{overrides or 'module defaults'}")
+                tpf = graph_replay_us(lambda: impl.top_p_renorm(flat, p), calls_per_graph=5, replays=10)
+                print(f"sweep {batch}x{vocab} top_k {tk:7.1f} us  top_p {tp:7.1f} us  top_p(0.95) {tph:7.1f} us  "
+                      f"top_p(flat row) {tpf:7.1f} us  {overrides or 'module defaults'}")
             finally:
                 for name, value in saved.items():
                     setattr(renorm, name, value)

@@ -7,7 +7,7 @@ survive), then is divided by its kept mass (zero mass -> zeros, never NaN).
          p clamped to [0, 1]; for a row summing to 1 this is SPEC's "< 1 - p".
          p = 1 is a no-op, p = 0 keeps the largest entries (and their ties).
 
-The Triton path finds the pivot without sorting, by a range select over keys:
+The Triton path finds the pivot without sorting the row, by a range select over keys:
 non-negative fp32 values order like their int32 bit patterns. Each row carries a
 key range [lo, hi) known to hold the pivot; a pass splits it into sub-ranges,
 counts (top-k) or weighs in fp64 (top-p) the row's keys in each, and keeps the one
@@ -26,14 +26,19 @@ atomics and no overflow.
     partials, tickets or launches) and sums top-k's kept mass. A row that never fit
     finishes from its full row: slower, still exact.
   smaller batches: one attempt after the first pass, into a whole-row scratch (any
-    row fits), then 16-way passes over (chunk, row) programs and a kept-mass pass.
+    row fits; the range shrinks to the keys copied), then SMALL_BATCH_PASSES 16-way
+    passes over (chunk, row) programs; then the keys still in range are gathered
+    and the row's last program sorts them (at most SORT_CAPACITY; else it runs range
+    passes over them) and reads the pivot off, as the sort-based definition does.
+    Top-k then sums its kept mass in one more pass. Batch 1 is bound by launch
+    latency (~4-8 us a launch), so this plan cuts launches: 6-7 instead of 11-12.
 
 Costs that shaped this (H200, 256 x 129280, one full read ~45 us; see
 impl/bench/renorm_pass_probe.py and notes/perf_log.md): a pass with four 1-D
 accumulators costs ~60 us, a tl.histogram of 16 bins ~90 us, of 64 bins ~400 us,
 a [BLOCK, NB] fp64 one-hot tile ~2x the 1-D accumulators; so full-row passes split
 4 ways and the wider splits run on candidates. Measured: 292 / 399 us (top-k /
-top-p), 10.2x / 8.8x a sort; batch 1 45 / 52 us, latency-bound (~4-5 us a launch).
+top-p), 10.2x / 8.8x a sort; batch 1 ~30 / ~33 us (notes/perf_log.md, v4).
 """
 from __future__ import annotations
 
@@ -49,8 +54,15 @@ from impl.validation import INDEX_DTYPES, check_mode_enabled, check_tensor
 # not bandwidth, bounds them). Set it huge to test the small-batch path on any batch.
 FINISH_MIN_ROWS = 8
 CANDIDATE_CAPACITY = 32768
+# Small batches: this many adaptive 16-way passes over the candidates, then the keys still in
+# range are gathered and the pivot found by sorting them if at most SORT_CAPACITY (a power of
+# two), else by one program's range passes over them.
+# Small batches' compaction also shrinks the range to the keys it copied (near-uniform rows
+# otherwise keep too many keys in range for the sort).
+SMALL_BATCH_PASSES = 3  # 2 is ~4 us faster on typical rows, but near-uniform rows then loop
+SORT_CAPACITY = 1024
+SHORT_SORT = 256  # a short sort first when the keys fit: sorting 1024 keys costs several us more
 COMPACT_ATTEMPTS = 3  # after the first pass and after each of the two full passes that follow
-KEY_BITS_AFTER_FIRST = 31  # the widest range the first split leaves spans < 2^31 keys
 # Sub-ranges per pass after the first: small-batch passes (tl.histogram counts; top-p's fp64 tile)
 # and the finish kernel's passes (top-p's 1-D accumulators need NB = 4).
 WIDE_SPLIT = {False: 16, True: 16}
@@ -61,6 +73,7 @@ NARROW_PASS = (1024, 8)  # NB = 4, 1-D accumulators
 WIDE_PASS = {False: (512, 4), True: (256, 4)}
 COMPACT = (1024, 8)
 FINISH = (1024, 8)
+GATHER_WARPS = 4  # the gather kernel's warps (its BLOCK is the wide passes')
 WRITE = (1024, 8)
 CHUNK_ALIGN = 1024
 TARGET_PROGRAMS = 1280
@@ -72,16 +85,16 @@ SMALL_BATCH_CHUNKS = {False: 16, True: 128}
 
 def _plan(bs: int, top_p: bool) -> list[tuple[str, int]]:
     """Launch steps after the first pass: ("pass", NB), ("skip-compacted pass", NB),
-    ("compact", 0), ("finish", NB), ("kept", 0)."""
+    ("compact", 0), ("finish", NB), ("gather", NB), ("kept", 0)."""
     if bs >= FINISH_MIN_ROWS:
         steps = [("compact", 0)]
         for _ in range(COMPACT_ATTEMPTS - 1):
             steps += [("skip-compacted pass", 4), ("compact", 0)]
         return steps + [("finish", FINISH_SPLIT[top_p])]
-    nb, bits, steps = WIDE_SPLIT[top_p], 0, [("compact", 0)]
-    while bits < KEY_BITS_AFTER_FIRST:
-        steps.append(("pass", nb))
-        bits += nb.bit_length() - 1
+    if SMALL_BATCH_PASSES < 1:  # the gather places its keys by the last pass's per-chunk counts
+        raise ValueError(f"SMALL_BATCH_PASSES must be >= 1, got {SMALL_BATCH_PASSES}")
+    nb = WIDE_SPLIT[top_p]
+    steps = [("compact", 0)] + [("pass", nb)] * SMALL_BATCH_PASSES + [("gather", nb)]
     return steps if top_p else steps + [("kept", 0)]
 
 
@@ -171,6 +184,8 @@ def _select(probs, param, param_t, *, top_p: bool) -> torch.Tensor:
     part = torch.empty((bs, chunks, rk.PART_W), dtype=torch.float64, device=probs.device)
     compacts = any(kind == "compact" for kind, _ in plan)
     cand = torch.empty((bs, cap) if compacts else (1, 1), dtype=torch.float32, device=probs.device)
+    gathers = any(kind == "gather" for kind, _ in plan)
+    gath = torch.empty((bs, vocab) if gathers else (1, 1), dtype=torch.float32, device=probs.device)
     grid = (chunks, bs)
     sizes = (vocab, chunk_len, chunks, cap)
     common = dict(W=rk.STATE_WORDS, CHUNKS_P2=next_pow2(chunks))
@@ -185,7 +200,7 @@ def _select(probs, param, param_t, *, top_p: bool) -> torch.Tensor:
     attempts = iter(range(1, COMPACT_ATTEMPTS + 1))
     steps = [("first pass", 4)] + plan
     for kind, nb in steps:
-        if kind in ("pass", "kept"):  # small-batch steps after the compaction
+        if kind in ("pass", "gather", "kept"):  # small-batch steps after the compaction
             grid, sizes, common = small
         if kind in ("first pass", "pass", "skip-compacted pass"):
             block, warps = NARROW_PASS if nb == 4 else WIDE_PASS[top_p]
@@ -194,10 +209,17 @@ def _select(probs, param, param_t, *, top_p: bool) -> torch.Tensor:
                 FIRST=kind == "first pass", SKIP_COMPACTED=kind == "skip-compacted pass", NB=nb,
                 TICKET=next(tickets), BLOCK=block, num_warps=warps, **common,
             )
+        elif kind == "gather":  # the passes' BLOCK: the same shares of the candidates
+            block, warps = WIDE_PASS[top_p][0], GATHER_WARPS
+            rk._gather_finish_kernel[grid](
+                probs, cand, gath, part, state, fstate, param_ptr, param_scalar, *sizes, **param_kw, NB=nb,
+                SORT_CAP=SORT_CAPACITY, SHORT_SORT=min(SHORT_SORT, SORT_CAPACITY), TICKET=next(tickets), BLOCK=block, num_warps=warps, **common,
+            )
         elif kind == "compact":
             block, warps = COMPACT
             rk._compact_kernel[grid](probs, cand, part, state, fstate, *sizes, TOP_P=top_p, ATTEMPT=next(attempts),
-                                     TICKET=next(tickets), BLOCK=block, num_warps=warps, **common)
+                                     ADAPT=bs < FINISH_MIN_ROWS, TICKET=next(tickets), BLOCK=block, num_warps=warps,
+                                     **common)
         elif kind == "finish":
             block, warps = FINISH
             rk._finish_kernel[(bs,)](probs, cand, state, fstate, param_ptr, param_scalar, vocab, cap, **param_kw,

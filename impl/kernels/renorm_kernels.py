@@ -1,8 +1,9 @@
 """Triton kernels of the top-k / top-p renorm range select (host side: impl/kernels/renorm.py).
 
-The pass, compaction, kept-mass and write kernels run on a (chunk, row) grid and
-read their chunk of a probability row or, once the row is compacted, their share of
-its candidate scratch; the finish kernel runs one program per row. Per-row
+The pass, compaction, gather, kept-mass and write kernels run on a (chunk, row) grid
+and read their chunk of a probability row or, once the row is compacted, their share
+of its candidate scratch; the finish kernel runs one program per row, and the gather
+kernel's last program per row sorts what it gathered. Per-row
 state lives in one int64 buffer (fp64 words through a float64 view), addressed by
 the word offsets below; a "pass" shrinks the row's key range [lo, hi) to the
 sub-range holding the pivot. Keys are the int32 bit patterns of the (non-negative)
@@ -18,15 +19,20 @@ from __future__ import annotations
 
 from impl.kernels._backend import tl, triton
 
-# Per-row state words.
-LO, HI, ABOVE_COUNT, TARGET, BELOW_MASS, TOTAL, KEPT, CHOSEN, CHOSEN_COUNT, COMPACTED, NCAND, ABOVE_MASS = range(12)
-FIRST_TICKET = 12
+# Per-row state words. FINISHED_BY: how the gather kernel found the pivot (0: the range was one
+# key already, SORTED: sorting the gathered keys, LOOPED: range passes over them).
+(LO, HI, ABOVE_COUNT, TARGET, BELOW_MASS, TOTAL, KEPT, CHOSEN, CHOSEN_COUNT, COMPACTED, NCAND, ABOVE_MASS,
+ FINISHED_BY) = range(13)
+SORTED, LOOPED = 1, 2
+FIRST_TICKET = 13
 MAX_LAUNCHES = 24  # one ticket word per reducing launch
 STATE_WORDS = FIRST_TICKET + MAX_LAUNCHES
 NB_MAX = 16  # most sub-ranges one pass splits into
 PART_W = 2 * NB_MAX  # partial words per (row, chunk): counts [0, NB), fp64 masses [NB_MAX, NB_MAX + NB)
-ABOVE_SLOT = PART_W - 1  # top-k's partial above-mass while compacting (top-k passes keep no masses)
-TOP_KEY_SLOT = PART_W - 2  # the first pass's partial largest key (first passes split in 4: a free slot)
+# Slots 4-way passes leave free: their partial largest key (first pass), and the compaction's
+# partial smallest and largest copied key and top-k's above-mass.
+TOP_KEY_SLOT, MIN_KEY_SLOT, MAX_KEY_SLOT, ABOVE_SLOT = 30, 28, 29, 31
+KEY_NONE = 0x7FFFFFFF  # above every key (+inf's is 0x7F800000): "no key" for a minimum
 # The first pass splits every key at fixed octave boundaries instead of evenly: probability rows
 # hold their mass, and their pivots, within a few octaves around 1/vocab, so after one pass the
 # pivot's range is 8 octaves wide, not 64. Keys of 2^-24, 2^-16, 2^-8; the last range ends past
@@ -183,6 +189,59 @@ def _goal(param_ptr, param_scalar, row, V, TOP_P: tl.constexpr, PARAM_IS_TENSOR:
 
 
 @triton.jit
+def _level_and_goal(srow, frow, param_ptr, param_scalar, row, V, TOP_P: tl.constexpr, PARAM_IS_TENSOR: tl.constexpr):
+    # What _choose compares: top-p (mass of the keys below the range, target mass); top-k (count
+    # of the keys above the range, k), all fp64.
+    if TOP_P:
+        level = tl.load(frow + 4)  # BELOW_MASS
+        goal = tl.load(frow + 3)  # TARGET
+    else:
+        level = tl.load(srow + 2).to(tl.float64)  # ABOVE_COUNT
+        goal = _goal(param_ptr, param_scalar, row, V, TOP_P, PARAM_IS_TENSOR)
+    return level, goal
+
+
+@triton.jit
+def _range_loop(src, n, lo, hi, level, goal, front, TOP_P: tl.constexpr, NB: tl.constexpr, BLOCK: tl.constexpr):
+    # One program runs passes over src[0:n) back to back until [lo, hi) is one key. With front
+    # (int32 1, src private to this program) the keys still in range move to the front each pass,
+    # so the scans shrink with the range. Returns (lo, hi, level, n, top-k's fp64 mass of the
+    # moved-out keys above the range).
+    above = tl.zeros([], tl.float64)
+    while hi - lo > 1:
+        s = _split_shift(lo, hi, NB)
+        counts, mass, _, n_front, dropped = _bin_stats(src, 0, n, lo, hi, s, front, False, TOP_P, NB, True, BLOCK)
+        new_lo, new_hi, _, level, _ = _choose(counts.to(tl.float64), mass, lo, hi, s, level, goal, TOP_P, False, NB)
+        lo = new_lo.to(tl.int32)
+        hi = new_hi.to(tl.int32)
+        n = tl.where(front != 0, n_front, n)
+        above += dropped  # zero unless front
+        tl.debug_barrier()  # the moved candidates are visible to every thread of the next scan
+    return lo, hi, level, n, above
+
+
+@triton.jit
+def _sorted_pivot(keys_src, n, level, goal, TOP_P: tl.constexpr, SORT_CAP: tl.constexpr):
+    # The pivot among the n (<= SORT_CAP) keys of the range, by sorting them, as the sort-based
+    # definition reads (SPEC §3.9): top-k, the (goal - level)-th largest (level keys lie above);
+    # top-p, with level the mass below: the first whose inclusive cumulative mass reaches goal.
+    # Returns (pivot key, fp64 mass of the keys below it, level included).
+    i = tl.arange(0, SORT_CAP)
+    valid = i < n
+    x = tl.load(keys_src + i, mask=valid, other=0.0, cache_modifier=".cg")
+    keys = tl.sort(tl.where(valid, _keys(x), 0x7FFFFFFF))  # ascending; padding (KEY_NONE) last
+    m = tl.where(valid, keys.to(tl.float32, bitcast=True).to(tl.float64), 0.0)
+    if TOP_P:
+        reached = valid & (level + tl.cumsum(m, axis=0) >= goal)
+        at = tl.min(tl.where(reached, i, n - 1), axis=0)  # n - 1 if rounding never reaches it
+    else:
+        at = tl.minimum(tl.maximum(n - (goal - level).to(tl.int32), 0), n - 1)
+    pivot = tl.max(tl.where(i <= at, keys, 0), axis=0)  # keys[at]: ascending
+    below = level + tl.sum(tl.where(valid & (keys < pivot), m, 0.0), axis=0)
+    return pivot, below
+
+
+@triton.jit
 def _pass_kernel(
     probs_ptr, cand_ptr, part_ptr, state_ptr, fstate_ptr, param_ptr, param_scalar, V, chunk_len, num_chunks,
     cap, TOP_P: tl.constexpr, PARAM_IS_TENSOR: tl.constexpr, FIRST: tl.constexpr, SKIP_COMPACTED: tl.constexpr,
@@ -254,13 +313,13 @@ def _pass_kernel(
 @triton.jit
 def _compact_kernel(
     probs_ptr, cand_ptr, part_ptr, state_ptr, fstate_ptr, V, chunk_len, num_chunks, cap,
-    TOP_P: tl.constexpr, ATTEMPT: tl.constexpr, TICKET: tl.constexpr, W: tl.constexpr, BLOCK: tl.constexpr,
-    CHUNKS_P2: tl.constexpr,
+    TOP_P: tl.constexpr, ATTEMPT: tl.constexpr, ADAPT: tl.constexpr, TICKET: tl.constexpr, W: tl.constexpr,
+    BLOCK: tl.constexpr, CHUNKS_P2: tl.constexpr,
 ):
     # Copy the keys in [lo, hi) of a not-yet-compacted row into its candidate scratch when they
     # fit. The pass just before counted them per chunk (part), so each program knows where its
     # candidates start: no atomics. Top-k also sums (fp64) the mass of the keys >= hi, part of
-    # its kept mass.
+    # its kept mass. ADAPT: the range shrinks to the smallest and largest key copied.
     chunk = tl.program_id(0)
     row = tl.program_id(1)
     srow = state_ptr + row * W
@@ -277,6 +336,8 @@ def _compact_kernel(
         start = chunk * chunk_len
         end = tl.minimum(start + chunk_len, V)
         above = tl.zeros([BLOCK], tl.float64)
+        kmin = tl.full([BLOCK], 0x7FFFFFFF, tl.int32)  # KEY_NONE
+        kmax = tl.full([BLOCK], -1, tl.int32)
         for off in range(start, end, BLOCK):
             offs = off + tl.arange(0, BLOCK)
             ok = offs < end
@@ -288,14 +349,30 @@ def _compact_kernel(
             slot += tl.sum(ones, axis=0).to(tl.int64)
             if not TOP_P:
                 above += tl.where(ok & (key >= hi), x.to(tl.float64), 0.0)
+            if ADAPT:
+                kmin = tl.minimum(kmin, tl.where(take, key, 0x7FFFFFFF))
+                kmax = tl.maximum(kmax, tl.where(take, key, -1))
+        prow = part_ptr + (row * num_chunks + chunk) * 32  # PART_W
         if not TOP_P:
-            tl.store(part_ptr + (row * num_chunks + chunk) * 32 + 31, tl.sum(above, axis=0))  # ABOVE_SLOT
+            tl.store(prow + 31, tl.sum(above, axis=0))  # ABOVE_SLOT
+        if ADAPT:  # keys are exact in fp64
+            tl.store(prow + 28, tl.min(kmin, axis=0).to(tl.float64))  # MIN_KEY_SLOT
+            tl.store(prow + 29, tl.max(kmax, axis=0).to(tl.float64))  # MAX_KEY_SLOT
         ticket = tl.atomic_add(srow + TICKET, 1)
         if ticket == num_chunks - 1:
             if not TOP_P:
                 parts = tl.load(part_ptr + (row * num_chunks + c) * 32 + 31, mask=c < num_chunks, other=0.0,
                                 cache_modifier=".cg")
                 tl.store(fstate_ptr + row * W + 11, tl.sum(parts, axis=0))  # ABOVE_MASS
+            if ADAPT:
+                rows_of = part_ptr + (row * num_chunks + c) * 32
+                lowest = tl.min(tl.load(rows_of + 28, mask=c < num_chunks, other=0x7FFFFFFF, cache_modifier=".cg"),
+                                axis=0).to(tl.int64)
+                highest = tl.max(tl.load(rows_of + 29, mask=c < num_chunks, other=-1.0, cache_modifier=".cg"),
+                                 axis=0).to(tl.int64)
+                if n > 0:
+                    tl.store(srow + 0, tl.maximum(lo.to(tl.int64), lowest))
+                    tl.store(srow + 1, tl.minimum(hi.to(tl.int64), highest + 1))
             tl.store(srow + 10, n)  # NCAND
             tl.store(srow + 9, ATTEMPT)  # COMPACTED (attempt, from 1): later launches read the scratch
 
@@ -320,24 +397,8 @@ def _finish_kernel(
         n = tl.load(srow + 10).to(tl.int32)  # NCAND
     lo = tl.load(srow + 0).to(tl.int32)
     hi = tl.load(srow + 1).to(tl.int32)
-    above = tl.zeros([], tl.float64)  # top-k: mass of the candidates dropped above the range
-    if TOP_P:
-        level = tl.load(frow + 4)  # BELOW_MASS
-        goal = tl.load(frow + 3)  # TARGET
-    else:
-        level = tl.load(srow + 2).to(tl.float64)  # ABOVE_COUNT
-        goal = _goal(param_ptr, param_scalar, row, V, TOP_P, PARAM_IS_TENSOR)
-    while hi - lo > 1:
-        s = _split_shift(lo, hi, NB)
-        counts, mass, _, n_front, dropped = _bin_stats(src, 0, n, lo, hi, s, compacted.to(tl.int32), False, TOP_P, NB,
-                                                       True, BLOCK)
-        new_lo, new_hi, _, level, _ = _choose(counts.to(tl.float64), mass, lo, hi, s, level, goal, TOP_P, False, NB)
-        lo = new_lo.to(tl.int32)
-        hi = new_hi.to(tl.int32)
-        if compacted:
-            n = n_front
-            above += dropped
-        tl.debug_barrier()  # the moved candidates are visible to every thread of the next scan
+    level, goal = _level_and_goal(srow, frow, param_ptr, param_scalar, row, V, TOP_P, PARAM_IS_TENSOR)
+    lo, hi, level, n, above = _range_loop(src, n, lo, hi, level, goal, compacted.to(tl.int32), TOP_P, NB, BLOCK)
     tl.store(srow + 0, lo.to(tl.int64))
     tl.store(srow + 1, hi.to(tl.int64))
     if TOP_P:
@@ -352,6 +413,63 @@ def _finish_kernel(
         if compacted:
             kept += tl.load(frow + 11) + above  # ABOVE_MASS: what the compaction left above
         tl.store(frow + 6, kept)  # KEPT
+
+
+@triton.jit
+def _gather_finish_kernel(
+    probs_ptr, cand_ptr, gath_ptr, part_ptr, state_ptr, fstate_ptr, param_ptr, param_scalar, V, chunk_len,
+    num_chunks, cap, TOP_P: tl.constexpr, PARAM_IS_TENSOR: tl.constexpr, NB: tl.constexpr, SORT_CAP: tl.constexpr,
+    SHORT_SORT: tl.constexpr, TICKET: tl.constexpr, W: tl.constexpr, BLOCK: tl.constexpr, CHUNKS_P2: tl.constexpr,
+):
+    # Small batches, after their passes: copy the keys still in [lo, hi) into the row's gather
+    # buffer (V slots: any count fits; each program's start comes from the last pass's per-chunk
+    # counts, so no atomics), then the row's last program finds the pivot among them: by sorting
+    # them when at most SORT_CAP (SHORT_SORT slots when that will do), else by range passes that move the survivors to the front (the
+    # copy is private to it). Launch with the passes' grid and BLOCK: the chunks must match.
+    chunk = tl.program_id(0)
+    row = tl.program_id(1)
+    srow = state_ptr + row * W
+    frow = fstate_ptr + row * W
+    lo = tl.load(srow + 0).to(tl.int32)
+    hi = tl.load(srow + 1).to(tl.int32)
+    if hi - lo > 1:  # else the pivot is lo already
+        chosen = tl.load(srow + 7).to(tl.int32)  # CHOSEN: the last pass's sub-range
+        c = tl.arange(0, CHUNKS_P2)
+        earlier = tl.load(part_ptr + (row * num_chunks + c) * 32 + chosen, mask=c < chunk, other=0.0)
+        slot = tl.sum(earlier, axis=0).to(tl.int64)
+        src, start, end = _source(probs_ptr, cand_ptr, srow, row, chunk, V, chunk_len, num_chunks, cap, BLOCK)
+        dst = gath_ptr + row.to(tl.int64) * V
+        for off in range(start, end, BLOCK):
+            offs = off + tl.arange(0, BLOCK)
+            ok = offs < end
+            x = tl.load(src + offs, mask=ok, other=0.0)
+            key = _keys(x)
+            take = ok & (key >= lo) & (key < hi)
+            ones = take.to(tl.int32)
+            tl.store(dst + slot + (tl.cumsum(ones, axis=0) - 1).to(tl.int64), x, mask=take)
+            slot += tl.sum(ones, axis=0).to(tl.int64)
+        ticket = tl.atomic_add(srow + TICKET, 1)
+        if ticket == num_chunks - 1:  # every copy is visible (acq_rel)
+            n = tl.load(srow + 8).to(tl.int32)  # CHOSEN_COUNT: the keys in [lo, hi)
+            level, goal = _level_and_goal(srow, frow, param_ptr, param_scalar, row, V, TOP_P, PARAM_IS_TENSOR)
+            if n <= SORT_CAP:
+                if n <= SHORT_SORT:  # the usual case: a sort's cost grows fast with its size
+                    pivot, below = _sorted_pivot(dst, n, level, goal, TOP_P, SHORT_SORT)
+                else:
+                    pivot, below = _sorted_pivot(dst, n, level, goal, TOP_P, SORT_CAP)
+                tl.store(srow + 0, pivot.to(tl.int64))
+                tl.store(srow + 1, pivot.to(tl.int64) + 1)
+                if TOP_P:
+                    tl.store(frow + 4, below)  # BELOW_MASS
+                tl.store(srow + 12, 1)  # FINISHED_BY = SORTED
+            else:
+                lo, hi, level, _, _ = _range_loop(dst, n, lo, hi, level, goal, tl.full([], 1, tl.int32), TOP_P, NB,
+                                                  BLOCK)
+                tl.store(srow + 0, lo.to(tl.int64))
+                tl.store(srow + 1, hi.to(tl.int64))
+                if TOP_P:
+                    tl.store(frow + 4, level)
+                tl.store(srow + 12, 2)  # FINISHED_BY = LOOPED
 
 
 @triton.jit
