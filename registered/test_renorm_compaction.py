@@ -142,8 +142,10 @@ def test_small_batch_gather_paths_match_the_oracle(monkeypatch, top_p):
 
 
 @register(suite="kernels", hardware=["cpu"], schedule="per-commit", est_time=1)
-def test_small_batch_plan_needs_a_pass_before_the_gather(monkeypatch):
-    """The gather places its keys by the last pass's per-chunk counts: a plan without one is refused."""
-    monkeypatch.setattr(renorm, "SMALL_BATCH_PASSES", 0)
-    with pytest.raises(ValueError, match="SMALL_BATCH_PASSES"):
+@pytest.mark.parametrize("name, value", [("SMALL_BATCH_PASSES", 0), ("SORT_CAPACITY", 1000), ("SHORT_SORT", 0)])
+def test_small_batch_plan_refuses_bad_settings(monkeypatch, name, value):
+    """The gather places its keys by the last pass's per-chunk counts (a plan needs a pass), and
+    tl.sort sizes are powers of two: a bad module setting is refused by name, not run."""
+    monkeypatch.setattr(renorm, name, value)
+    with pytest.raises(ValueError, match=name):
         renorm._plan(1, True)

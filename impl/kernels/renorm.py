@@ -93,6 +93,9 @@ def _plan(bs: int, top_p: bool) -> list[tuple[str, int]]:
         return steps + [("finish", FINISH_SPLIT[top_p])]
     if SMALL_BATCH_PASSES < 1:  # the gather places its keys by the last pass's per-chunk counts
         raise ValueError(f"SMALL_BATCH_PASSES must be >= 1, got {SMALL_BATCH_PASSES}")
+    for name, size in (("SORT_CAPACITY", SORT_CAPACITY), ("SHORT_SORT", SHORT_SORT)):
+        if size < 1 or size & (size - 1):  # tl.sort sizes
+            raise ValueError(f"{name} must be a power of two, got {size}")
     nb = WIDE_SPLIT[top_p]
     steps = [("compact", 0)] + [("pass", nb)] * SMALL_BATCH_PASSES + [("gather", nb)]
     return steps if top_p else steps + [("kept", 0)]

@@ -424,8 +424,9 @@ def _gather_finish_kernel(
     # Small batches, after their passes: copy the keys still in [lo, hi) into the row's gather
     # buffer (V slots: any count fits; each program's start comes from the last pass's per-chunk
     # counts, so no atomics), then the row's last program finds the pivot among them: by sorting
-    # them when at most SORT_CAP (SHORT_SORT slots when that will do), else by range passes that move the survivors to the front (the
-    # copy is private to it). Launch with the passes' grid and BLOCK: the chunks must match.
+    # them when at most SORT_CAP (in SHORT_SORT slots when they fit), else by range passes that
+    # move the survivors to the front (the copy is private to it). Launch with the passes' grid
+    # and BLOCK: the chunks must match.
     chunk = tl.program_id(0)
     row = tl.program_id(1)
     srow = state_ptr + row * W
