@@ -13,6 +13,7 @@ SKIP_REASONS: dict[str, str] = {
     "needs-gpu": "needs a CUDA or ROCm device (CUDA graphs, real Triton, device syncs)",
     "needs-multi-gpu": "needs at least two GPUs for an NCCL world",
     "needs-hip": "needs a real ROCm device, not emulation",
+    "no-gpu-compiler": "this triton build cannot compile for sm_90 here (no ptxas: a ROCm build, say)",
 }
 
 

@@ -1,0 +1,184 @@
+"""Compile every Triton kernel the op table launches for a GPU target, on a machine without one.
+
+CPU CI runs the kernels in Triton's interpreter, which accepts code the compiler
+rejects (a variable redefined with another type inside a runtime ``if``, for
+one): without this, only a GPU job would find out. Two fresh processes:
+
+1. record (interpreter): run every op-table sample, and the renorm paths the
+   samples alone do not reach, and note each launch's specialization -- argument
+   types, constexpr values, warps;
+2. compile (compiled mode, no GPU needed: the triton wheel ships ptxas): compile
+   each recorded specialization for the target (default sm_90, the H200) and
+   report what failed and why.
+
+    python -m ci.compile_kernels [--target cuda:90]
+
+Exit status 0 when every kernel compiled, 1 when any failed, 3 when this triton
+cannot compile for the target here (no ptxas: a ROCm build, say).
+This module must not import ``impl`` at import time: the compile step has to
+make ``impl.kernels._backend`` choose compiled mode first.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib
+import inspect
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+NO_COMPILER = 3
+_POINTER_TYPES = {
+    "float32": "fp32", "float64": "fp64", "float16": "fp16", "bfloat16": "bf16", "int8": "i8", "int16": "i16",
+    "int32": "i32", "int64": "i64", "uint8": "u8", "bool": "i1", "float8_e4m3fn": "fp8e4nv", "float8_e5m2": "fp8e5",
+}
+_COMPILE_OPTIONS = ("num_warps", "num_stages")
+
+
+def _is_constexpr(annotation) -> bool:
+    return "constexpr" in (annotation if isinstance(annotation, str) else getattr(annotation, "__name__", ""))
+
+
+def _arg_type(name: str, value) -> str:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        dtype = str(value.dtype).removeprefix("torch.")
+        if dtype not in _POINTER_TYPES:
+            raise TypeError(f"argument {name}: no triton pointer type for {value.dtype}")
+        return "*" + _POINTER_TYPES[dtype]
+    if isinstance(value, bool):
+        return "i1"
+    if isinstance(value, int):
+        return "i32" if -(2**31) <= value < 2**31 else "i64"
+    if isinstance(value, float):
+        return "fp32"
+    raise TypeError(f"argument {name}: cannot type {type(value).__name__}")
+
+
+def _specialization(fn, args: tuple, kwargs: dict) -> dict:
+    """One launch as {kernel, signature {name: type | "constexpr"}, constexprs {name: value}, options}."""
+    params = inspect.signature(fn).parameters
+    bound = dict(zip(params, args))
+    bound.update({k: v for k, v in kwargs.items() if k in params})
+    signature, constexprs = {}, {}
+    for name, param in params.items():
+        value = bound.get(name, param.default)
+        if _is_constexpr(param.annotation):
+            signature[name] = "constexpr"
+            constexprs[name] = value
+        else:
+            signature[name] = _arg_type(name, value)
+    options = {k: kwargs[k] for k in _COMPILE_OPTIONS if k in kwargs}
+    return {"kernel": f"{fn.__module__}:{fn.__name__}", "signature": signature, "constexprs": constexprs,
+            "options": options}
+
+
+@contextlib.contextmanager
+def _renorm_settings(**values):
+    import impl.kernels.renorm as renorm
+
+    saved = {name: getattr(renorm, name) for name in values}
+    for name, value in values.items():
+        setattr(renorm, name, value)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            setattr(renorm, name, value)
+
+
+def record(out: Path) -> int:
+    """Interpreter: run the op table (and extra renorm paths), write the distinct launches to out."""
+    from triton.runtime.interpreter import InterpretedFunction
+
+    from registered.op_table import cases, clone_kwargs, run_op
+
+    seen: dict[str, dict] = {}
+    original = InterpretedFunction.run
+
+    def recording_run(self, *args, grid, warmup, **kwargs):
+        spec = _specialization(self.fn, args, kwargs)
+        seen.setdefault(json.dumps(spec, sort_keys=True), spec)
+        return original(self, *args, grid=grid, warmup=warmup, **kwargs)
+
+    InterpretedFunction.run = recording_run
+    try:
+        renorm_paths = [{}, {"FINISH_MIN_ROWS": 1}, {"FINISH_MIN_ROWS": 1, "CANDIDATE_CAPACITY": 4},
+                        {"SORT_CAPACITY": 4}]
+        for op, sample in cases(large=False):
+            for settings in renorm_paths if op.name.endswith("renorm") else [{}]:
+                with _renorm_settings(**settings):
+                    run_op(op, op.impl, clone_kwargs(sample.make("cpu")))
+    finally:
+        InterpretedFunction.run = original
+    out.write_text(json.dumps(list(seen.values()), indent=1))
+    print(f"recorded {len(seen)} kernel specializations")
+    return 0
+
+
+def compile_recorded(path: Path, target: str) -> int:
+    """Compiled mode: compile each recorded specialization for target ("cuda:90")."""
+    for name in ("TRITON_INTERPRET", "DSPARK_KERNEL_BACKEND"):  # compiled mode, whatever the job set
+        os.environ.pop(name, None)
+    import torch
+
+    torch.cuda.is_available = lambda: True  # so impl.kernels._backend picks compiled mode (nothing launches)
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    backend, arch = target.split(":")
+    gpu = GPUTarget(backend, int(arch), 32 if backend == "cuda" else 64)
+    specs = json.loads(path.read_text())
+    failures = []
+    for spec in specs:
+        module, name = spec["kernel"].split(":")
+        kernel = getattr(importlib.import_module(module), name)
+        names = list(spec["signature"])
+        constexprs = {(names.index(k),): v for k, v in spec["constexprs"].items()}
+        try:
+            source = ASTSource(fn=kernel, signature=spec["signature"], constexprs=constexprs)
+            triton.compile(source, target=gpu, options=spec["options"])
+        except Exception as exc:  # noqa: BLE001  (reported, with the specialization, below)
+            if "ptxas" in str(exc) and "not found" in str(exc).lower():
+                print(f"cannot compile for {target} here: {exc}")
+                return NO_COMPILER
+            failures.append((spec, exc))
+    kernels = sorted({s["kernel"] for s in specs})
+    print(f"compiled {len(specs) - len(failures)} of {len(specs)} specializations of {len(kernels)} kernels "
+          f"for {target}: {', '.join(k.split(':')[1] for k in kernels)}")
+    for spec, exc in failures:
+        constexprs = ", ".join(f"{k}={v}" for k, v in spec["constexprs"].items())
+        print(f"FAILED {spec['kernel']} [{constexprs}] {spec['options']}:\n  {str(exc).strip()[:2000]}")
+    return 1 if failures else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--target", default="cuda:90", help="backend:arch to compile for (default cuda:90)")
+    parser.add_argument("--record", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--compile", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.record:
+        return record(args.record)
+    if args.compile:
+        return compile_recorded(args.compile, args.target)
+    env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "DSPARK_KERNEL_BACKEND")}
+    with tempfile.TemporaryDirectory() as tmp:
+        specs = Path(tmp) / "launches.json"
+        steps = [(["--record", str(specs)], {**env, "TRITON_INTERPRET": "1", "DSPARK_KERNEL_BACKEND": "triton-interpret"}),
+                 (["--compile", str(specs), "--target", args.target], env)]
+        for step_args, step_env in steps:
+            status = subprocess.run([sys.executable, "-m", "ci.compile_kernels", *step_args], env=step_env).returncode
+            if status:
+                return status
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,70 @@
+"""ci.compile_kernels: every kernel specialization the op table launches compiles for the H200.
+
+CPU jobs run kernels in Triton's interpreter, which accepts code the compiler rejects; this
+compiles them (no GPU needed) so such a bug fails per-commit CI, not the first GPU job. The
+second test proves the check can fail: a kernel the interpreter runs but the compiler rejects.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from ci.compile_kernels import NO_COMPILER
+from ci.registration import register
+from registered.skips import registered_skip
+
+REPO = Path(__file__).resolve().parents[1]
+EXPECTED_KERNELS = ("_scatter_rows_kernel", "_norm_rope_kernel", "_pass_kernel", "_compact_kernel",
+                    "_finish_kernel", "_gather_finish_kernel", "_kept_mass_kernel", "_write_kernel")
+
+
+def _run(*args: str, pythonpath: str = str(REPO)) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": pythonpath}
+    result = subprocess.run([sys.executable, "-m", "ci.compile_kernels", *args], cwd=REPO, env=env,
+                            capture_output=True, text=True, timeout=1200)
+    if result.returncode == NO_COMPILER:
+        registered_skip("no-gpu-compiler")
+    return result
+
+
+@register(suite="kernels", hardware=["cpu"], schedule="per-commit", est_time=150)
+def test_every_launched_kernel_compiles_for_the_h200():
+    result = _run()
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-6000:]
+    summary = next(line for line in result.stdout.splitlines() if line.startswith("compiled "))
+    missing = [k for k in EXPECTED_KERNELS if k not in summary]
+    assert not missing, f"kernels the op table should launch but did not: {missing}\n{summary}"
+
+
+BROKEN_KERNEL = '''
+import torch
+torch.cuda.is_available = lambda: True
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def typed_twice(x_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    value = 0
+    if n > 4:
+        value = 1.5  # int32 before the runtime if, fp32 inside: the interpreter allows it
+    tl.store(x_ptr + offs, value, mask=offs < n)
+'''
+
+
+@register(suite="kernels", hardware=["cpu"], schedule="per-commit", est_time=10)
+def test_a_kernel_only_the_compiler_rejects_fails_the_check(tmp_path):
+    (tmp_path / "broken_kernels.py").write_text(textwrap.dedent(BROKEN_KERNEL))
+    spec = {"kernel": "broken_kernels:typed_twice", "signature": {"x_ptr": "*fp32", "n": "i32", "BLOCK": "constexpr"},
+            "constexprs": {"BLOCK": 16}, "options": {"num_warps": 4}}
+    launches = tmp_path / "launches.json"
+    launches.write_text(json.dumps([spec]))
+    result = _run("--compile", str(launches), pythonpath=f"{tmp_path}{os.pathsep}{REPO}")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "FAILED broken_kernels:typed_twice" in result.stdout and "value" in result.stdout, result.stdout
