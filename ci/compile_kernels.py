@@ -1,4 +1,4 @@
-"""Compile every Triton kernel the op table launches for a GPU target, on a machine without one.
+"""Compile every Triton kernel the op table launches for the H200 and the MI35x, on a machine without a GPU.
 
 CPU CI runs the kernels in Triton's interpreter, which accepts code the compiler
 rejects (a variable redefined with another type inside a runtime ``if``, for
@@ -7,14 +7,15 @@ one): without this, only a GPU job would find out. Two fresh processes:
 1. record (interpreter): run every op-table sample, and the renorm paths the
    samples alone do not reach, and note each launch's specialization -- argument
    types, constexpr values, warps;
-2. compile (compiled mode, no GPU needed: the triton wheel ships ptxas): compile
-   each recorded specialization for the target (default sm_90, the H200) and
-   report what failed and why.
+2. compile (compiled mode, no GPU needed: the triton wheel ships ptxas and its
+   AMD backend): compile each recorded specialization for each target (default
+   sm_90 and gfx950: the H200 and the MI35x) and report what failed and why.
 
-    python -m ci.compile_kernels [--target cuda:90]
+    python -m ci.compile_kernels [--target cuda:90] [--target hip:gfx950]
 
-Exit status 0 when every kernel compiled, 1 when any failed, 3 when this triton
-cannot compile for the target here (no ptxas: a ROCm build, say).
+Exit status 0 when every kernel compiled for every target that can be compiled
+for here, 1 when any failed, 3 when no target can be (a trivial kernel fails:
+no toolchain in this triton build). A target that cannot be is named.
 This module must not import ``impl`` at import time: the compile step has to
 make ``impl.kernels._backend`` choose compiled mode first.
 """
@@ -32,6 +33,7 @@ import tempfile
 from pathlib import Path
 
 NO_COMPILER = 3
+DEFAULT_TARGETS = ("cuda:90", "hip:gfx950")  # the H200 and the MI35x the workflows target
 _POINTER_TYPES = {
     "float32": "fp32", "float64": "fp64", "float16": "fp16", "bfloat16": "bf16", "int8": "i8", "int16": "i16",
     "int32": "i32", "int64": "i64", "uint8": "u8", "bool": "i1", "float8_e4m3fn": "fp8e4nv", "float8_e5m2": "fp8e5",
@@ -121,58 +123,94 @@ def record(out: Path) -> int:
     return 0
 
 
-def compile_recorded(path: Path, target: str) -> int:
-    """Compiled mode: compile each recorded specialization for target ("cuda:90")."""
+def _gpu_target(target: str):
+    from triton.backends.compiler import GPUTarget
+
+    backend, _, arch = target.partition(":")
+    if backend == "cuda" and arch.isdigit():
+        return GPUTarget("cuda", int(arch), 32)
+    if backend == "hip" and arch.startswith("gfx"):
+        return GPUTarget("hip", arch, 64)
+    raise SystemExit(f"--target must be cuda:<sm, e.g. 90> or hip:<gfx arch, e.g. gfx950>, got {target!r}")
+
+
+def _toolchain_missing(gpu) -> str | None:
+    """Why this triton cannot compile for gpu here (a trivial kernel fails), or None."""
+    import triton
+    import triton.language as tl
+    from triton.compiler import ASTSource
+
+    @triton.jit
+    def copy_one(x_ptr, y_ptr):
+        tl.store(y_ptr, tl.load(x_ptr))
+
+    try:
+        triton.compile(ASTSource(fn=copy_one, signature={"x_ptr": "*fp32", "y_ptr": "*fp32"}), target=gpu)
+    except Exception as exc:  # noqa: BLE001
+        return f"{type(exc).__name__}: {str(exc).strip()[:500]}"
+    return None
+
+
+def compile_recorded(path: Path, targets: list[str]) -> int:
+    """Compiled mode: compile each recorded specialization for each target ("cuda:90", "hip:gfx950")."""
     for name in ("TRITON_INTERPRET", "DSPARK_KERNEL_BACKEND"):  # compiled mode, whatever the job set
         os.environ.pop(name, None)
     import torch
 
     torch.cuda.is_available = lambda: True  # so impl.kernels._backend picks compiled mode (nothing launches)
     import triton
-    from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    backend, arch = target.split(":")
-    gpu = GPUTarget(backend, int(arch), 32 if backend == "cuda" else 64)
     specs = json.loads(path.read_text())
-    failures = []
-    for spec in specs:
-        module, name = spec["kernel"].split(":")
-        kernel = getattr(importlib.import_module(module), name)
-        names = list(spec["signature"])
-        constexprs = {(names.index(k),): v for k, v in spec["constexprs"].items()}
-        try:
-            source = ASTSource(fn=kernel, signature=spec["signature"], constexprs=constexprs)
-            triton.compile(source, target=gpu, options=spec["options"])
-        except Exception as exc:  # noqa: BLE001  (reported, with the specialization, below)
-            if "ptxas" in str(exc) and "not found" in str(exc).lower():
-                print(f"cannot compile for {target} here: {exc}")
-                return NO_COMPILER
-            failures.append((spec, exc))
     kernels = sorted({s["kernel"] for s in specs})
-    print(f"compiled {len(specs) - len(failures)} of {len(specs)} specializations of {len(kernels)} kernels "
-          f"for {target}: {', '.join(k.split(':')[1] for k in kernels)}")
-    for spec, exc in failures:
+    failures, compiled_for = [], 0
+    for target in targets:
+        gpu = _gpu_target(target)
+        missing = _toolchain_missing(gpu)
+        if missing:
+            print(f"cannot compile for {target} here: {missing}")
+            continue
+        compiled_for += 1
+        failed_before = len(failures)
+        for spec in specs:
+            module, name = spec["kernel"].split(":")
+            kernel = getattr(importlib.import_module(module), name)
+            names = list(spec["signature"])
+            constexprs = {(names.index(k),): v for k, v in spec["constexprs"].items()}
+            try:
+                source = ASTSource(fn=kernel, signature=spec["signature"], constexprs=constexprs)
+                triton.compile(source, target=gpu, options=spec["options"])
+            except Exception as exc:  # noqa: BLE001  (reported, with the specialization, below)
+                failures.append((target, spec, exc))
+        ok = len(specs) - (len(failures) - failed_before)
+        print(f"compiled {ok} of {len(specs)} specializations of {len(kernels)} kernels for {target}: "
+              f"{', '.join(k.split(':')[1] for k in kernels)}")
+    for target, spec, exc in failures:
         constexprs = ", ".join(f"{k}={v}" for k, v in spec["constexprs"].items())
-        print(f"FAILED {spec['kernel']} [{constexprs}] {spec['options']}:\n  {str(exc).strip()[:2000]}")
-    return 1 if failures else 0
+        print(f"FAILED {spec['kernel']} for {target} [{constexprs}] {spec['options']}:\n  {str(exc).strip()[:2000]}")
+    if failures:
+        return 1
+    return 0 if compiled_for else NO_COMPILER
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--target", default="cuda:90", help="backend:arch to compile for (default cuda:90)")
+    parser.add_argument("--target", action="append", dest="targets",
+                        help="backend:arch to compile for, repeatable (default: cuda:90 and hip:gfx950, the H200 "
+                             "and MI35x)")
     parser.add_argument("--record", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--compile", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    targets = args.targets or list(DEFAULT_TARGETS)
     if args.record:
         return record(args.record)
     if args.compile:
-        return compile_recorded(args.compile, args.target)
+        return compile_recorded(args.compile, targets)
     env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "DSPARK_KERNEL_BACKEND")}
     with tempfile.TemporaryDirectory() as tmp:
         specs = Path(tmp) / "launches.json"
         steps = [(["--record", str(specs)], {**env, "TRITON_INTERPRET": "1", "DSPARK_KERNEL_BACKEND": "triton-interpret"}),
-                 (["--compile", str(specs), "--target", args.target], env)]
+                 (["--compile", str(specs), *(f"--target={t}" for t in targets)], env)]
         for step_args, step_env in steps:
             status = subprocess.run([sys.executable, "-m", "ci.compile_kernels", *step_args], env=step_env).returncode
             if status:

@@ -1,4 +1,4 @@
-"""ci.compile_kernels: every kernel specialization the op table launches compiles for the H200.
+"""ci.compile_kernels: every kernel specialization the op table launches compiles for the H200 and MI35x.
 
 CPU jobs run kernels in Triton's interpreter, which accepts code the compiler rejects; this
 compiles them (no GPU needed) so such a bug fails per-commit CI, not the first GPU job. The
@@ -31,14 +31,16 @@ def _run(*args: str, pythonpath: str = str(REPO)) -> subprocess.CompletedProcess
     return result
 
 
-@register(suite="kernels", hardware=["cpu"], schedule="per-commit", est_time=150)
-def test_every_launched_kernel_compiles_for_the_h200():
+@register(suite="kernels", hardware=["cpu"], schedule="per-commit", est_time=180)
+def test_every_launched_kernel_compiles_for_the_h200_and_mi35x():
     result = _run()
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-6000:]
-    summary = next(line for line in result.stdout.splitlines() if line.startswith("compiled "))
-    missing = [k for k in EXPECTED_KERNELS if k not in summary]
-    assert not missing, f"kernels the op table should launch but did not: {missing}\n{summary}"
+    for target in ("cuda:90", "hip:gfx950"):
+        summary = [line for line in result.stdout.splitlines() if line.startswith("compiled ") and target in line]
+        assert summary, f"nothing compiled for {target}:\n{output[-3000:]}"
+        missing = [k for k in EXPECTED_KERNELS if k not in summary[0]]
+        assert not missing, f"kernels the op table should launch but did not: {missing}\n{summary[0]}"
 
 
 BROKEN_KERNEL = '''
