@@ -21,7 +21,7 @@ from ci.registration import SCHEDULES
 REGISTERED_DIR = "registered"
 REGISTER_MODULE = "ci.registration"
 ARGS_REQUIRED = ("suite", "hardware", "schedule", "est_time")
-ARGS_OPTIONAL = ("env", "disabled")
+ARGS_OPTIONAL = ("env", "disabled", "retries", "timeout")
 SUITE_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
 VARIANT_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 DISABLED_KEYS = ("reason", "until")
@@ -48,6 +48,8 @@ class Registration:
     est_time: float
     env: dict[str, dict[str, str]] = field(default_factory=dict)
     disabled: dict[str, str] | None = None
+    retries: int = 0               # reruns allowed before a failure counts (a pass on rerun is "flaky")
+    timeout: float | None = None   # per-test timeout in seconds; None: derived from est_time
 
     @property
     def where(self) -> str:
@@ -315,12 +317,20 @@ class _FileCollector:
             elif set(disabled) - set(DISABLED_KEYS):
                 self.err(line, f"register(disabled=...): unknown key(s) {sorted(set(disabled) - set(DISABLED_KEYS))}; "
                                f"expected {list(DISABLED_KEYS)}")
+        retries = v.get("retries", 0)
+        if isinstance(retries, bool) or not isinstance(retries, int) or not 0 <= retries <= 3:
+            self.err(line, f"register(retries={retries!r}): an int from 0 to 3 (opt-in reruns for a known-flaky test)")
+        timeout = v.get("timeout")
+        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0):
+            self.err(line, f"register(timeout={timeout!r}): a positive number of seconds, or leave it out")
         if len(self.problems) != start:
             return None
         reg = Registration(
             file=self.rel, line=line, node_id=node_id, suite=suite, hardware=tuple(hw_list),
             schedule=schedule, est_time=float(est), env=env_out,
             disabled=dict(disabled) if disabled is not None else None,
+            retries=int(retries) if isinstance(retries, int) else 0,
+            timeout=float(timeout) if timeout is not None else None,
         )
         self.registrations.append(reg)
         return reg

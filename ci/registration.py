@@ -28,6 +28,8 @@ def register(
     est_time: float,
     env: Mapping[str, Mapping[str, str]] | None = None,
     disabled: Mapping[str, str] | None = None,
+    retries: int = 0,
+    timeout: float | None = None,
 ) -> Callable[[T], T]:
     """Record that the decorated test function or class belongs to ``suite``.
 
@@ -38,6 +40,9 @@ def register(
         every variant becomes its own job ``schedule/hardware/suite[variant]``.
     disabled: ``{"reason": ..., "until": "YYYY-MM-DD"}``; the audit fails when
         the reason is missing or the date has passed.
+    retries: opt-in reruns (0-3) for a known-flaky test; a pass on a rerun is
+        reported as *flaky*, never as a plain pass.
+    timeout: per-test timeout in seconds; default derived from ``est_time``.
     """
     if schedule not in SCHEDULES:
         raise ValueError(f"register(schedule=...) must be one of {SCHEDULES}, got {schedule!r}")
@@ -48,6 +53,8 @@ def register(
         "est_time": est_time,
         "env": {k: dict(v) for k, v in (env or {}).items()},
         "disabled": dict(disabled) if disabled else None,
+        "retries": retries,
+        "timeout": timeout,
     }
 
     def decorate(obj: T) -> T:
