@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from ci.audit import run_audit
-from ci.fixture_repo import REAL_ROOT, FixtureRepo
+from registered.fixture_repo import REAL_ROOT, FixtureRepo
 from ci.registration import register
 
 TODAY = dt.date(2026, 6, 1)

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from ci.collect import CollectionError
-from ci.fixture_repo import REAL_ROOT, FixtureRepo
+from registered.fixture_repo import REAL_ROOT, FixtureRepo
 from ci.jobs import load_registry
 from ci.registration import register
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import subprocess
 
 from ci.coverage_gap import parse_diff, ranges
-from ci.fixture_repo import FixtureRepo
+from registered.fixture_repo import FixtureRepo
 from ci.registration import register
 
 BASE_IMPL = '''\

@@ -6,7 +6,7 @@ import itertools
 import pytest
 
 from ci.catalog import CatalogError, load_catalog, parse_catalog
-from ci.fixture_repo import REAL_ROOT, FixtureRepo
+from registered.fixture_repo import REAL_ROOT, FixtureRepo
 from ci.jobs import JobKey, job_id, load_registry, parse_job_id, sanitize, workflow_key
 from ci.registration import register
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ci.fixture_repo import REAL_ROOT, FixtureRepo
+from registered.fixture_repo import REAL_ROOT, FixtureRepo
 from ci.jobs import load_registry
 from ci.partition import (MAX_IMBALANCE, choose_shard_count, imbalance, load_durations, lpt_partition,
                           measured_time, parse_shard, shard_loads)

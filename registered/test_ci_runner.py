@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from ci.fixture_repo import FixtureRepo
+from registered.fixture_repo import FixtureRepo
 from ci.registration import register
 
 SUITES = """

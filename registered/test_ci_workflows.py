@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from ci import run_suite
-from ci.fixture_repo import REAL_ROOT, FixtureRepo
+from registered.fixture_repo import REAL_ROOT, FixtureRepo
 from ci.jobs import load_registry, workflow_key
 from ci.registration import register
 from ci.workflow_scan import scan_workflows
