@@ -27,7 +27,7 @@ _LAZY = {
     "emulate": "impl.platform",
     "GATES": "impl.gates",
     "check_mode": "impl.validation",
-    # pools, metadata, sync policy, DSpark/MTP components (issue #4)
+    # pools, metadata, sync policy, DSpark/MTP components
     "UnifiedKVPool": "impl.pools",
     "PagedKVPool": "impl.pools",
     "make_pool": "impl.pools",
@@ -39,7 +39,7 @@ _LAZY = {
     "build_verify_metadata": "impl.verify_metadata",
     "RaggedVerifyLayout": "impl.verify_metadata",
     "build_prefill_metadata": "impl.prefill_metadata",
-    # multi-rank: DP attention + TP MLP (issue #7)
+    # multi-rank: DP attention + TP MLP
     "DpEngine": "impl.distributed.dp_engine",
     "TensorParallelMlp": "impl.distributed.tp_mlp",
     "launch_distributed": "impl.distributed.launch",

@@ -1,4 +1,4 @@
-"""Multi-rank end to end: DP attention + tensor-parallel MLP over torch.distributed (issue #7).
+"""Multi-rank end to end: DP attention + tensor-parallel MLP over torch.distributed (docs/design.md §7.5).
 
 Each test starts real rank processes (``torch.multiprocessing``, spawn) that
 join a process group on a free local port -- gloo on CPU, NCCL on GPUs -- so
