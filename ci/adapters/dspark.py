@@ -1,0 +1,58 @@
+"""The project's own format: ``@register(...)`` (ci/collect.py) and the ``ci.run_suite`` runner.
+
+A workflow step runs a suite with ``nox -s suite -- --group G --shard I/N`` (or
+the older ``--job ID [--shard I/N]``), or ``python -m ci.run_suite`` with the
+same options. Gates (``DSPARK_*``) exist here, so gate rules apply.
+"""
+from __future__ import annotations
+
+from typing import Mapping
+
+from ci.adapters.base import Adapter, RunnerCall, Target, parse_options, parse_shard_text
+
+OPTIONS = {"--job": True, "--group": True, "--shard": True}
+NOX_SESSION_FLAGS = ("-s", "--session", "--sessions", "-e")
+
+
+def _nox_suite_start(words: tuple[str, ...]) -> int | None:
+    """Index after ``nox ... -s suite ...`` (where the posargs ``--`` may follow), or None."""
+    for i, word in enumerate(words):
+        if word == "nox" or word.endswith("/nox"):
+            rest = words[i + 1:]
+            for j, flag in enumerate(rest):
+                if flag in NOX_SESSION_FLAGS and j + 1 < len(rest) and "suite" in rest[j + 1].split(","):
+                    return i + 1
+                if flag.startswith(("--session=", "--sessions=")) and "suite" in flag.partition("=")[2].split(","):
+                    return i + 1
+    return None
+
+
+class DSparkAdapter(Adapter):
+    name = "dspark"
+    has_gates = True
+    runner_hint = 'python3 -m nox -s suite -- --group G --shard "$SHARD"'
+
+    def find_call(self, words: tuple[str, ...]) -> RunnerCall | None:
+        start = _nox_suite_start(words)
+        if start is not None:
+            dashdash = words.index("--", start) if "--" in words[start:] else None
+            options = parse_options(words, dashdash + 1, OPTIONS) if dashdash is not None else {}
+            return RunnerCall(options, " ".join(words))
+        for i, word in enumerate(words):
+            if word == "ci.run_suite" or word.endswith("ci/run_suite.py"):
+                return RunnerCall(parse_options(words, i + 1, OPTIONS), " ".join(words))
+        return None
+
+    def targets(self, options: Mapping[str, str | None]) -> tuple[list[Target], str | None]:
+        job, group, shard_text = options.get("--job"), options.get("--group"), options.get("--shard")
+        if job and group:
+            return [], "calls the runner with both --job and --group"
+        if not job and not group:
+            return [], "calls the suite runner without --group or --job"
+        shard = None
+        if shard_text is not None:
+            try:
+                shard = parse_shard_text(shard_text)
+            except ValueError as exc:
+                return [], str(exc)
+        return [Target("job" if job else "group", job or group, shard)], None
