@@ -19,6 +19,7 @@ from ci.gatecheck import gate_env_problem
 from ci.registration import SCHEDULES
 
 REGISTERED_DIR = "registered"
+FIXTURES_DIR = "registered/fixtures"
 REGISTER_MODULE = "ci.registration"
 ARGS_REQUIRED = ("suite", "hardware", "schedule", "est_time")
 ARGS_OPTIONAL = ("env", "disabled", "retries", "timeout")
@@ -386,6 +387,8 @@ def collect(root: str | Path, catalog: Catalog) -> Collection:
     mentions: dict[str, frozenset[str]] = {}
     for path in sorted(base.rglob("*.py")) if base.is_dir() else []:
         rel = path.relative_to(root).as_posix()
+        if rel.startswith(FIXTURES_DIR + "/"):
+            continue   # data for the ci tests (e.g. an sglang-shaped tree), not tests of ours
         is_test = is_test_file(path)
         text = path.read_text(encoding="utf-8")
         if not is_test and "register" not in text:
