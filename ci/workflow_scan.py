@@ -379,7 +379,9 @@ def _scan_job(scan: WorkflowScan, adapter: Adapter, rel: str, doc, key: str, job
         masks = list(dict.fromkeys(masks))
         if masks:
             scan.masked += [f"{where}: {m}" for m in masks]
-        never = not job_events or not step_events
+        never = bool(acts) and all(
+            truth(job.get("if"), a.context(base_ctx)) is False or truth(step.get("if"), a.context(base_ctx)) is False
+            for a in acts)
         for k, call in calls:
             found: dict[Target, set[str]] = {}
             unresolved: set[str] = set()

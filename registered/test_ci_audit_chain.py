@@ -1,0 +1,273 @@
+"""The chain workflow -> step -> nox session -> runner: the scan reads any workflow (generated or
+hand-written, old --job shape or the --group shape), evaluates `if:` per event, and flags anything
+that can turn the runner's failure green (rule g); group shards 1/N..N/N must all run (rule a)."""
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from ci.audit import group_plan, run_audit
+from ci.gh_expr import truth
+from ci.jobs import load_registry
+from ci.registration import register
+from registered.fixture_repo import FixtureRepo
+
+TODAY = dt.date(2026, 12, 1)
+GATE_IF = ("github.event_name != 'pull_request' || contains(github.event.pull_request.labels.*.name, 'run-gpu-ci') "
+           "|| (github.event.pull_request.head.repo.full_name == github.repository "
+           "&& needs.changes.outputs.kernels == 'true')")
+TESTS = """
+@register(suite="kernels", hardware=["cpu", "h200-1"], schedule="per-commit", est_time=5)
+def test_kernels(): pass
+
+@register(suite="big", hardware="cpu", schedule="per-commit", est_time=500)
+def test_big_one(): pass
+
+@register(suite="big", hardware="cpu", schedule="per-commit", est_time=500)
+def test_big_two(): pass
+
+@register(suite="dspark-e2e", hardware="mi35x-8", schedule="nightly", est_time=900)
+class TestE2E:
+    def test_gsm8k(self): pass
+"""
+CPU_STEP = 'python3 -m nox -s suite -- --group per-commit/cpu --shard "$SHARD"'
+PER_COMMIT = """
+name: per-commit
+on:
+  pull_request:
+    types: [opened, synchronize, reopened, labeled]
+  push:
+    branches: [main]
+jobs:
+  changes:
+    runs-on: ubuntu-latest
+    outputs:
+      kernels: ${{{{ steps.filter.outputs.kernels }}}}
+    steps:
+      - id: filter
+        run: echo "kernels=true" >> "$GITHUB_OUTPUT"
+  per-commit__cpu:
+    runs-on: ubuntu-latest{job_extra}
+    strategy:
+      fail-fast: false
+      matrix:
+        shard: [{cpu_shards}]
+    steps:
+      - uses: actions/checkout@v5
+      - name: run group shard{step_extra}
+        env:
+          SHARD: ${{{{ matrix.shard }}}}
+        run: {cpu_run}
+  per-commit__h200-1:
+    needs: [changes]
+    if: {gate_if}
+    runs-on: linux-h200-gpu-1
+    strategy:
+      matrix:
+        shard: [1/1]
+    env:
+      SHARD: ${{{{ matrix.shard }}}}
+    steps:
+      - uses: actions/checkout@v5
+      - name: run group shard
+        run: python3 -m nox -s suite -- --group per-commit/h200-1 --shard "${{SHARD}}"
+"""
+NIGHTLY = """
+name: nightly
+on:
+  schedule:
+    - cron: '17 2 * * *'
+  workflow_dispatch:
+jobs:
+  nightly__mi35x-8:
+    runs-on: linux-mi35x-gpu-8
+    strategy:
+      matrix:
+        shard: [1/1]
+    steps:
+      - uses: actions/checkout@v5
+      - name: run group shard
+        env:
+          SHARD: ${{ matrix.shard }}
+        run: python3 -m nox -s suite -- --group nightly/mi35x-8 --shard "$SHARD"
+"""
+
+
+def repo_with(tmp_path, *, cpu_run=CPU_STEP, cpu_shards="1/2, 2/2", job_extra="", step_extra="",
+              gate_if=GATE_IF) -> FixtureRepo:
+    repo = FixtureRepo(tmp_path)
+    repo.test_file("test_base.py", TESTS)
+    repo.write(".github/workflows/per-commit.yml", PER_COMMIT.format(
+        cpu_run=cpu_run, cpu_shards=cpu_shards, job_extra=job_extra, step_extra=step_extra, gate_if=gate_if))
+    repo.write(".github/workflows/nightly.yml", NIGHTLY)
+    return repo
+
+
+def found(report, *codes: str) -> dict[str, list[str]]:
+    return {c: report.violations[c] for c in codes if report.violations[c]}
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=2)
+def test_group_shaped_gated_workflows_count_and_the_gpu_job_through_push(tmp_path):
+    repo = repo_with(tmp_path)
+    assert {g: n for g, (n, _) in group_plan(load_registry(repo.root)).items()} == {
+        "per-commit/cpu": 2, "per-commit/h200-1": 1, "nightly/mi35x-8": 1}
+    report = run_audit(repo.root, today=TODAY)
+    assert found(report, "a", "b", "g") == {}
+    rows = {r[0]: r for r in report.job_rows}
+    assert rows["per-commit/h200-1/kernels"][3:] == (1, "per-commit.yml", "push")   # gated on pull_request
+    assert rows["per-commit/cpu/big"][3:] == (2, "per-commit.yml", "pull_request, push")
+    assert rows["nightly/mi35x-8/dspark-e2e"][5] == "schedule, workflow_dispatch"
+    groups = {r[0]: r for r in report.group_rows}
+    assert groups["per-commit/cpu"][1:] == (2, "1005", 2, "per-commit.yml", "pull_request, push")
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=2)
+def test_a_group_shard_that_never_runs_and_a_shard_count_off_the_plan(tmp_path):
+    partial = found(run_audit(repo_with(tmp_path / "p", cpu_shards="1/2").root, today=TODAY), "a", "b", "g")
+    assert partial == {"a": ["PARTIAL group per-commit/cpu: .github/workflows/per-commit.yml:per-commit__cpu run(s) "
+                             "shards [1] of 2: shard(s) [2] never run (2 job(s) affected)"]}
+    off = found(run_audit(repo_with(tmp_path / "o", cpu_shards="1/3, 2/3, 3/3").root, today=TODAY), "b")
+    assert off["b"][0] == (".github/workflows/per-commit.yml:per-commit__cpu: --group per-commit/cpu --shard 1/3, "
+                           "but the plan splits per-commit/cpu into 2 shard(s) (regenerate with nox -s workflows)")
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=2)
+def test_a_gpu_job_gated_even_on_push_is_dormant(tmp_path):
+    gate = "github.event_name == 'pull_request' && contains(github.event.pull_request.labels.*.name, 'run-gpu-ci')"
+    report = run_audit(repo_with(tmp_path, gate_if=gate).root, today=TODAY)
+    assert found(report, "a", "g") == {"a": [
+        "DORMANT per-commit/h200-1/kernels (1 registration(s), first at registered/test_base.py:4): needs a workflow "
+        "triggered by pull_request/push; only referenced by .github/workflows/per-commit.yml:per-commit__h200-1 on "
+        "['pull_request', 'push'] (its if: is not definitely true on any of them)"]}
+
+
+STEP = ".github/workflows/per-commit.yml:per-commit__cpu:run group shard"
+MASKS = {
+    "or-true": dict(cpu_run=CPU_STEP + " || true"),
+    "or-echo": dict(cpu_run=CPU_STEP + ' || echo "tests failed"'),
+    "tee": dict(cpu_run=CPU_STEP + " | tee suite.log"),
+    "set+e": dict(cpu_run="|\n          set +e\n          " + CPU_STEP),
+    "semicolon-true": dict(cpu_run=CPU_STEP + "; true"),
+    "exit0": dict(cpu_run="|\n          " + CPU_STEP + "\n          exit 0"),
+    "background": dict(cpu_run=CPU_STEP + " &"),
+    "if-condition": dict(cpu_run=f"if ! {CPU_STEP}; then echo flaky; fi"),
+    "step-continue": dict(step_extra="\n        continue-on-error: true"),
+    "job-continue": dict(job_extra="\n    continue-on-error: ${{ github.event_name == 'push' }}"),
+    "step-if": dict(step_extra="\n        if: github.event_name == 'push'"),
+    "no-errexit-shell": dict(step_extra="\n        shell: bash {0}", cpu_run="|\n          " + CPU_STEP + "\n          echo done"),
+}
+WORDS = {"or-true": "`|| true`", "or-echo": "`|| echo tests failed`", "tee": "piped into `tee suite.log`",
+         "set+e": "`set +e`", "semicolon-true": "`; true`", "exit0": "`exit 0`", "background": "background",
+         "if-condition": "condition of `if`", "step-continue": "step continue-on-error: True",
+         "job-continue": "job continue-on-error", "step-if": "step if: \"github.event_name == 'push'\"",
+         "no-errexit-shell": "later commands decide"}
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=4)
+@pytest.mark.parametrize("case", sorted(MASKS))
+def test_g_anything_that_can_mask_the_runner_is_named_and_the_step_does_not_count(tmp_path, case):
+    report = run_audit(repo_with(tmp_path, **MASKS[case]).root, today=TODAY)
+    masked = report.violations["g"]
+    assert masked and all(m.startswith(f"MASKED {STEP}: ") for m in masked), masked
+    assert any(WORDS[case] in m for m in masked), masked
+    dormant = sorted(v.split()[1] for v in report.violations["a"])
+    assert dormant == ["per-commit/cpu/big", "per-commit/cpu/kernels"]
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=3)
+@pytest.mark.parametrize("run, extra", [
+    ("|\n          set -o pipefail\n          " + CPU_STEP + " | tee suite.log", ""),
+    (CPU_STEP + " | tee suite.log", "\n        shell: bash"),          # GitHub: bash --noprofile --norc -eo pipefail
+    ("|\n          " + CPU_STEP + " || status=$?\n          echo collected >> \"$GITHUB_STEP_SUMMARY\"\n"
+     "          exit ${status:-0}", ""),                                  # sglang's capture-and-rethrow
+    ("python3 -m pip install nox && " + CPU_STEP + " && echo passed", ""),
+])
+def test_g_honest_shell_around_the_runner_is_not_flagged(tmp_path, run, extra):
+    report = run_audit(repo_with(tmp_path, cpu_run=run, step_extra=extra).root, today=TODAY)
+    assert found(report, "a", "b", "g") == {}
+
+
+NOX_SUITE = '''
+import nox
+
+
+@nox.session
+def suite(session):
+    {body}
+'''
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=3)
+@pytest.mark.parametrize("body, words", [
+    ('session.run("python", "-m", "ci.run_suite", *session.posargs, success_codes=[0, 1])',
+     "noxfile.py:7: session suite: session.run(success_codes=[0, 1]) turns a failing exit code into success"),
+    ('try:\n        session.run("python", "-m", "ci.run_suite", *session.posargs)\n    except Exception:\n        pass',
+     "noxfile.py:7: session suite: session.run inside try/except can swallow the runner's failure"),
+    ('session.run("python", "-m", "ci.run_suite", "--group", "per-commit/cpu")',
+     "noxfile.py:6: session suite never calls session.run(\"python\", \"-m\", \"ci.run_suite\", *session.posargs)"),
+])
+def test_g_the_nox_suite_session_is_checked(tmp_path, body, words):
+    repo = repo_with(tmp_path)
+    repo.write("noxfile.py", NOX_SUITE.format(body=body))
+    masked = run_audit(repo.root, today=TODAY).violations["g"]
+    assert any(m.startswith("MASKED " + words) for m in masked), masked
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=2)
+def test_a_reusable_workflow_runs_when_its_caller_does(tmp_path):
+    repo = repo_with(tmp_path)
+    repo.write(".github/workflows/nightly.yml", """
+        on:
+          schedule:
+            - cron: '0 3 * * *'
+        jobs:
+          call-amd:
+            uses: ./.github/workflows/_amd-stage.yml
+            with:
+              group: nightly/mi35x-8
+    """)
+    repo.write(".github/workflows/_amd-stage.yml", """
+        on:
+          workflow_call:
+            inputs:
+              group:
+                type: string
+                required: true
+        jobs:
+          run:
+            if: inputs.group != ''
+            runs-on: linux-mi35x-gpu-8
+            steps:
+              - run: python3 -m nox -s suite -- --group ${{ inputs.group }} --shard 1/1
+    """)
+    assert found(run_audit(repo.root, today=TODAY), "a", "b", "g") == {}
+    repo.write(".github/workflows/nightly.yml", "on: workflow_dispatch\njobs:\n  call-amd:\n"
+               "    uses: ./.github/workflows/_amd-stage.yml\n    with:\n      group: nightly/mi35x-8\n")
+    assert [v.split()[1] for v in run_audit(repo.root, today=TODAY).violations["a"]] == ["nightly/mi35x-8/dspark-e2e"]
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
+@pytest.mark.parametrize("expr, event, expected", [
+    (GATE_IF, "push", True),
+    (GATE_IF, "pull_request", None),
+    ("${{ github.event_name == 'schedule' }}", "schedule", True),
+    ("github.event_name == 'schedule'", "push", False),
+    ("!(github.event_name == 'push')", "push", False),
+    ("always() && !cancelled()", "push", True),
+    ("success() || failure()", "push", True),
+    ("failure()", "push", False),
+    ("github.ref == 'refs/heads/main'", "push", None),
+    ("contains('run-gpu-ci, other', 'RUN-GPU-CI')", "push", True),
+    ("inputs.job_filter == '' || inputs.job_filter == 'all'", "schedule", True),
+    ("fromJSON(needs.plan.outputs.go)", "push", None),
+    ("false", "push", False),
+    ("1 == '1' && null == '' && 'false'", "push", True),
+    ("github.event_name == 'push' &&", "push", None),     # unreadable: unknown, never "true"
+])
+def test_the_if_evaluator_is_three_valued(expr, event, expected):
+    ctx = {"github.event_name": event}
+    if event == "schedule":
+        ctx["inputs.*"] = None
+    assert truth(expr, ctx) is expected
