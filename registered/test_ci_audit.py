@@ -307,3 +307,38 @@ def test_audit_cli_prints_the_table_and_fails_on_the_incident(tmp_path):
 def test_the_real_repository_passes_the_audit():
     report = run_audit(REAL_ROOT)
     assert report.ok, {k: v for k, v in report.violations.items() if v}
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=2)
+def test_e_the_op_table_in_impl_testing_counts(tmp_path):
+    repo = baseline(tmp_path, workflows=False)
+    repo.write("impl/__init__.py", '_LAZY = {"scatter_op": "impl.kernels", "gather_op": "impl.kernels"}\n')
+    repo.write("reference/__init__.py", "from reference.ops import scatter_op, gather_op\n")
+    repo.write("impl/testing/__init__.py", "")
+    repo.write("impl/testing/op_table.py", "import impl.kernels as K\nOPS = [K.scatter_op, K.gather_op]\n")
+    repo.test_file("test_op_table_generic.py", """
+        from impl.testing.op_table import OPS
+
+        @register(suite="ops", hardware="cpu", schedule="per-commit", est_time=5)
+        def test_all_ops(): pass
+    """)
+    repo.generate_workflows()
+    assert run_audit(repo.root, today=TODAY).ok
+    source = (repo.root / "registered/test_op_table_generic.py").read_text()
+    (repo.root / "registered/test_op_table_generic.py").write_text(
+        source.replace("from impl.testing.op_table import OPS", "from impl.testing import op_table"))
+    assert run_audit(repo.root, today=TODAY).ok
+    (repo.root / "registered/test_op_table_generic.py").write_text(source.replace("from impl.testing.op_table import OPS\n", ""))
+    assert only(run_audit(repo.root, today=TODAY), "e") == [OP_MSG.format("gather_op")]
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=4)
+def test_bench_registry_and_the_audit_count_in_the_same_words(tmp_path):
+    repo = baseline(tmp_path)
+    audit = repo.run_module("ci.audit", "--today", "2026-06-01")
+    bench = repo.run_module("ci.bench_registry", "--repeat", "1")
+    assert bench.returncode == 0, bench.stderr
+    audit_line = audit.stdout.splitlines()[0].partition(" -- ")[0]
+    bench_line = bench.stdout.splitlines()[0]
+    assert audit_line == bench_line == ("registry: 1 test file(s), 3 registration(s) (0 disabled), "
+                                        "5 job(s) in 3 group(s)")
