@@ -158,8 +158,12 @@ def run_foreign_audit(root: str | Path, adapter: Adapter | str = "sglang", *,
 def format_foreign(report: ForeignReport) -> str:
     regs = report.suites.registrations
     disabled = sum(1 for r in regs if r.disabled is not None)
+    try:
+        shown = report.root.relative_to(Path.cwd())
+    except ValueError:
+        shown = report.root
     lines = [f"registry ({report.adapter} adapter): {len(report.suites.files)} test file(s), {len(regs)} "
-             f"registration(s) ({disabled} disabled), {len(report.job_rows)} job(s) -- {report.root}", ""]
+             f"registration(s) ({disabled} disabled), {len(report.job_rows)} job(s) -- {shown}", ""]
     lines.append(format_table(["job", "registrations", "est s", "partitions", "workflow", "trigger", "runner"],
                               report.job_rows, right=(1, 2)))
     if report.disabled_rows:
