@@ -156,8 +156,10 @@ def _describe(refs: list[StepRun]) -> str:
         text = f"{r.workflow}:{r.wf_job} on {sorted(r.seen_events) or 'nothing'}"
         if r.never_runs:
             text += " (if: false)"
-        elif not r.events:
+        elif not r.events and not r.filters and not r.masks:
             text += " (its if: is not definitely true on any of them)"
+        if r.filters:
+            text += f" ({'; '.join(r.filters)})"
         if r.masks:
             text += " (masked)"
         seen.append(text)
@@ -207,8 +209,25 @@ def rule_dormant(report: AuditReport, plan: dict[str, tuple[int, list[str]]]) ->
             f"triggered by {need_text}; {detail}")
 
 
+def _runner_problem(report: AuditReport, ref: StepRun, label: str) -> str | None:
+    """The workflow job must ask for the runner labels the catalog gives the hardware it runs."""
+    hardware = report.registry.catalog.hardware.get(label)
+    asked = report.scan.runs_on.get((ref.workflow, ref.wf_job), ())
+    if hardware is None or any("${{" in a for a in asked) or set(hardware.runs_on) <= set(asked):
+        return None
+    return (f"{ref.workflow}:{ref.wf_job}: runs {ref.kind} {ref.target} on runs-on {list(asked)}, but "
+            f"{report.registry.catalog.path} gives {label} the runner(s) {list(hardware.runs_on)}")
+
+
 def rule_unknown_refs(report: AuditReport, plan: dict[str, tuple[int, list[str]]]) -> None:
     report.violations["b"] += report.scan.problems
+    runner_problems: list[str] = []
+    for ref in report.scan.refs:
+        label = ref.target.split("/")[1] if ref.target.count("/") >= 1 else ""
+        problem = _runner_problem(report, ref, label)
+        if problem and problem not in runner_problems:
+            runner_problems.append(problem)
+    report.violations["b"] += runner_problems
     for ref in report.scan.refs:
         place = f"{ref.workflow}:{ref.wf_job}"
         if ref.kind == "job":

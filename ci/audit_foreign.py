@@ -76,8 +76,10 @@ def _seen(refs: list[StepRun]) -> str:
     parts = []
     for r in refs:
         text = f"{r.workflow}:{r.wf_job} on {sorted(r.seen_events) or 'nothing'}"
-        if r.never_runs or not r.events:
+        if r.never_runs or (not r.events and not r.filters and not r.masks):
             text += " (its if: is not definitely true on any trigger)" if not r.never_runs else " (if: false)"
+        if r.filters:
+            text += f" ({'; '.join(r.filters)})"
         if r.masks:
             text += " (masked)"
         parts.append(text)

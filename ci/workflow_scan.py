@@ -19,6 +19,7 @@ Imports nothing from ``impl/`` or test code.
 """
 from __future__ import annotations
 
+import fnmatch
 import itertools
 import re
 from dataclasses import dataclass, field
@@ -52,6 +53,7 @@ class StepRun:
     seen_events: frozenset[str]        # every event that could start this workflow
     masks: tuple[str, ...] = ()        # why its exit could be masked (empty: it cannot)
     never_runs: bool = False           # job or step if: is false under every event
+    filters: tuple[str, ...] = ()      # triggers that do not fire on every commit / night, and why
 
     @property
     def where(self) -> str:
@@ -108,9 +110,12 @@ class Activation:
     event: str
     inputs: tuple[tuple[str, Any], ...] | None   # None: inputs unknown (dispatch / caller without literals)
     via: str = ""                                # "caller.yml:job" for a reusable workflow
+    filtered: str = ""                           # why this trigger does not fire on every commit / night
+    extra: tuple[tuple[str, Any], ...] = ()      # context known for this event (github.ref on main)
 
     def context(self, base: Mapping[str, Any]) -> dict[str, Any]:
         ctx = dict(base)
+        ctx.update(self.extra)
         ctx["github.event_name"] = self.event
         if self.inputs is not None:
             ctx["inputs.*"] = None
@@ -231,6 +236,21 @@ class _Resolver:
         return out
 
 
+# environment variables that change what pytest selects or how it reports, wherever a workflow sets them
+MASKING_ENV = {"PYTEST_ADDOPTS": "adds pytest options (-k, --deselect, -p no:...) behind the runner's back",
+               "PYTEST_PLUGINS": "loads extra pytest plugins that can rewrite outcomes"}
+
+
+def _env_masks(step: dict[str, Any], job: dict[str, Any], doc: dict[str, Any]) -> list[str]:
+    out = []
+    for scope, what in ((step, "step"), (job, "job"), (doc, "workflow")):
+        env = scope.get("env") if isinstance(scope, dict) else None
+        for name in env if isinstance(env, dict) else ():
+            if name in MASKING_ENV:
+                out.append(f"{what} env {name}={env[name]!r} {MASKING_ENV[name]}")
+    return out
+
+
 def _truthy_flag(value: Any, ctx: Mapping[str, Any]) -> bool | None:
     """continue-on-error: a literal or an expression; None when unknown."""
     if value is None:
@@ -256,10 +276,56 @@ def _load(path: Path, root: Path, scan: WorkflowScan) -> dict[str, Any] | None:
     return doc
 
 
-def _own_activations(doc: dict[str, Any]) -> list[Activation]:
+def _branch_matches(patterns: Any, branch: str) -> bool:
+    items = [patterns] if isinstance(patterns, str) else patterns if isinstance(patterns, list) else []
+    return any(fnmatch.fnmatchcase(branch, str(p).replace("**", "*")) for p in items)
+
+
+def _cron_never_fires(cron: str) -> str | None:
+    fields = str(cron).split()
+    if len(fields) != 5:
+        return f"cron {cron!r} does not have 5 fields"
+    dom, month = fields[2], fields[3]
+    if dom.isdigit() and month.isdigit():
+        days = {2: 29, 4: 30, 6: 30, 9: 30, 11: 30}.get(int(month), 31)
+        if not 1 <= int(month) <= 12 or int(dom) > days:
+            return f"cron {cron!r} names a day that does not exist"
+    return None
+
+
+def trigger_filter(on: Any, event: str, branch: str = "main") -> str:
+    """Why ``event`` does not fire on every commit to (or every night of) ``branch``; "" when it does."""
+    spec = on.get(event) if isinstance(on, dict) else None
+    if event == "schedule":
+        crons = [s.get("cron") for s in spec or [] if isinstance(s, dict)]
+        bad = [_cron_never_fires(c) for c in crons]
+        return "; ".join(b for b in bad if b) if bad and all(bad) else ""
+    if not isinstance(spec, dict):
+        return ""
+    if spec.get("paths") is not None or spec.get("paths-ignore") is not None:
+        return f"{event} is filtered by paths"
+    if event in ("push", "pull_request", "pull_request_target"):
+        if "branches" in spec and not _branch_matches(spec["branches"], branch):
+            return f"{event} is limited to branches {spec['branches']}"
+        if "branches-ignore" in spec and _branch_matches(spec["branches-ignore"], branch):
+            return f"{event} ignores branch {branch}"
+        if event == "push" and "tags" in spec and "branches" not in spec:
+            return "push runs on tags only"
+    if event in ("pull_request", "pull_request_target") and spec.get("types") is not None:
+        types = spec["types"] if isinstance(spec["types"], list) else [spec["types"]]
+        if not {"opened", "synchronize"} <= {str(t) for t in types}:
+            return f"{event} types {types} miss opened/synchronize"
+    return ""
+
+
+def _own_activations(doc: dict[str, Any], branch: str = "main") -> list[Activation]:
     acts = []
+    on = _on(doc)
+    main_ref = (("github.ref", f"refs/heads/{branch}"), ("github.ref_name", branch))
     for event in sorted(workflow_triggers(doc) - {"workflow_call"}):
-        acts.append(Activation(event, None if event == "workflow_dispatch" else ()))
+        extra = main_ref if event in ("push", "schedule") else ()
+        acts.append(Activation(event, None if event == "workflow_dispatch" else (),
+                               filtered=trigger_filter(on, event, branch), extra=extra))
     return acts
 
 
@@ -271,7 +337,8 @@ def _called_file(uses: Any, root: Path) -> str | None:
 
 def _activations(docs: dict[str, dict[str, Any]], root: Path, base_ctx: Mapping[str, Any]) -> dict[str, list[Activation]]:
     """Own triggers of each workflow, plus (for reusable workflows) the events of the jobs that call them."""
-    acts = {rel: _own_activations(doc) for rel, doc in docs.items()}
+    branch = str(base_ctx.get("default_branch", "main"))
+    acts = {rel: _own_activations(doc, branch) for rel, doc in docs.items()}
     for _ in range(MAX_CALL_DEPTH):
         changed = False
         for rel, doc in docs.items():
@@ -300,7 +367,7 @@ def _activations(docs: dict[str, dict[str, Any]], root: Path, base_ctx: Mapping[
                             value = got
                         literal.append((str(name), value))
                     new = Activation(act.event, tuple(sorted(literal, key=lambda kv: kv[0])) if known else None,
-                                     f"{rel}:{key}")
+                                     f"{rel}:{key}", act.filtered, act.extra)
                     if new not in acts[callee]:
                         acts[callee].append(new)
                         changed = True
@@ -357,8 +424,10 @@ def _scan_job(scan: WorkflowScan, adapter: Adapter, rel: str, doc, key: str, job
             continue
         shell = step.get("shell") or defaults.get("shell") or wf_defaults.get("shell")
         masks: list[str] = []
-        for k, _ in calls:
+        for k, call in calls:
             masks += masking(commands, k, shell)
+            masks += adapter.call_masks(call)
+        masks += _env_masks(step, job, doc)
         job_events: set[str] = set()
         step_events: set[str] = set()
         for act in acts:
@@ -366,7 +435,7 @@ def _scan_job(scan: WorkflowScan, adapter: Adapter, rel: str, doc, key: str, job
             if truth(job.get("if"), ctx) is True:
                 job_events.add(act.event)
                 t_step = truth(step.get("if"), ctx)
-                if t_step is True:
+                if t_step is True and not act.filtered:
                     step_events.add(act.event)
                 elif "if" in step:
                     masks.append(f"step if: {step.get('if')!r} is not definitely true on {act.event}: "
@@ -414,8 +483,9 @@ def _scan_job(scan: WorkflowScan, adapter: Adapter, rel: str, doc, key: str, job
             for problem in sorted(unresolved):
                 scan.problems.append(f"{where}: {problem}")
             for target, events in found.items():
+                filters = tuple(sorted({a.filtered for a in acts if a.filtered}))
                 scan.refs.append(StepRun(rel, key, label, target.kind, target.id, target.shard,
-                                         frozenset(events), seen, tuple(masks), never))
+                                         frozenset(events), seen, tuple(masks), never, filters))
 
 
 def events_needed(schedule: str) -> frozenset[str]:

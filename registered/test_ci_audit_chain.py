@@ -157,12 +157,18 @@ MASKS = {
     "job-continue": dict(job_extra="\n    continue-on-error: ${{ github.event_name == 'push' }}"),
     "step-if": dict(step_extra="\n        if: github.event_name == 'push'"),
     "no-errexit-shell": dict(step_extra="\n        shell: bash {0}", cpu_run="|\n          " + CPU_STEP + "\n          echo done"),
+    "dry-run": dict(cpu_run=CPU_STEP + " --dry-run"),
+    "emulate": dict(cpu_run=CPU_STEP + " --emulate hip"),
+    "pytest-k": dict(cpu_run=CPU_STEP + " -- -k 'not slow'"),
+    "addopts": dict(job_extra="\n    env:\n      PYTEST_ADDOPTS: --deselect registered/test_base.py::test_big_one"),
 }
 WORDS = {"or-true": "`|| true`", "or-echo": "`|| echo tests failed`", "tee": "piped into `tee suite.log`",
          "set+e": "`set +e`", "semicolon-true": "`; true`", "exit0": "`exit 0`", "background": "background",
          "if-condition": "condition of `if`", "step-continue": "step continue-on-error: True",
          "job-continue": "job continue-on-error", "step-if": "step if: \"github.event_name == 'push'\"",
-         "no-errexit-shell": "later commands decide"}
+         "no-errexit-shell": "later commands decide", "dry-run": "`--dry-run` on the runner's command line",
+         "emulate": "`--emulate` on the runner's command line", "pytest-k": "`-k` on the runner's command line",
+         "addopts": "job env PYTEST_ADDOPTS="}
 
 
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=4)
@@ -271,3 +277,50 @@ def test_the_if_evaluator_is_three_valued(expr, event, expected):
     if event == "schedule":
         ctx["inputs.*"] = None
     assert truth(expr, ctx) is expected
+
+
+TRIGGERS = {
+    "paths": ("  push:\n    branches: [main]\n    paths: ['docs/**']\n  pull_request:\n    paths: ['docs/**']\n",
+              "pull_request is filtered by paths; push is filtered by paths"),
+    "release-only": ("  push:\n    branches: ['release/*']\n", "push is limited to branches ['release/*']"),
+    "closed-prs": ("  pull_request:\n    types: [closed]\n", "pull_request types ['closed'] miss opened/synchronize"),
+    "tags": ("  push:\n    tags: ['v*']\n", "push runs on tags only"),
+}
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=3)
+@pytest.mark.parametrize("case", sorted(TRIGGERS))
+def test_a_triggers_that_do_not_fire_on_every_commit_do_not_count(tmp_path, case):
+    on, words = TRIGGERS[case]
+    repo = repo_with(tmp_path)
+    path = repo.root / ".github/workflows/per-commit.yml"
+    text = path.read_text()
+    head, _, rest = text.partition("on:\n")
+    path.write_text(head + "on:\n" + on + "jobs:\n" + rest.partition("jobs:\n")[2])
+    dormant = run_audit(repo.root, today=TODAY).violations["a"]
+    assert sorted(d.split()[1] for d in dormant) == ["per-commit/cpu/big", "per-commit/cpu/kernels",
+                                                     "per-commit/h200-1/kernels"]
+    assert all(f"({words})" in d for d in dormant), dormant
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=2)
+def test_a_a_schedule_that_never_fires_and_a_job_limited_to_main(tmp_path):
+    repo = repo_with(tmp_path)
+    nightly = repo.root / ".github/workflows/nightly.yml"
+    nightly.write_text(nightly.read_text().replace("'17 2 * * *'", "'0 0 31 2 *'"))
+    dormant = run_audit(repo.root, today=TODAY).violations["a"]
+    assert len(dormant) == 1 and dormant[0].startswith("DORMANT nightly/mi35x-8/dspark-e2e")
+    assert "cron '0 0 31 2 *' names a day that does not exist" in dormant[0]
+    nightly.write_text(NIGHTLY.replace("    runs-on: linux-mi35x-gpu-8",
+                                       "    if: github.ref == 'refs/heads/main'\n    runs-on: linux-mi35x-gpu-8"))
+    assert run_audit(repo.root, today=TODAY).violations["a"] == []
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=2)
+def test_b_a_group_run_on_a_runner_the_catalog_does_not_give_it(tmp_path):
+    repo = repo_with(tmp_path)
+    path = repo.root / ".github/workflows/per-commit.yml"
+    path.write_text(path.read_text().replace("runs-on: linux-h200-gpu-1", "runs-on: ubuntu-latest"))
+    assert run_audit(repo.root, today=TODAY).violations["b"] == [
+        ".github/workflows/per-commit.yml:per-commit__h200-1: runs group per-commit/h200-1 on runs-on "
+        "['ubuntu-latest'], but ci/hardware.yaml gives h200-1 the runner(s) ['linux-h200-gpu-1']"]

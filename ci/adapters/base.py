@@ -10,6 +10,7 @@ class RunnerCall:
     """One command in a ``run:`` script that starts the repository's suite runner."""
     options: Mapping[str, str | None]   # option name -> raw token ("" for a bare flag)
     text: str                           # the command as written (for messages)
+    rest: tuple[str, ...] = ()          # every word after the runner (for options that mask)
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,10 @@ class Adapter:
 
     def find_call(self, words: tuple[str, ...]) -> RunnerCall | None:
         raise NotImplementedError
+
+    def call_masks(self, call: RunnerCall) -> list[str]:
+        """Options on the runner's own command line that make a green step prove nothing."""
+        return []
 
     def targets(self, options: Mapping[str, str | None]) -> tuple[list[Target], str | None]:
         """Targets of a call whose option tokens are resolved to plain strings; or a problem."""

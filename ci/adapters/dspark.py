@@ -11,6 +11,16 @@ from typing import Mapping
 from ci.adapters.base import Adapter, RunnerCall, Target, parse_options, parse_shard_text
 
 OPTIONS = {"--job": True, "--group": True, "--shard": True}
+# runner or pytest options that make a green step prove nothing
+MASKING_OPTIONS = {
+    "--dry-run": "lists the selected tests and runs none",
+    "--emulate": "runs the group on emulated hardware, past the attestation of the real one",
+    "-k": "deselects tests by keyword", "-m": "deselects tests by marker", "--deselect": "deselects tests",
+    "--ignore": "skips test files", "--ignore-glob": "skips test files", "--collect-only": "runs no test",
+    "--co": "runs no test", "--lf": "reruns only the last failures", "--last-failed": "reruns only the last failures",
+    "--continue-on-collection-errors": "turns an import error into a green run",
+    "-p": "loads or disables a pytest plugin (e.g. the execution plugin)",
+}
 NOX_SESSION_FLAGS = ("-s", "--session", "--sessions", "-e")
 
 
@@ -37,11 +47,20 @@ class DSparkAdapter(Adapter):
         if start is not None:
             dashdash = words.index("--", start) if "--" in words[start:] else None
             options = parse_options(words, dashdash + 1, OPTIONS) if dashdash is not None else {}
-            return RunnerCall(options, " ".join(words))
+            rest = words[dashdash + 1:] if dashdash is not None else ()
+            return RunnerCall(options, " ".join(words), tuple(rest))
         for i, word in enumerate(words):
             if word == "ci.run_suite" or word.endswith("ci/run_suite.py"):
-                return RunnerCall(parse_options(words, i + 1, OPTIONS), " ".join(words))
+                return RunnerCall(parse_options(words, i + 1, OPTIONS), " ".join(words), tuple(words[i + 1:]))
         return None
+
+    def call_masks(self, call: RunnerCall) -> list[str]:
+        out = []
+        for word in call.rest:
+            name = word.partition("=")[0]
+            if name in MASKING_OPTIONS:
+                out.append(f"`{word}` on the runner's command line {MASKING_OPTIONS[name]}")
+        return out
 
     def targets(self, options: Mapping[str, str | None]) -> tuple[list[Target], str | None]:
         job, group, shard_text = options.get("--job"), options.get("--group"), options.get("--shard")
