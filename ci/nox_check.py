@@ -1,8 +1,12 @@
 """Is the nox ``suite`` session an honest pipe from the workflow step to the runner? (syntax tree only)
 
-The session must call ``session.run(..., "ci.run_suite", *session.posargs)``
-with no ``success_codes`` and no ``try`` around it; otherwise a failing run can
-leave the step green. Imports nothing from ``impl/`` or test code.
+The session must hand ``ci.run_suite`` its posargs -- ``session.run("python",
+"-m", "ci.run_suite", *session.posargs)`` or through a helper of the noxfile
+(``run_in(session, envs, "-m", "ci.run_suite", *args)`` with ``args`` derived
+from the posargs, the helper passing its ``*cmd`` on to ``session.run``) --
+with no ``success_codes`` and no ``try``/``except`` around the call, in the
+session or in the helper; otherwise a failing run can leave the step green.
+Imports nothing from ``impl/`` or test code.
 """
 from __future__ import annotations
 
@@ -11,11 +15,50 @@ from pathlib import Path
 
 NOXFILE = "noxfile.py"
 RUNNER_MODULE = "ci.run_suite"
+SESSION_RUNS = ("run", "run_always", "run_install")
 
 
 def _is_session_run(node: ast.AST) -> bool:
     return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-            and node.func.attr in ("run", "run_always", "run_install"))
+            and node.func.attr in SESSION_RUNS)
+
+
+def _from_posargs(expr: ast.AST, fn: ast.FunctionDef, module_fns: dict[str, ast.FunctionDef], depth: int = 0) -> bool:
+    """Does ``expr`` carry the session's posargs (directly, via a local name, or via a helper's return)?"""
+    text = ast.unparse(expr)
+    if "posargs" in text:
+        return True
+    if depth > 3:
+        return False
+    if isinstance(expr, ast.Name):
+        for node in ast.walk(fn):
+            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == expr.id for t in node.targets):
+                if _from_posargs(node.value, fn, module_fns, depth + 1):
+                    return True
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id in module_fns:
+        helper = module_fns[expr.func.id]
+        return any("posargs" in ast.unparse(n) for n in ast.walk(helper) if isinstance(n, ast.Return))
+    return False
+
+
+def _call_problems(call: ast.Call, where_fn: str) -> list[str]:
+    out = []
+    for kw in call.keywords:
+        if kw.arg == "success_codes":
+            out.append(f"{NOXFILE}:{call.lineno}: {where_fn}: session.run(success_codes={ast.unparse(kw.value)}) "
+                       "turns a failing exit code into success")
+    return out
+
+
+def _try_problems(fn: ast.FunctionDef, where_fn: str, targets: list[ast.Call]) -> list[str]:
+    out = []
+    ids = {id(t) for t in targets}
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Try) and node.handlers:
+            if any(id(sub) in ids for stmt in node.body for sub in ast.walk(stmt)):
+                out.append(f"{NOXFILE}:{node.lineno}: {where_fn}: the runner call is inside try/except, "
+                           "which can swallow its failure")
+    return out
 
 
 def suite_session_problems(root: str | Path, session: str = "suite") -> list[str]:
@@ -23,28 +66,42 @@ def suite_session_problems(root: str | Path, session: str = "suite") -> list[str
     if not path.is_file():
         return [f"{NOXFILE}: missing, but workflow steps run `nox -s {session}`"]
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=NOXFILE)
-    fn = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == session), None)
+    module_fns = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+    fn = module_fns.get(session)
     if fn is None:
         return [f"{NOXFILE}: no `{session}` session, but workflow steps run `nox -s {session}`"]
-    where = f"{NOXFILE}:{fn.lineno}"
-    problems = []
+    label = f"session {session}"
+    problems: list[str] = []
     honest = False
+    runner_calls: list[ast.Call] = []
     for node in ast.walk(fn):
-        if isinstance(node, ast.Try) and node.handlers:
-            if any(_is_session_run(sub) for stmt in node.body for sub in ast.walk(stmt)):
-                problems.append(f"{NOXFILE}:{node.lineno}: session {session}: session.run inside try/except "
-                                "can swallow the runner's failure")
-        if not _is_session_run(node):
+        if not isinstance(node, ast.Call):
             continue
-        for kw in node.keywords:
-            if kw.arg == "success_codes":
-                problems.append(f"{NOXFILE}:{node.lineno}: session {session}: session.run(success_codes="
-                                f"{ast.unparse(kw.value)}) turns a failing exit code into success")
         strings = [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
-        posargs = any(isinstance(a, ast.Starred) and ast.unparse(a.value).endswith("posargs") for a in node.args)
-        if RUNNER_MODULE in strings and posargs:
-            honest = True
+        if RUNNER_MODULE not in strings:
+            continue
+        runner_calls.append(node)
+        passes = any(isinstance(a, ast.Starred) and _from_posargs(a.value, fn, module_fns) for a in node.args)
+        if _is_session_run(node):
+            problems += _call_problems(node, label)
+            honest = honest or passes
+        elif isinstance(node.func, ast.Name) and node.func.id in module_fns:
+            helper = module_fns[node.func.id]
+            vararg = helper.args.vararg.arg if helper.args.vararg else None
+            inner = [c for c in ast.walk(helper) if _is_session_run(c)]
+            forwarded = [c for c in inner if vararg and any(
+                isinstance(a, ast.Starred) and isinstance(a.value, ast.Name) and a.value.id == vararg for a in c.args)]
+            hl = f"helper {helper.name}() called by {label}"
+            for c in forwarded:
+                problems += _call_problems(c, hl)
+            problems += _try_problems(helper, hl, forwarded)
+            if not forwarded:
+                problems.append(f"{NOXFILE}:{helper.lineno}: {hl} does not pass its *{vararg or 'args'} "
+                                "on to session.run: the runner command may never run")
+            honest = honest or (passes and bool(forwarded))
+    problems += _try_problems(fn, label, runner_calls)
     if not honest:
-        problems.append(f"{where}: session {session} never calls session.run(\"python\", \"-m\", "
-                        f"\"{RUNNER_MODULE}\", *session.posargs): the step's options do not reach the runner")
+        problems.append(f"{NOXFILE}:{fn.lineno}: {label} never hands ci.run_suite the posargs "
+                        f"(session.run(\"python\", \"-m\", \"{RUNNER_MODULE}\", *session.posargs)): "
+                        "the step's --group/--shard do not reach the runner")
     return problems
