@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 import textwrap
 
 import pytest
@@ -81,7 +82,12 @@ def test_h_the_horizon_comes_from_the_catalog(tmp_path):
     repo = repo_with(tmp_path, "@register(suite='s', hardware='cpu', schedule='per-commit', est_time=1)\n"
                                "def test_a(): pass\n")
     catalog = repo.root / "ci" / "hardware.yaml"
-    catalog.write_text(catalog.read_text().replace("defaults:\n", "defaults:\n  until_horizon_days: 30\n", 1))
+    text = catalog.read_text()
+    if "until_horizon_days:" in text:
+        text = re.sub(r"until_horizon_days:\s*\d+", "until_horizon_days: 30", text)
+    else:
+        text = text.replace("defaults:\n", "defaults:\n  until_horizon_days: 30\n", 1)
+    catalog.write_text(text)
     found = run_audit(repo.root, today=TODAY).violations["h"]
     assert found == ["registered/skips.py:8: skip reason 'flaky-infra' can skip on any machine: until=2027-01-15 "
                      "is beyond the 30-day horizon (2026-12-31; ci/hardware.yaml defaults.until_horizon_days)"]
