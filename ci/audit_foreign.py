@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ci.adapters import Adapter, get_adapter
-from ci.adapters.sglang import SuiteCollection, SuiteRegistration, collect_suites, expected_runner
+from ci.adapters.sglang import SuiteCollection, SuiteRegistration, expected_runner
 from ci.table import format_table
 from ci.workflow_scan import StepRun, WorkflowScan, events_needed, scan_workflows
 
@@ -94,7 +94,7 @@ def run_foreign_audit(root: str | Path, adapter: Adapter | str = "sglang", *,
     root = Path(root).resolve()
     if not root.is_dir():
         raise ValueError(f"--root {root}: not a directory")
-    suites = collect_suites(root)
+    suites = adapter.collect(root)
     scan = scan_workflows(root, adapter)
     report = ForeignReport(adapter.name, root, suites, scan)
     jobs = _by_job(suites.registrations)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Mapping
 
 
@@ -27,7 +28,12 @@ class Adapter:
     runner_hint: str = ""                 # how a step should run a suite (for messages)
     context: Mapping[str, Any] = {}       # expression context the adapter knows (github.repository)
 
+    def collect(self, root: Path) -> Any:
+        """The repository's registrations, read from syntax trees (never by importing a file)."""
+        raise NotImplementedError
+
     def find_call(self, words: tuple[str, ...]) -> RunnerCall | None:
+        """The runner call in one shell command's words, or None."""
         raise NotImplementedError
 
     def call_masks(self, call: RunnerCall) -> list[str]:

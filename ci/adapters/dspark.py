@@ -6,6 +6,7 @@ same options. Gates (``DSPARK_*``) exist here, so gate rules apply.
 """
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Mapping
 
 from ci.adapters.base import Adapter, RunnerCall, Target, parse_options, parse_shard_text
@@ -41,6 +42,13 @@ class DSparkAdapter(Adapter):
     name = "dspark"
     has_gates = True
     runner_hint = 'python3 -m nox -s suite -- --group G --shard "$SHARD"'
+
+    def collect(self, root: Path):
+        """``@register`` registrations (ci/collect.py) against the hardware catalog."""
+        from ci.catalog import load_catalog
+        from ci.collect import collect
+
+        return collect(root, load_catalog(root))
 
     def find_call(self, words: tuple[str, ...]) -> RunnerCall | None:
         start = _nox_suite_start(words)

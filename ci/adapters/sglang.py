@@ -166,6 +166,9 @@ class SGLangAdapter(Adapter):
     runner_hint = "python3 run_suite.py --hw HW --suite SUITE [--nightly] --auto-partition-id I --auto-partition-size N"
     context = {"github.repository": "sgl-project/sglang"}
 
+    def collect(self, root: Path) -> SuiteCollection:
+        return collect_suites(root)
+
     def find_call(self, words: tuple[str, ...]) -> RunnerCall | None:
         for i, word in enumerate(words):
             if word == "run_suite.py" or word.endswith("/run_suite.py"):
