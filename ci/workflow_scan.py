@@ -29,7 +29,7 @@ from typing import Any, Iterable, Mapping
 import yaml
 
 from ci.adapters import Adapter, Target, get_adapter
-from ci.gh_expr import UNKNOWN, ExpressionError, evaluate, is_truthy, truth
+from ci.gh_expr import UNKNOWN, ExpressionError, evaluate, is_truthy, strip_wrapper, truth
 from ci.shell_words import masking, split_commands
 
 WORKFLOW_DIR = ".github/workflows"
@@ -393,7 +393,7 @@ def scan_workflows(root: str | Path, adapter: Adapter | str = "dspark") -> Workf
         seen = frozenset(a.event for a in activations[rel])
         for key, job in doc["jobs"].items():
             if isinstance(job, dict):
-                _scan_job(scan, adapter, rel, doc, str(key), job, activations[rel], seen, base_ctx)
+                _scan_job(scan, adapter, rel, doc, str(key), job, activations[rel], seen, base_ctx, root)
     return scan
 
 
@@ -402,14 +402,66 @@ def _step_label(step: dict[str, Any], index: int) -> str:
     return str(name) if name else f"step {index + 1}"
 
 
+def _composite_steps(step: dict[str, Any], root: Path) -> list[dict[str, Any]] | None:
+    """The ``run:`` steps of a local composite action, as steps of the calling job (None: not one).
+
+    ``${{ inputs.X }}`` becomes the caller's ``with: X`` (or the input's default); the caller's
+    ``if:``, ``continue-on-error`` and ``env:`` apply to every inner step.
+    """
+    uses = step.get("uses")
+    if not isinstance(uses, str) or not uses.startswith("./"):
+        return None
+    folder = root / uses[2:]
+    path = next((p for p in (folder / "action.yml", folder / "action.yaml") if p.is_file()), None)
+    if path is None:
+        return None
+    try:
+        action = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError:
+        return None
+    runs = action.get("runs") if isinstance(action, dict) else None
+    if not isinstance(runs, dict) or runs.get("using") != "composite":
+        return None
+    with_ = step.get("with") if isinstance(step.get("with"), dict) else {}
+    defaults = {k: (v or {}).get("default") for k, v in (action.get("inputs") or {}).items() if isinstance(v, dict)}
+    values = {**{k: v for k, v in defaults.items() if v is not None}, **with_}
+    out = []
+    for inner in runs.get("steps") or []:
+        if not isinstance(inner, dict) or not isinstance(inner.get("run"), str):
+            continue
+        text = inner["run"]
+        for name, value in values.items():
+            text = re.sub(r"\$\{\{\s*inputs\." + re.escape(str(name)) + r"\s*\}\}", lambda _m, v=str(value): v, text)
+        merged = dict(inner)
+        merged["run"] = text
+        merged["name"] = f"{step.get('name') or uses} > {inner.get('name') or 'run'}"
+        ifs = [x for x in (step.get("if"), inner.get("if")) if x is not None]
+        if ifs:
+            merged["if"] = " && ".join(f"({strip_wrapper(str(x))})" for x in ifs) if len(ifs) > 1 else ifs[0]
+        flags = [x for x in (step.get("continue-on-error"), inner.get("continue-on-error")) if x not in (None, False)]
+        if flags:
+            merged["continue-on-error"] = flags[0]
+        merged["env"] = {**(step.get("env") or {}), **(inner.get("env") or {})}
+        out.append(merged)
+    return out
+
+
+def _expanded_steps(steps: list[Any], root: Path) -> list[tuple[int, Any]]:
+    out: list[tuple[int, Any]] = []
+    for index, step in enumerate(steps):
+        inner = _composite_steps(step, root) if isinstance(step, dict) else None
+        out += [(index, s) for s in inner] if inner is not None else [(index, step)]
+    return out
+
+
 def _scan_job(scan: WorkflowScan, adapter: Adapter, rel: str, doc, key: str, job: dict[str, Any],
-              acts: list[Activation], seen: frozenset[str], base_ctx: Mapping[str, Any]) -> None:
+              acts: list[Activation], seen: frozenset[str], base_ctx: Mapping[str, Any], root: Path) -> None:
     runs_on = job.get("runs-on")
     scan.runs_on[(rel, key)] = tuple(runs_on) if isinstance(runs_on, list) else (str(runs_on),) if runs_on else ()
     rows, matrix_problem = matrix_rows(job)
     defaults = (job.get("defaults") or {}).get("run", {}) if isinstance(job.get("defaults"), dict) else {}
     wf_defaults = (doc.get("defaults") or {}).get("run", {}) if isinstance(doc.get("defaults"), dict) else {}
-    for index, step in enumerate(job.get("steps") or []):
+    for index, step in _expanded_steps(job.get("steps") or [], root):
         if not isinstance(step, dict) or not isinstance(step.get("run"), str):
             continue
         commands = split_commands(step["run"])

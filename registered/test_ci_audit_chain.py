@@ -345,3 +345,42 @@ def test_b_a_group_run_on_a_runner_the_catalog_does_not_give_it(tmp_path):
     assert run_audit(repo.root, today=TODAY).violations["b"] == [
         ".github/workflows/per-commit.yml:per-commit__h200-1: runs group per-commit/h200-1 on runs-on "
         "['ubuntu-latest'], but ci/hardware.yaml gives h200-1 the runner(s) ['linux-h200-gpu-1']"]
+
+
+ACTION = """
+name: run a group shard
+inputs:
+  group:
+    required: true
+  shard:
+    default: 1/1
+runs:
+  using: composite
+  steps:
+    - name: install nox
+      shell: bash
+      run: python3 -m pip install nox
+    - name: run
+      shell: bash
+      run: python3 -m nox -s suite -- --group ${{ inputs.group }} --shard "${{ inputs.shard }}"{tail}
+"""
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=2)
+def test_a_g_a_local_composite_action_is_read_as_part_of_the_job(tmp_path):
+    use = ("uses: ./.github/actions/run-group\n        with:\n          group: per-commit/cpu\n"
+           "          shard: ${{ matrix.shard }}")
+    repo = repo_with(tmp_path)
+    path = repo.root / ".github/workflows/per-commit.yml"
+    text = path.read_text()
+    head, _, rest = text.partition("      - name: run group shard\n")
+    path.write_text(head + "      - name: run group shard\n        " + use + "\n" + rest.partition("        run: ")[2]
+                    .partition("\n")[2])
+    repo.write(".github/actions/run-group/action.yml", ACTION.replace("{tail}", ""))
+    assert found(run_audit(repo.root, today=TODAY), "a", "b", "g") == {}
+    repo.write(".github/actions/run-group/action.yml", ACTION.replace("{tail}", " || true"))
+    report = run_audit(repo.root, today=TODAY)
+    assert report.violations["g"] == [
+        "MASKED .github/workflows/per-commit.yml:per-commit__cpu:run group shard > run: `|| true` turns its "
+        "failure into success"]
+    assert sorted(v.split()[1] for v in report.violations["a"]) == ["per-commit/cpu/big", "per-commit/cpu/kernels"]
