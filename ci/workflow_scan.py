@@ -402,6 +402,28 @@ def _step_label(step: dict[str, Any], index: int) -> str:
     return str(name) if name else f"step {index + 1}"
 
 
+STATUS_OVERRIDE_RE = re.compile(r"\b(always|failure|cancelled)\s*\(")
+
+
+def _job_runs(doc: dict[str, Any], key: str, ctx: Mapping[str, Any], memo: dict[str, bool], depth: int = 0) -> bool:
+    """Job ``key`` definitely runs: its ``if:`` is true and (unless the if: overrides the status check with
+    always()/failure()/cancelled()) every job it ``needs`` runs too -- a skipped need skips it."""
+    if key in memo:
+        return memo[key]
+    memo[key] = False   # a cycle never runs
+    job = doc["jobs"].get(key)
+    if not isinstance(job, dict) or depth > 20:
+        return False
+    cond = job.get("if")
+    ok = truth(cond, ctx) is True
+    if ok and not (isinstance(cond, str) and STATUS_OVERRIDE_RE.search(cond)):
+        needs = job.get("needs") or []
+        needs = [needs] if isinstance(needs, str) else needs
+        ok = all(_job_runs(doc, str(n), ctx, memo, depth + 1) for n in needs)
+    memo[key] = ok
+    return ok
+
+
 def _composite_steps(step: dict[str, Any], root: Path) -> list[dict[str, Any]] | None:
     """The ``run:`` steps of a local composite action, as steps of the calling job (None: not one).
 
@@ -484,7 +506,7 @@ def _scan_job(scan: WorkflowScan, adapter: Adapter, rel: str, doc, key: str, job
         step_events: set[str] = set()
         for act in acts:
             ctx = act.context(base_ctx)
-            if truth(job.get("if"), ctx) is True:
+            if _job_runs(doc, key, ctx, {}):
                 job_events.add(act.event)
                 t_step = truth(step.get("if"), ctx)
                 if t_step is True and not act.filtered:

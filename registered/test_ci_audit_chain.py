@@ -384,3 +384,16 @@ def test_a_g_a_local_composite_action_is_read_as_part_of_the_job(tmp_path):
         "MASKED .github/workflows/per-commit.yml:per-commit__cpu:run group shard > run: `|| true` turns its "
         "failure into success"]
     assert sorted(v.split()[1] for v in report.violations["a"]) == ["per-commit/cpu/big", "per-commit/cpu/kernels"]
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=2)
+def test_a_a_job_that_needs_a_job_skipped_on_push_is_skipped_too(tmp_path):
+    repo = repo_with(tmp_path)
+    path = repo.root / ".github/workflows/per-commit.yml"
+    text = path.read_text().replace("  changes:\n    runs-on: ubuntu-latest",
+                                    "  changes:\n    if: github.event_name == 'pull_request'\n    runs-on: ubuntu-latest")
+    path.write_text(text)
+    dormant = run_audit(repo.root, today=TODAY).violations["a"]
+    assert [d.split()[1] for d in dormant] == ["per-commit/h200-1/kernels"]
+    path.write_text(text.replace("    if: " + GATE_IF, "    if: always() && (" + GATE_IF + ")"))
+    assert run_audit(repo.root, today=TODAY).violations["a"] == []
