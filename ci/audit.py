@@ -150,16 +150,17 @@ def _complete(shards: set[tuple[int, int]], count: int | None) -> tuple[bool, li
     return have >= set(range(1, count + 1)), sorted(have), count
 
 
-def _describe(refs: list[StepRun]) -> str:
+def _describe(refs: list[StepRun], files: list[str]) -> str:
     seen = []
     for r in refs:
         text = f"{r.workflow}:{r.wf_job} on {sorted(r.seen_events) or 'nothing'}"
+        notes = list(r.filters) + ([r.path_note(files)] if r.path_note(files) else [])
         if r.never_runs:
             text += " (if: false)"
-        elif not r.events and not r.filters and not r.masks:
+        elif not r.events and not notes and not r.masks:
             text += " (its if: is not definitely true on any of them)"
-        if r.filters:
-            text += f" ({'; '.join(r.filters)})"
+        if notes:
+            text += f" ({'; '.join(notes)})"
         if r.masks:
             text += " (masked)"
         seen.append(text)
@@ -174,8 +175,9 @@ def rule_dormant(report: AuditReport, plan: dict[str, tuple[int, list[str]]]) ->
         need = events_needed(job.key.schedule)
         job_refs = [r for r in refs if r.kind == "job" and r.target == job.id]
         group_refs = [r for r in refs if r.kind == "group" and r.target == gid]
-        live_job = [r for r in job_refs if not r.masks and r.events & need]
-        live_group = [r for r in group_refs if not r.masks and r.events & need]
+        files = sorted({t.node_id.split("::")[0] for t in job.tests})
+        live_job = [r for r in job_refs if not r.masks and r.events_for(files) & need]
+        live_group = [r for r in group_refs if not r.masks and r.events_for(files) & need]
         if any(r.shard is None for r in live_job + live_group):
             continue
         job_ok, job_have, job_n = _complete({r.shard for r in live_job}, getattr(job, "shards", None))
@@ -202,7 +204,7 @@ def rule_dormant(report: AuditReport, plan: dict[str, tuple[int, list[str]]]) ->
         where = job.tests[0].where
         need_text = "a schedule" if job.key.schedule == "nightly" else "pull_request/push"
         seen = job_refs + group_refs
-        detail = (f"only referenced by {_describe(seen)}" if seen else
+        detail = (f"only referenced by {_describe(seen, files)}" if seen else
                   f"no workflow job runs it (as --job {job.id} or --group {gid})")
         report.violations["a"].append(
             f"DORMANT {job.id} ({len(job.tests)} registration(s), first at {where}): needs a workflow "
@@ -441,7 +443,8 @@ def run_audit(root: str | Path = ".", *, today: dt.date | None = None,
         gid = group_id(job)
         mine = [r for r in refs if (r.kind == "job" and r.target == job.id) or (r.kind == "group" and r.target == gid)]
         files = sorted({r.workflow.rpartition("/")[2] for r in mine}) or ["-"]
-        triggers = sorted({t for r in mine if not r.masks for t in r.events}) or ["-"]
+        test_files = sorted({t.node_id.split("::")[0] for t in job.tests})
+        triggers = sorted({t for r in mine if not r.masks for t in r.events_for(test_files)}) or ["-"]
         shards = plan[gid][0] if any(r.kind == "group" for r in mine) else getattr(job, "shards", plan[gid][0])
         report.job_rows.append((job.id, len(job.tests), f"{job.est_time:.0f}", shards,
                                 ", ".join(files), ", ".join(triggers)))

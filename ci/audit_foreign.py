@@ -72,14 +72,15 @@ def _partitions_text(shards: set[tuple[int, int]]) -> tuple[bool, str]:
     return False, f"runs --auto-partition-id {have} of --auto-partition-size {n}: partition(s) {missing} never run"
 
 
-def _seen(refs: list[StepRun]) -> str:
+def _seen(refs: list[StepRun], files: list[str]) -> str:
     parts = []
     for r in refs:
         text = f"{r.workflow}:{r.wf_job} on {sorted(r.seen_events) or 'nothing'}"
-        if r.never_runs or (not r.events and not r.filters and not r.masks):
+        notes = list(r.filters) + ([r.path_note(files)] if r.path_note(files) else [])
+        if r.never_runs or (not r.events and not notes and not r.masks):
             text += " (its if: is not definitely true on any trigger)" if not r.never_runs else " (if: false)"
-        if r.filters:
-            text += f" ({'; '.join(r.filters)})"
+        if notes:
+            text += f" ({'; '.join(notes)})"
         if r.masks:
             text += " (masked)"
         parts.append(text)
@@ -106,7 +107,8 @@ def run_foreign_audit(root: str | Path, adapter: Adapter | str = "sglang", *,
         enabled = [r for r in regs if r.disabled is None]
         mine = [r for r in refs if r.target == job_id]
         schedule = job_id.split("/")[0]
-        live = [r for r in mine if not r.masks and r.events & events_needed(schedule)]
+        files = sorted({r.file for r in regs})
+        live = [r for r in mine if not r.masks and r.events_for(files) & events_needed(schedule)]
         runners = sorted({lbl for r in mine for lbl in scan.runs_on.get((r.workflow, r.wf_job), ())})
         expected = expected_runner(regs[0].backend, regs[0].suite)
         for reg in regs:
@@ -124,7 +126,7 @@ def run_foreign_audit(root: str | Path, adapter: Adapter | str = "sglang", *,
                 report.violations["a"].append(f"PARTIAL {job_id}: {places} {parts}")
             else:
                 need = "a schedule" if schedule == "nightly" else "pull_request/push"
-                detail = f"only referenced by {_seen(mine)}" if mine else "no workflow step runs it"
+                detail = f"only referenced by {_seen(mine, files)}" if mine else "no workflow step runs it"
                 hint = f" (runner {expected})" if expected else ""
                 report.violations["a"].append(
                     f"DORMANT {job_id}{hint}: {len(enabled)} registered file(s), first at {enabled[0].where}; "
@@ -134,7 +136,7 @@ def run_foreign_audit(root: str | Path, adapter: Adapter | str = "sglang", *,
                 f"EMPTY {job_id}: {', '.join(sorted({r.where for r in mine}))} runs it, but all {len(regs)} "
                 "registration(s) are disabled: the runner finds nothing and the step passes")
         files = sorted({r.workflow.rpartition("/")[2] for r in mine}) or ["-"]
-        triggers = sorted({t for r in mine if not r.masks for t in r.events}) or ["-"]
+        triggers = sorted({t for r in mine if not r.masks for t in r.events_for(files)}) or ["-"]
         shown_parts = "1" if whole else parts if complete else "-"
         report.job_rows.append((job_id, len(enabled), f"{sum(r.est_time for r in enabled):.0f}", shown_parts,
                                 ", ".join(files), ", ".join(triggers),

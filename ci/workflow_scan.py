@@ -54,6 +54,17 @@ class StepRun:
     masks: tuple[str, ...] = ()        # why its exit could be masked (empty: it cannot)
     never_runs: bool = False           # job or step if: is false under every event
     filters: tuple[str, ...] = ()      # triggers that do not fire on every commit / night, and why
+    path_events: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = ()   # (event, paths, ignore)
+
+    def events_for(self, files: list[str]) -> frozenset[str]:
+        """Events that run this step whenever one of ``files`` (the suite's own) changes."""
+        extra = {e for e, inc, ign in self.path_events if paths_trigger(inc, ign, files)}
+        return self.events | extra
+
+    def path_note(self, files: list[str]) -> str:
+        missed = sorted({f"{e} is filtered by paths {list(inc) or ['!' + p for p in ign]} that miss its files"
+                         for e, inc, ign in self.path_events if not paths_trigger(inc, ign, files)})
+        return "; ".join(missed)
 
     @property
     def where(self) -> str:
@@ -112,6 +123,7 @@ class Activation:
     via: str = ""                                # "caller.yml:job" for a reusable workflow
     filtered: str = ""                           # why this trigger does not fire on every commit / night
     extra: tuple[tuple[str, Any], ...] = ()      # context known for this event (github.ref on main)
+    paths: tuple[tuple[str, ...], tuple[str, ...]] | None = None   # (paths, paths-ignore) filter
 
     def context(self, base: Mapping[str, Any]) -> dict[str, Any]:
         ctx = dict(base)
@@ -302,8 +314,6 @@ def trigger_filter(on: Any, event: str, branch: str = "main") -> str:
         return "; ".join(b for b in bad if b) if bad and all(bad) else ""
     if not isinstance(spec, dict):
         return ""
-    if spec.get("paths") is not None or spec.get("paths-ignore") is not None:
-        return f"{event} is filtered by paths"
     if event in ("push", "pull_request", "pull_request_target"):
         if "branches" in spec and not _branch_matches(spec["branches"], branch):
             return f"{event} is limited to branches {spec['branches']}"
@@ -318,6 +328,37 @@ def trigger_filter(on: Any, event: str, branch: str = "main") -> str:
     return ""
 
 
+def _patterns(value: Any) -> tuple[str, ...]:
+    return tuple(str(v) for v in (value if isinstance(value, list) else [value] if value else []))
+
+
+def trigger_paths(on: Any, event: str) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    """(paths, paths-ignore) of an event with a path filter, or None when it has none."""
+    spec = on.get(event) if isinstance(on, dict) else None
+    if not isinstance(spec, dict) or (spec.get("paths") is None and spec.get("paths-ignore") is None):
+        return None
+    return _patterns(spec.get("paths")), _patterns(spec.get("paths-ignore"))
+
+
+def path_matches(path: str, pattern: str) -> bool:
+    """GitHub's path filter glob, approximately: ``**`` any depth, ``*`` within one name."""
+    regex = re.escape(pattern.lstrip("/")).replace(r"\*\*/", "(?:.*/)?").replace(r"\*\*", ".*").replace(r"\*", "[^/]*")
+    return re.fullmatch(regex, path) is not None
+
+
+def paths_trigger(include: tuple[str, ...], ignore: tuple[str, ...], files: list[str]) -> bool:
+    """Does a change to any of ``files`` fire an event filtered by these paths?"""
+    for f in files:
+        if include:
+            hits = [p for p in include if not p.startswith("!") and path_matches(f, p)]
+            negated = [p for p in include if p.startswith("!") and path_matches(f, p[1:])]
+            if hits and not negated:
+                return True
+        elif not any(path_matches(f, p) for p in ignore):
+            return True
+    return False
+
+
 def _own_activations(doc: dict[str, Any], branch: str = "main") -> list[Activation]:
     acts = []
     on = _on(doc)
@@ -325,7 +366,8 @@ def _own_activations(doc: dict[str, Any], branch: str = "main") -> list[Activati
     for event in sorted(workflow_triggers(doc) - {"workflow_call"}):
         extra = main_ref if event in ("push", "schedule") else ()
         acts.append(Activation(event, None if event == "workflow_dispatch" else (),
-                               filtered=trigger_filter(on, event, branch), extra=extra))
+                               filtered=trigger_filter(on, event, branch), extra=extra,
+                               paths=trigger_paths(on, event)))
     return acts
 
 
@@ -367,7 +409,7 @@ def _activations(docs: dict[str, dict[str, Any]], root: Path, base_ctx: Mapping[
                             value = got
                         literal.append((str(name), value))
                     new = Activation(act.event, tuple(sorted(literal, key=lambda kv: kv[0])) if known else None,
-                                     f"{rel}:{key}", act.filtered, act.extra)
+                                     f"{rel}:{key}", act.filtered, act.extra, act.paths)
                     if new not in acts[callee]:
                         acts[callee].append(new)
                         changed = True
@@ -504,13 +546,17 @@ def _scan_job(scan: WorkflowScan, adapter: Adapter, rel: str, doc, key: str, job
         masks += _env_masks(step, job, doc)
         job_events: set[str] = set()
         step_events: set[str] = set()
+        path_events: set[tuple[str, tuple[str, ...], tuple[str, ...]]] = set()
         for act in acts:
             ctx = act.context(base_ctx)
             if _job_runs(doc, key, ctx, {}):
                 job_events.add(act.event)
                 t_step = truth(step.get("if"), ctx)
                 if t_step is True and not act.filtered:
-                    step_events.add(act.event)
+                    if act.paths is None:
+                        step_events.add(act.event)
+                    else:
+                        path_events.add((act.event, *act.paths))
                 elif "if" in step:
                     masks.append(f"step if: {step.get('if')!r} is not definitely true on {act.event}: "
                                  "it can skip the run while the job stays green")
@@ -527,6 +573,7 @@ def _scan_job(scan: WorkflowScan, adapter: Adapter, rel: str, doc, key: str, job
             for a in acts)
         for k, call in calls:
             found: dict[Target, set[str]] = {}
+            gated: dict[Target, set[tuple[str, tuple[str, ...], tuple[str, ...]]]] = {}
             unresolved: set[str] = set()
             for act in acts or [Activation("none", ())]:
                 for row in rows:
@@ -554,12 +601,15 @@ def _scan_job(scan: WorkflowScan, adapter: Adapter, rel: str, doc, key: str, job
                             events = found.setdefault(target, set())
                             if act.event in step_events:
                                 events.add(act.event)
+                            elif act.paths is not None and (act.event, *act.paths) in path_events:
+                                gated.setdefault(target, set()).add((act.event, *act.paths))
             for problem in sorted(unresolved):
                 scan.problems.append(f"{where}: {problem}")
             for target, events in found.items():
                 filters = tuple(sorted({a.filtered for a in acts if a.filtered}))
                 scan.refs.append(StepRun(rel, key, label, target.kind, target.id, target.shard,
-                                         frozenset(events), seen, tuple(masks), never, filters))
+                                         frozenset(events), seen, tuple(masks), never, filters,
+                                         tuple(sorted(gated.get(target, ())))))
 
 
 def events_needed(schedule: str) -> frozenset[str]:
