@@ -14,7 +14,8 @@ Rules, each printed PASS/FAIL with its offenders (exit 1 on any violation):
   (f) a disabled registration without a reason, an `until`, or past/beyond the horizon
   (g) a workflow step, job or nox session that can turn the runner's failure green
   (h) a skip reason that can skip unconditionally without owner/until, or expired
-  (i) a registered test that can never run on the hardware it is registered for
+  (i) a registered test that can never run on the hardware it is registered for,
+      or that skips (importorskip, a plain pytest.skip) for an unregistered reason
   (j) pytest's collection differs from the registry (--pytest-collection)
 Another repository: ``--adapter sglang`` (see ci/audit_foreign.py).
 """
@@ -51,7 +52,7 @@ RULES = {
     "f": "every disabled registration has a reason and an unexpired `until` within the horizon",
     "g": "nothing between a workflow step and the runner can turn a failure green",
     "h": "every skip reason that can skip unconditionally has an owner and an unexpired `until`",
-    "i": "every registered test can run on some hardware it is registered for",
+    "i": "every registered test can run on some hardware it is registered for, and skips only for registered reasons",
     "j": "pytest collects exactly the tests the registry knows (both directions)",
 }
 DEFAULT_HORIZON_DAYS = 90
@@ -363,6 +364,13 @@ def rule_impossible(report: AuditReport, table: SkipTable, uses: dict[str, list]
             continue
         node_uses = uses.get(reg.node_id, [])
         for use in node_uses:
+            if use.unregistered and not use.always:
+                whom = f"every test of {use.node_id}" if "::" not in use.node_id else reg.node_id
+                message = (f"{use.where}: {use.how} skips {whom} without a registered reason: the runner "
+                           "fails the job when it does (use registered_skip(key) / a marker from registered/skips.py)")
+                if message not in report.violations["i"]:
+                    report.violations["i"].append(message)
+                continue
             if use.key is None and not use.always:
                 continue
             reason = table.reasons.get(use.key) if use.key else None

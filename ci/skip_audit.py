@@ -47,6 +47,7 @@ class SkipUse:
     how: str                 # "marker requires_gpu()", "registered_skip() in the body", ...
     arg: int | None = None   # the marker's first integer argument (requires_gpus(2))
     always: bool = False     # skips wherever it runs (a top-level skip call, pytest.mark.skip)
+    unregistered: bool = False   # a skip whose reason is not a registered key (the runner fails the job on it)
 
 
 @dataclass
@@ -168,6 +169,13 @@ def _marker_uses(decorators: list[ast.AST], node_id: str, rel: str, table: SkipT
             if cond is not None and bool(cond):
                 uses.append(SkipUse(node_id, f"{rel}:{dec.lineno}", keys[0] if keys else None,
                                     f"@pytest.mark.skipif({cond!r})", always=True))
+            elif cond is None:
+                uses.append(SkipUse(node_id, f"{rel}:{dec.lineno}", keys[0] if keys else None,
+                                    "@pytest.mark.skipif(...)", unregistered=not keys))
+        elif name.endswith("mark.xfail") and isinstance(dec, ast.Call) and any(
+                kw.arg == "run" and isinstance(kw.value, ast.Constant) and kw.value.value is False
+                for kw in dec.keywords):
+            uses.append(SkipUse(node_id, f"{rel}:{dec.lineno}", None, "@pytest.mark.xfail(run=False)", always=True))
     return uses
 
 
@@ -178,16 +186,29 @@ def _body_uses(fn: ast.AST, node_id: str, rel: str, table: SkipTable) -> list[Sk
         for sub in ast.walk(stmt):
             if not isinstance(sub, ast.Call):
                 continue
-            name = (_callee(sub) or "").rpartition(".")[2]
-            if name not in ("registered_skip", "skip"):
+            dotted = _callee(sub) or ""
+            name = dotted.rpartition(".")[2]
+            if name not in ("registered_skip", "skip", "importorskip"):
                 continue
-            if name == "skip" and not (_callee(sub) or "").endswith("pytest.skip"):
+            if name in ("skip", "importorskip") and not dotted.endswith("pytest." + name):
                 continue
             keys = _keys_in(sub, table.reasons)
+            registered = bool(keys) or (name == "skip" and _registered_message(sub))
             always = id(stmt) in top and isinstance(stmt, ast.Expr) and stmt.value is sub
             uses.append(SkipUse(node_id, f"{rel}:{sub.lineno}", keys[0] if keys else None,
-                                f"{name}() in the body", always=always))
+                                f"{name}() in the body", always=always and name != "importorskip",
+                                unregistered=not registered))
     return uses
+
+
+def _registered_message(call: ast.Call) -> bool:
+    """pytest.skip(<something that is not a literal>) may be a registered message; a literal must say so."""
+    if not call.args:
+        return False
+    arg = call.args[0]
+    if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+        return arg.value.startswith("[registered:")
+    return True
 
 
 def skip_uses(root: str | Path, test_files: Iterable[str], table: SkipTable) -> dict[str, list[SkipUse]]:
@@ -201,10 +222,17 @@ def skip_uses(root: str | Path, test_files: Iterable[str], table: SkipTable) -> 
             value, _ = found
             decs = value.elts if isinstance(value, (ast.List, ast.Tuple)) else [value]
             module_uses += _marker_uses(decs, rel, rel, table)
+        for node in tree.body:   # module-level skips: pytest.importorskip, pytest.skip(allow_module_level=True)
+            call = node.value if isinstance(node, (ast.Expr, ast.Assign)) else None
+            dotted = _callee(call) if isinstance(call, ast.Call) else None
+            if dotted and dotted.endswith(("pytest.importorskip", "pytest.skip")):
+                module_uses.append(SkipUse(rel, f"{rel}:{node.lineno}", None, f"module-level {dotted}()",
+                                           always=dotted.endswith("pytest.skip"), unregistered=True))
         # module-level helpers (not tests) that skip: every test of the file may reach them
         for node in tree.body:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and not node.name.startswith("test"):
-                module_uses += [SkipUse(rel, u.where, u.key, f"{u.how.split('(')[0]}() in helper {node.name}()")
+                module_uses += [SkipUse(rel, u.where, u.key, f"{u.how.split('(')[0]}() in helper {node.name}()",
+                                        unregistered=u.unregistered)
                                 for u in _body_uses(node, rel, rel, table)]
         for node in tree.body:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test"):

@@ -166,3 +166,38 @@ def test_the_debt_table_and_the_retries_table(tmp_path):
     text = format_report(report)
     assert "disabled and conditionally skipped tests:" in text
     assert "tests that opted into retries (a pass on a retry is reported flaky):" in text
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=2)
+def test_i_skips_pytest_would_take_that_no_registered_reason_covers(tmp_path):
+    repo = repo_with(tmp_path, """
+        import pytest
+        from registered.skips import skip_message
+
+        np = pytest.importorskip("numpy")
+
+        @register(suite="s", hardware="cpu", schedule="per-commit", est_time=1)
+        @pytest.mark.xfail(run=False, reason="crashes the interpreter")
+        def test_never_run_xfail(): pass
+
+        @register(suite="s", hardware="cpu", schedule="per-commit", est_time=1)
+        def test_plain_skip():
+            if np is None:
+                pytest.skip("numpy missing")
+
+        @register(suite="s", hardware="cpu", schedule="per-commit", est_time=1)
+        @pytest.mark.skipif(not np, reason=skip_message("needs-gpu"))
+        def test_skipif_gpu_on_cpu(): pass
+    """)
+    found = run_audit(repo.root, today=TODAY).violations["i"]
+    f = "registered/test_x.py"
+    assert sorted(found) == sorted([
+        f"{f}:8: module-level pytest.importorskip() skips every test of {f} without a registered reason: the runner "
+        "fails the job when it does (use registered_skip(key) / a marker from registered/skips.py)",
+        f"{f}:11: {f}::test_never_run_xfail: @pytest.mark.xfail(run=False) skips it unconditionally: it never runs "
+        "(register it with disabled={'reason': ..., 'until': ...} instead)",
+        f"{f}:17: skip() in the body skips {f}::test_plain_skip without a registered reason: the runner fails "
+        "the job when it does (use registered_skip(key) / a marker from registered/skips.py)",
+        f"{f}:19: {f}::test_skipif_gpu_on_cpu is registered only for ['cpu'], where @pytest.mark.skipif(...) "
+        f"({f}:20) always skips it (needs-gpu: skips when gpus<1): it can never run",
+    ])
