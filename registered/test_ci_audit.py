@@ -6,11 +6,12 @@ test_ci_audit_chain.py, test_ci_audit_skips.py and test_ci_parity.py.
 from __future__ import annotations
 
 import datetime as dt
+import json
 
 import pytest
 import yaml
 
-from ci.audit import run_audit
+from ci.audit import RULES, run_audit
 from registered.fixture_repo import REAL_ROOT, FixtureRepo
 from ci.registration import register
 
@@ -304,6 +305,12 @@ def test_audit_cli_prints_the_table_and_fails_on_the_incident(tmp_path):
     assert "[FAIL] (a)" in proc.stdout and "DORMANT nightly/mi35x-8/dspark-unified-kv" in proc.stdout
     row = next(line for line in proc.stdout.splitlines() if line.startswith("nightly/mi35x-8/dspark-unified-kv "))
     assert row.split() == ["nightly/mi35x-8/dspark-unified-kv", "1", "2400", "1", "-", "-"]
+    data = json.loads(repo.run_module("ci.audit", "--format", "json").stdout)
+    assert data["ok"] is False and data["adapter"] == "dspark"
+    assert [f["rule"] for f in data["findings"]] == ["a"]
+    assert data["findings"][0]["message"].startswith("DORMANT nightly/mi35x-8/dspark-unified-kv")
+    assert {j["id"]: j["workflows"] for j in data["jobs"]}["nightly/mi35x-8/dspark-unified-kv"] == "-"
+    assert data["rules"]["j"] == {"title": RULES["j"], "ok": True, "checked": False}
     repo.test_file("test_bad.py", "@register(suite='s', hardware='mi99', schedule='nightly', est_time=1)\ndef test_x(): pass\n")
     proc = repo.run_module("ci.audit")
     assert proc.returncode == 2 and "registered/test_bad.py:3: " in proc.stderr

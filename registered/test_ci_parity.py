@@ -74,7 +74,7 @@ def test_j_what_the_syntax_tree_misses_pytest_sees(tmp_path):
     ]
 
 
-@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=45)
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=30)
 def test_j_the_repository_collects_exactly_its_registrations():
     """pytest's own collection of registered/ (imports torch) against the syntax-tree registry."""
     collected = pytest_collected(REAL_ROOT)
