@@ -13,6 +13,9 @@ import re
 from dataclasses import dataclass
 
 OPERATORS = ("||", "&&", "|", ";", "&", "\n")
+# commands whose arguments are text, never a command to run (``echo nox -s suite ...``)
+NOT_A_RUN = frozenset({"echo", "printf", "true", "false", ":", "cat", "test", "[", "[[", "grep", "sed", "awk",
+                       "export", "declare", "local", "readonly", "alias", "exit", "return", "#"})
 _ASSIGN_STATUS_RE = re.compile(r"^([A-Za-z_]\w*)=\$\?$")
 _EXIT_VAR_RE = re.compile(r"^\$\{?([A-Za-z_]\w*)(?::-[^}]*)?\}?$")
 
@@ -120,6 +123,23 @@ def split_commands(script: str) -> list[Command]:
             end_command(two)
             i += 2
             continue
+        if ch == "&" and ((word and word[-1] in "<>") or text[i + 1:i + 2] == ">"):
+            word.append(ch)   # a redirection (2>&1, &>file), not the background operator
+            in_word = True
+            i += 1
+            continue
+        if ch == "<" and text.startswith("<<", i) and not text.startswith("<<<", i):
+            # a heredoc: its body is data, not commands
+            match = re.match(r"<<-?\s*(['\"]?)([A-Za-z_]\w*)\1", text[i:])
+            if match:
+                end = re.search(r"^\s*" + re.escape(match.group(2)) + r"\s*$", text[i:], re.M)
+                nl = text.find("\n", i)
+                if end and nl >= 0:
+                    stop = i + end.end()
+                    line += text.count("\n", i, stop)
+                    i = stop
+                    end_command("\n")
+                    continue
         if ch in "|;&":
             end_command(ch)
             i += 1
@@ -180,7 +200,9 @@ def masking(commands: list[Command], k: int, shell: str | None = None) -> list[s
             for c in commands[k + 2:])
         if not rethrown:
             reasons.append(f"`|| {' '.join(nxt.words) or '...'}` turns its failure into success")
-    if op == "|" and not pipefail:
+    pipestatus = any(c.words[:1] == ("exit",) and len(c.words) == 2 and "PIPESTATUS" in c.words[1]
+                     for c in commands[k + 1:])
+    if op == "|" and not pipefail and not pipestatus:
         tail = " ".join(nxt.words[:2]) if nxt else "..."
         reasons.append(f"piped into `{tail}` without `set -o pipefail`: the pipe's exit is the last command's")
     if op == "&":

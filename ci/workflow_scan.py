@@ -30,7 +30,7 @@ import yaml
 
 from ci.adapters import Adapter, Target, get_adapter
 from ci.gh_expr import UNKNOWN, ExpressionError, evaluate, is_truthy, strip_wrapper, truth
-from ci.shell_words import masking, split_commands
+from ci.shell_words import NOT_A_RUN, masking, split_commands
 
 WORKFLOW_DIR = ".github/workflows"
 PER_COMMIT_TRIGGERS = frozenset({"pull_request", "push", "merge_group", "pull_request_target"})
@@ -529,7 +529,8 @@ def _scan_job(scan: WorkflowScan, adapter: Adapter, rel: str, doc, key: str, job
         if not isinstance(step, dict) or not isinstance(step.get("run"), str):
             continue
         commands = split_commands(step["run"])
-        calls = [(k, adapter.find_call(c.words)) for k, c in enumerate(commands)]
+        calls = [(k, adapter.find_call(c.words) if c.words and c.words[0] not in NOT_A_RUN else None)
+                 for k, c in enumerate(commands)]
         calls = [(k, call) for k, call in calls if call is not None]
         if not calls:
             continue

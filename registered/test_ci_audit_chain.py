@@ -158,6 +158,7 @@ MASKS = {
     "step-if": dict(step_extra="\n        if: github.event_name == 'push'"),
     "no-errexit-shell": dict(step_extra="\n        shell: bash {0}", cpu_run="|\n          " + CPU_STEP + "\n          echo done"),
     "dry-run": dict(cpu_run=CPU_STEP + " --dry-run"),
+    "help": dict(cpu_run=CPU_STEP + " --help"),
     "emulate": dict(cpu_run=CPU_STEP + " --emulate hip"),
     "pytest-k": dict(cpu_run=CPU_STEP + " -- -k 'not slow'"),
     "addopts": dict(job_extra="\n    env:\n      PYTEST_ADDOPTS: --deselect registered/test_base.py::test_big_one"),
@@ -167,6 +168,7 @@ WORDS = {"or-true": "`|| true`", "or-echo": "`|| echo tests failed`", "tee": "pi
          "if-condition": "condition of `if`", "step-continue": "step continue-on-error: True",
          "job-continue": "job continue-on-error", "step-if": "step if: \"github.event_name == 'push'\"",
          "no-errexit-shell": "later commands decide", "dry-run": "`--dry-run` on the runner's command line",
+         "help": "`--help` on the runner's command line",
          "emulate": "`--emulate` on the runner's command line", "pytest-k": "`-k` on the runner's command line",
          "addopts": "job env PYTEST_ADDOPTS="}
 
@@ -189,6 +191,8 @@ def test_g_anything_that_can_mask_the_runner_is_named_and_the_step_does_not_coun
     ("|\n          " + CPU_STEP + " || status=$?\n          echo collected >> \"$GITHUB_STEP_SUMMARY\"\n"
      "          exit ${status:-0}", ""),                                  # sglang's capture-and-rethrow
     ("python3 -m pip install nox && " + CPU_STEP + " && echo passed", ""),
+    (CPU_STEP + " > suite.log 2>&1", ""),                                 # a redirection, not a background job
+    ("|\n          " + CPU_STEP + " | tee suite.log\n          exit ${PIPESTATUS[0]}", ""),
 ])
 def test_g_honest_shell_around_the_runner_is_not_flagged(tmp_path, run, extra):
     report = run_audit(repo_with(tmp_path, cpu_run=run, step_extra=extra).root, today=TODAY)
@@ -413,3 +417,15 @@ def test_a_a_path_filter_that_covers_the_suites_own_files_counts(tmp_path):
     assert report.violations["a"] == []
     rows = {r[0]: r for r in report.job_rows}
     assert rows["per-commit/cpu/big"][5] == "pull_request, push"
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=2)
+@pytest.mark.parametrize("run", [
+    "echo " + CPU_STEP.replace('"', ""),                                   # text, not a command
+    "|\n          cat <<EOF > later.sh\n          " + CPU_STEP + "\n          EOF",   # a heredoc body is data
+    "# " + CPU_STEP,
+])
+def test_a_the_runner_named_in_text_is_not_a_run(tmp_path, run):
+    report = run_audit(repo_with(tmp_path, cpu_run=run).root, today=TODAY)
+    assert sorted(v.split()[1] for v in report.violations["a"]) == ["per-commit/cpu/big", "per-commit/cpu/kernels"]
+    assert report.violations["g"] == []

@@ -15,6 +15,7 @@ OPTIONS = {"--job": True, "--group": True, "--shard": True}
 # runner or pytest options that make a green step prove nothing
 MASKING_OPTIONS = {
     "--dry-run": "lists the selected tests and runs none",
+    "--help": "prints the usage and runs nothing", "-h": "prints the usage and runs nothing",
     "--emulate": "runs the group on emulated hardware, past the attestation of the real one",
     "-k": "deselects tests by keyword", "-m": "deselects tests by marker", "--deselect": "deselects tests",
     "--ignore": "skips test files", "--ignore-glob": "skips test files", "--collect-only": "runs no test",

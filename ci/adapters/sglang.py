@@ -172,8 +172,12 @@ class SGLangAdapter(Adapter):
     def find_call(self, words: tuple[str, ...]) -> RunnerCall | None:
         for i, word in enumerate(words):
             if word == "run_suite.py" or word.endswith("/run_suite.py"):
-                return RunnerCall(parse_options(words, i + 1, OPTIONS), " ".join(words))
+                return RunnerCall(parse_options(words, i + 1, OPTIONS), " ".join(words), tuple(words[i + 1:]))
         return None
+
+    def call_masks(self, call: RunnerCall) -> list[str]:
+        return [f"`{w}` on run_suite.py's command line prints the usage and runs nothing"
+                for w in call.rest if w in ("--help", "-h")]
 
     def targets(self, options: Mapping[str, str | None]) -> tuple[list[Target], str | None]:
         hw, suite = options.get("--hw"), options.get("--suite")
