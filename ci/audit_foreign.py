@@ -11,6 +11,7 @@ Rules that make sense without this project's catalog and gates:
       (the runner finds nothing and exits 0)
   (e) a step that can turn the runner's failure green
   (f) a registration the repository's own runner cannot read
+  (g) a suite run on a runner its name rules out (8-gpu on a 1-GPU label, MI35x on MI325)
 Gate rules apply only where the adapter declares gates (sglang declares none).
 Imports nothing from ``impl/`` or test code.
 """
@@ -24,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ci.adapters import Adapter, get_adapter
-from ci.adapters.sglang import SuiteCollection, SuiteRegistration, expected_runner
+from ci.adapters.sglang import SuiteCollection, SuiteRegistration, expected_runner, runner_mismatch
 from ci.table import format_table
 from ci.workflow_scan import StepRun, WorkflowScan, events_needed, scan_workflows
 
@@ -35,6 +36,7 @@ RULES = {
     "d": "no workflow runs an empty suite (all registrations disabled)",
     "e": "nothing between a workflow step and the runner can turn a failure green",
     "f": "every registration is readable by the repository's runner",
+    "g": "every suite runs on the runner its name asks for (GPU count, MI35x)",
 }
 
 
@@ -141,6 +143,12 @@ def run_foreign_audit(root: str | Path, adapter: Adapter | str = "sglang", *,
         report.job_rows.append((job_id, len(enabled), f"{sum(r.est_time for r in enabled):.0f}", shown_parts,
                                 ", ".join(files), ", ".join(triggers),
                                 ", ".join(runners) or (f"({expected})" if expected else "-")))
+    for ref in refs:
+        schedule, hw, suite = ref.target.split("/", 2)
+        problem = runner_mismatch(suite, hw, scan.runs_on.get((ref.workflow, ref.wf_job), ()))
+        message = f"HARDWARE {ref.where}: runs {ref.target}, but {problem}" if problem else None
+        if message and message not in report.violations["g"]:
+            report.violations["g"].append(message)
     for ref in refs:
         if ref.target in jobs:
             continue

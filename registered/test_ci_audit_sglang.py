@@ -37,7 +37,7 @@ def test_before_the_fix_the_dspark_nightly_suite_is_dormant_and_after_it_passes(
     assert dormant == [f"- DORMANT {DSPARK} (runner linux-mi35x-gpu-8): 1 registered file(s), first at "
                        "test/registered/amd/accuracy/mi35x/test_deepseek_v4_pro_dspark_eval_mi35x.py:10; "
                        "needs a workflow triggered by a schedule; no workflow step runs it"]
-    assert "audit: 1 of 6 rule(s) failed" in before.stdout
+    assert "audit: 1 of 7 rule(s) failed" in before.stdout
     after = audit_cli(FIXTURES / "after")
     assert after.returncode == 0, after.stdout + after.stderr
     assert after.stdout.rstrip().endswith("audit: OK")
@@ -161,3 +161,15 @@ def test_the_adapter_declares_no_gates_and_reads_the_sglang_command():
         get_adapter("gitlab")
     proc = audit_cli(FIXTURES / "after", "--pytest-collection")
     assert proc.returncode == 2 and "--pytest-collection: only for this project's own registry" in proc.stderr
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=2)
+def test_a_suite_on_a_runner_its_name_rules_out(tmp_path):
+    root = tree(tmp_path, {})
+    path = root / ".github/workflows/nightly-test-amd.yml"
+    path.write_text(path.read_text().replace("runs-on: linux-mi35x-gpu-8", "runs-on: linux-mi325-gpu-1", 1))
+    found = failed(run_foreign_audit(root))
+    assert found == {"g": [
+        "HARDWARE .github/workflows/nightly-test-amd.yml:nightly-8-gpu-mi35x-deepseek-r1-mxfp4:Accuracy test (8-GPU): "
+        "runs nightly/amd/nightly-amd-8-gpu-mi35x-deepseek-r1-mxfp4, but the suite needs 8 GPU(s), "
+        "runner linux-mi325-gpu-1 has 1"]}

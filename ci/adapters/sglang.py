@@ -160,6 +160,21 @@ def expected_runner(backend: str, suite: str) -> str | None:
     return f"linux-{arch}-gpu-{gpus}"
 
 
+def runner_mismatch(suite: str, backend: str, labels: tuple[str, ...]) -> str | None:
+    """Why runner ``labels`` cannot be the machine a suite's name asks for (GPU count, MI35x), or None."""
+    if backend != "amd" or not labels or any("${{" in lbl for lbl in labels):
+        return None
+    count = re.search(r"(\d+)-gpu", suite)
+    for label in labels:
+        tail = re.search(r"-(\d+)$", label)
+        if count and tail and tail.group(1) != count.group(1):
+            return f"the suite needs {count.group(1)} GPU(s), runner {label} has {tail.group(1)}"
+        arch = re.search(r"mi(\d+)", label)
+        if "mi35x" in suite and arch and not arch.group(1).startswith("35"):
+            return f"the suite is for MI35x, runner {label} is not"
+    return None
+
+
 class SGLangAdapter(Adapter):
     name = "sglang"
     has_gates = False
