@@ -140,7 +140,8 @@ def run_foreign_audit(root: str | Path, adapter: Adapter | str = "sglang", *,
         files = sorted({r.workflow.rpartition("/")[2] for r in mine}) or ["-"]
         triggers = sorted({t for r in mine if not r.masks for t in r.events_for(files)}) or ["-"]
         shown_parts = "1" if whole else parts if complete else "-"
-        report.job_rows.append((job_id, len(enabled), f"{sum(r.est_time for r in enabled):.0f}", shown_parts,
+        count = f"{len(enabled)}" + (f" (+{len(regs) - len(enabled)} disabled)" if len(regs) > len(enabled) else "")
+        report.job_rows.append((job_id, count, f"{sum(r.est_time for r in enabled):.0f}", shown_parts,
                                 ", ".join(files), ", ".join(triggers),
                                 ", ".join(runners) or (f"({expected})" if expected else "-")))
     for ref in refs:
@@ -195,7 +196,9 @@ def foreign_json(report: ForeignReport) -> dict[str, Any]:
     return {
         "adapter": report.adapter,
         "root": str(report.root),
-        "jobs": [dict(zip(("id", "registrations", "est_s", "partitions", "workflows", "triggers", "runner"), row))
+        "jobs": [{**dict(zip(("id", "registrations", "est_s", "partitions", "workflows", "triggers", "runner"), row)),
+                  "registrations": int(str(row[1]).split()[0]),
+                  "disabled": int(str(row[1]).split("+")[1].split()[0]) if "+" in str(row[1]) else 0}
                  for row in report.job_rows],
         "disabled": [dict(zip(("file", "suite", "reason", "where"), row)) for row in report.disabled_rows],
         "rules": {code: {"title": title, "ok": not report.violations[code]} for code, title in RULES.items()},
