@@ -1,4 +1,7 @@
-"""What every adapter provides (plain data + a small interface); no I/O here."""
+"""What every adapter provides (plain data + a small interface); no I/O here.
+
+Imports nothing from ``impl/``, torch or test code.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -3,6 +3,7 @@
 A workflow step runs a suite with ``nox -s suite -- --group G --shard I/N`` (or
 the older ``--job ID [--shard I/N]``), or ``python -m ci.run_suite`` with the
 same options. Gates (``DSPARK_*``) exist here, so gate rules apply.
+Imports nothing from ``impl/``, torch or test code.
 """
 from __future__ import annotations
 

@@ -14,6 +14,7 @@ A workflow step runs a suite with ``python3 run_suite.py --hw HW --suite S
 usually wrapped (``bash scripts/ci/amd/amd_ci_exec.sh ... python3 run_suite.py
 ...``). run_suite.py selects registrations whose ``nightly`` equals the flag,
 so a nightly suite run without ``--nightly`` runs nothing. No gates.
+Imports nothing from ``impl/``, torch, sglang or test code.
 """
 from __future__ import annotations
 
