@@ -137,12 +137,12 @@ def run_foreign_audit(root: str | Path, adapter: Adapter | str = "sglang", *,
             report.violations["d"].append(
                 f"EMPTY {job_id}: {', '.join(sorted({r.where for r in mine}))} runs it, but all {len(regs)} "
                 "registration(s) are disabled: the runner finds nothing and the step passes")
-        files = sorted({r.workflow.rpartition("/")[2] for r in mine}) or ["-"]
+        workflows = sorted({r.workflow.rpartition("/")[2] for r in mine}) or ["-"]
         triggers = sorted({t for r in mine if not r.masks for t in r.events_for(files)}) or ["-"]
         shown_parts = "1" if whole else parts if complete else "-"
         count = f"{len(enabled)}" + (f" (+{len(regs) - len(enabled)} disabled)" if len(regs) > len(enabled) else "")
         report.job_rows.append((job_id, count, f"{sum(r.est_time for r in enabled):.0f}", shown_parts,
-                                ", ".join(files), ", ".join(triggers),
+                                ", ".join(workflows), ", ".join(triggers),
                                 ", ".join(runners) or (f"({expected})" if expected else "-")))
     for ref in refs:
         schedule, hw, suite = ref.target.split("/", 2)

@@ -177,6 +177,7 @@ class _Resolver:
     def __init__(self, doc, job, step, row: Mapping[str, Any], act: Activation, base_ctx: Mapping[str, Any]):
         self.doc, self.job, self.step, self.row, self.act = doc, job, step, row, act
         self.ctx = act.context(base_ctx)
+        self.ctx["matrix.*"] = None      # a key the matrix does not have is empty, as on GitHub
         for key, value in row.items():
             self.ctx[f"matrix.{key}"] = value
 
@@ -323,8 +324,8 @@ def trigger_filter(on: Any, event: str, branch: str = "main") -> str:
             return "push runs on tags only"
     if event in ("pull_request", "pull_request_target") and spec.get("types") is not None:
         types = spec["types"] if isinstance(spec["types"], list) else [spec["types"]]
-        if not {"opened", "synchronize"} <= {str(t) for t in types}:
-            return f"{event} types {types} miss opened/synchronize"
+        if "synchronize" not in {str(t) for t in types}:
+            return f"{event} types {types} miss synchronize (a new commit on the pull request)"
     return ""
 
 

@@ -310,7 +310,7 @@ TRIGGERS = {
     "paths-ignore": ("  push:\n    paths-ignore: ['registered/**']\n",
                      "push is filtered by paths ['!registered/**'] that miss its files"),
     "release-only": ("  push:\n    branches: ['release/*']\n", "push is limited to branches ['release/*']"),
-    "closed-prs": ("  pull_request:\n    types: [closed]\n", "pull_request types ['closed'] miss opened/synchronize"),
+    "closed-prs": ("  pull_request:\n    types: [closed]\n", "pull_request types ['closed'] miss synchronize"),
     "tags": ("  push:\n    tags: ['v*']\n", "push runs on tags only"),
 }
 

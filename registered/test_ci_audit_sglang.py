@@ -156,7 +156,7 @@ def test_the_adapter_declares_no_gates_and_reads_the_sglang_command():
     targets, problem = adapter.targets({k: v for k, v in call.options.items()})
     assert problem is None and [(t.kind, t.id, t.shard) for t in targets] == [("suite", "nightly/amd/s", (2, 3))]
     assert adapter.targets({"--suite": "s", "--hw": "amd", "--auto-partition-id": "3",
-                            "--auto-partition-size": "3"})[1].startswith("--auto-partition-id 3")
+                            "--auto-partition-size": "3"})[1].startswith("--auto-partition-id '3'")
     with pytest.raises(ValueError, match=r"unknown adapter 'gitlab'.*\['dspark', 'sglang'\]"):
         get_adapter("gitlab")
     proc = audit_cli(FIXTURES / "after", "--pytest-collection")
@@ -173,3 +173,15 @@ def test_a_suite_on_a_runner_its_name_rules_out(tmp_path):
         "HARDWARE .github/workflows/nightly-test-amd.yml:nightly-8-gpu-mi35x-deepseek-r1-mxfp4:Accuracy test (8-GPU): "
         "runs nightly/amd/nightly-amd-8-gpu-mi35x-deepseek-r1-mxfp4, but the suite needs 8 GPU(s), "
         "runner linux-mi325-gpu-1 has 1"]}
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=2)
+def test_a_partition_id_from_a_matrix_key_that_does_not_exist(tmp_path):
+    """sglang history: --auto-partition-id ${{ matrix.part }} in a job whose matrix has no `part`."""
+    root = tree(tmp_path, {})
+    path = root / ".github/workflows/pr-test-amd.yml"
+    path.write_text(path.read_text().replace("part: [0, 1]", "runner: [linux-mi325-gpu-1]"))
+    found = failed(run_foreign_audit(root))
+    assert found["b"] == [".github/workflows/pr-test-amd.yml:stage-b-test-1-gpu-small-amd:Run test: "
+                          "--auto-partition-id '' --auto-partition-size '2': expected 0 <= id < size"]
+    assert found["a"][0].startswith("DORMANT per-commit/amd/stage-b-test-1-gpu-small-amd")

@@ -209,5 +209,5 @@ class SGLangAdapter(Adapter):
         if pid is None:
             return [Target("suite", target)], None
         if not str(pid).isdigit() or not str(size).isdigit() or not 0 <= int(pid) < int(size):
-            return [], f"--auto-partition-id {pid} --auto-partition-size {size}: expected 0 <= id < size"
+            return [], f"--auto-partition-id {pid!r} --auto-partition-size {size!r}: expected 0 <= id < size"
         return [Target("suite", target, (int(pid) + 1, int(size)))], None
