@@ -61,13 +61,43 @@ def _try_problems(fn: ast.FunctionDef, where_fn: str, targets: list[ast.Call]) -
     return out
 
 
+def _session_name(fn: ast.FunctionDef) -> str | None:
+    """The nox session a function defines (``@nox.session(name=...)`` wins over the function name)."""
+    for dec in fn.decorator_list:
+        target = dec.func if isinstance(dec, ast.Call) else dec
+        if ast.unparse(target).endswith("session"):
+            if isinstance(dec, ast.Call):
+                for kw in dec.keywords:
+                    if kw.arg == "name" and isinstance(kw.value, ast.Constant):
+                        return str(kw.value.value)
+            return fn.name
+    return None
+
+
+def _session_function(tree: ast.Module, session: str) -> ast.FunctionDef | None:
+    found = None
+    for node in tree.body:   # the last definition wins, as when nox imports the file
+        if isinstance(node, ast.FunctionDef) and _session_name(node) == session:
+            found = node
+    return found
+
+
+def _literal_masks(call: ast.Call) -> list[str]:
+    from ci.adapters.dspark import MASKING_OPTIONS
+
+    words = [a.value for a in call.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+    words = words[words.index(RUNNER_MODULE) + 1:] if RUNNER_MODULE in words else []
+    return [f"{NOXFILE}:{call.lineno}: the session passes `{w}` to the runner, which "
+            f"{MASKING_OPTIONS[w.partition('=')[0]]}" for w in words if w.partition("=")[0] in MASKING_OPTIONS]
+
+
 def suite_session_problems(root: str | Path, session: str = "suite") -> list[str]:
     path = Path(root) / NOXFILE
     if not path.is_file():
         return [f"{NOXFILE}: missing, but workflow steps run `nox -s {session}`"]
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=NOXFILE)
     module_fns = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
-    fn = module_fns.get(session)
+    fn = _session_function(tree, session)
     if fn is None:
         return [f"{NOXFILE}: no `{session}` session, but workflow steps run `nox -s {session}`"]
     label = f"session {session}"
@@ -81,6 +111,7 @@ def suite_session_problems(root: str | Path, session: str = "suite") -> list[str
         if RUNNER_MODULE not in strings:
             continue
         runner_calls.append(node)
+        problems += _literal_masks(node)
         passes = any(isinstance(a, ast.Starred) and _from_posargs(a.value, fn, module_fns) for a in node.args)
         if _is_session_run(node):
             problems += _call_problems(node, label)

@@ -235,6 +235,8 @@ VIA_HELPER = 'args = session_args(session)\n    run_in(session, [], "-m", "ci.ru
     ('session.run("python", "-c", "pass")', VIA_HELPER,
      "noxfile.py:5: helper run_in() called by session suite does not pass its *cmd on to session.run"),
     (HONEST_HELPER, VIA_HELPER, None),
+    (HONEST_HELPER, 'session.run("python", "-m", "ci.run_suite", "--dry-run", *session.posargs)',
+     "noxfile.py:15: the session passes `--dry-run` to the runner, which lists the selected tests and runs none"),
 ])
 def test_g_the_nox_suite_session_is_checked(tmp_path, helper, body, words):
     repo = repo_with(tmp_path)
@@ -429,3 +431,24 @@ def test_a_the_runner_named_in_text_is_not_a_run(tmp_path, run):
     report = run_audit(repo_with(tmp_path, cpu_run=run).root, today=TODAY)
     assert sorted(v.split()[1] for v in report.violations["a"]) == ["per-commit/cpu/big", "per-commit/cpu/kernels"]
     assert report.violations["g"] == []
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=2)
+def test_g_the_session_nox_runs_as_suite_is_the_one_checked(tmp_path):
+    repo = repo_with(tmp_path)
+    repo.write("noxfile.py", """
+        import nox
+
+
+        @nox.session
+        def suite(session):
+            session.run("python", "-m", "ci.run_suite", *session.posargs)
+
+
+        @nox.session(name="suite")
+        def quick(session):
+            session.run("python", "-m", "ci.run_suite", *session.posargs, success_codes=[0, 1])
+    """)
+    masked = run_audit(repo.root, today=TODAY).violations["g"]
+    assert masked == ["MASKED noxfile.py:12: session suite: session.run(success_codes=[0, 1]) turns a failing "
+                      "exit code into success"]
