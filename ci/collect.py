@@ -154,6 +154,17 @@ class _FileCollector:
         """Two definitions of one name: pytest keeps the last, so both map to one node id."""
         first: dict[str, ast.AST] = {}
         for node in body:
+            if isinstance(node, (ast.Assign, ast.AnnAssign, ast.Import, ast.ImportFrom)):
+                names = ([t.id for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
+                          if isinstance(t, ast.Name)] if isinstance(node, (ast.Assign, ast.AnnAssign))
+                         else [a.asname or a.name.rpartition(".")[2] for a in node.names])
+                for name in names:
+                    earlier = first.get(name)
+                    if earlier is not None and any(self._decorator_is_register(d)
+                                                   for d in getattr(earlier, "decorator_list", [])):
+                        self.err(node.lineno, f"{prefix}{name} is rebound here (defined at line {earlier.lineno}): "
+                                              "pytest collects what the name holds last, not the registered test")
+                continue
             if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 continue
             earlier = first.get(node.name)

@@ -108,6 +108,9 @@ BAD_CASES = {
                                  "    @register(suite='s', hardware='cpu', schedule='per-commit', est_time=1)\n"
                                  "    def test_m(self): pass\n"
                                  "    def test_m(self): pass\n", 6, ["TestC::test_m is defined again"]),
+    "registered name rebound": ("@register(suite='s', hardware='cpu', schedule='per-commit', est_time=1)\n"
+                                "def test_x(): pass\n"
+                                "test_x = None\n", 5, ["test_x is rebound here", "defined at line 4"]),
     "look-alike decorator": ("class fake:\n    @staticmethod\n    def register(**kw): return lambda f: f\n"
                              "@fake.register(suite='s', hardware='cpu', schedule='per-commit', est_time=1)\n"
                              "def test_x(): pass\n", 6, ["'fake.register' is not ci.registration.register"]),
