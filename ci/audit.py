@@ -539,7 +539,10 @@ def main(argv: list[str] | None = None) -> int:
                 return 2
         report = run_audit(args.root, today=args.today, collected=collected)
     except (CollectionError, CatalogError) as exc:
-        print(f"audit: registry cannot be collected:\n{exc}", file=sys.stderr)
+        hint = ""
+        if (Path(args.root) / "test" / "registered").is_dir() and not (Path(args.root) / "registered").is_dir():
+            hint = "\n(this looks like an sglang tree: python -m ci.audit --root PATH --adapter sglang)"
+        print(f"audit: registry cannot be collected:\n{exc}{hint}", file=sys.stderr)
         return 2
     if args.format == "json":
         print(json.dumps(report_json(report), indent=2))

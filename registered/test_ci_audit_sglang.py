@@ -185,3 +185,11 @@ def test_a_partition_id_from_a_matrix_key_that_does_not_exist(tmp_path):
     assert found["b"] == [".github/workflows/pr-test-amd.yml:stage-b-test-1-gpu-small-amd:Run test: "
                           "--auto-partition-id '' --auto-partition-size '2': expected 0 <= id < size"]
     assert found["a"][0].startswith("DORMANT per-commit/amd/stage-b-test-1-gpu-small-amd")
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
+def test_the_default_adapter_on_an_sglang_tree_refuses_and_names_the_adapter():
+    proc = subprocess.run([sys.executable, "-m", "ci.audit", "--root", str(FIXTURES / "before")],
+                          cwd=REAL_ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert "ci/hardware.yaml: missing under" in proc.stderr and "--adapter sglang" in proc.stderr
