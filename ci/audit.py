@@ -1,42 +1,61 @@
-"""The registry audit (SPEC §8): prove every registered suite runs, and say so in a table.
+"""The registry audit: prove every registered test runs, whole, where it says, and say so in tables.
 
-    python -m ci.audit [--root DIR] [--today YYYY-MM-DD]
+    python -m ci.audit [--root DIR] [--today YYYY-MM-DD] [--format text|json]
+                       [--adapter dspark|sglang] [--pytest-collection]
 
 Rules, each printed PASS/FAIL with its offenders (exit 1 on any violation):
-  (a) dormant: a registered job that no triggered workflow job runs (per-commit
-      jobs need a pull_request/push workflow, nightly jobs a schedule), or whose
-      shards are not all run
-  (b) a workflow reference to an unknown (or unresolvable) job id
+  (a) dormant: a registered job that no unmasked, triggered workflow step runs
+      (per-commit: pull_request/push, with the job's if: definitely true there;
+      nightly: schedule), as --job J or as every shard 1/N..N/N of its group
+  (b) a workflow step naming an unknown (or unresolvable) job, group or shard
   (c) a gate value exercised by no per-commit job (only nightly, or by none)
   (d) a test in registered/test_*.py that belongs to no suite
   (e) an impl op without a reference, or without a per-commit test mentioning it
-  (f) a disabled registration without a reason, without an `until` date, or past it
+  (f) a disabled registration without a reason, an `until`, or past/beyond the horizon
+  (g) a workflow step, job or nox session that can turn the runner's failure green
+  (h) a skip reason that can skip unconditionally without owner/until, or expired
+  (i) a registered test that can never run on the hardware it is registered for,
+      or that skips (importorskip, a plain pytest.skip) for an unregistered reason
+  (j) pytest's collection differs from the registry (--pytest-collection)
+Another repository: ``--adapter sglang`` (see ci/audit_foreign.py).
 """
 from __future__ import annotations
 
 import argparse
 import ast
 import datetime as dt
+import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from ci.catalog import CatalogError
+import yaml
+
+from ci.catalog import CATALOG_PATH, CatalogError
 from ci.collect import CollectionError, names_mentioned
 from ci.jobs import Job, Registry, load_registry, parse_job_id
-from ci.ops_audit import OP_TABLE, impl_ops, reference_names
+from ci.nox_check import suite_session_problems
+from ci.ops_audit import OP_TABLE_PATHS, impl_ops, reference_names
+from ci.partition import choose_shard_count
+from ci.skip_audit import SkipTable, condition_skips, load_skip_table, skip_uses
 from ci.table import format_table
-from ci.workflow_scan import PER_COMMIT_TRIGGERS, WorkflowScan, scan_workflows
+from ci.workflow_scan import StepRun, WorkflowScan, events_needed, scan_workflows
 from impl.gates import GATES
 
 RULES = {
-    "a": "every registered job is run by a triggered workflow job (no dormant suites)",
-    "b": "every workflow reference names a registered job",
+    "a": "every registered job is run, unmasked, by a triggered workflow step (every shard of its group or job)",
+    "b": "every workflow step names a registered job or group and a planned shard",
     "c": "every gate value is exercised by a per-commit job",
     "d": "every test in registered/ belongs to a suite",
     "e": "every impl op has a reference and a per-commit test",
-    "f": "every disabled registration has a reason and an unexpired `until` date",
+    "f": "every disabled registration has a reason and an unexpired `until` within the horizon",
+    "g": "nothing between a workflow step and the runner can turn a failure green",
+    "h": "every skip reason that can skip unconditionally has an owner and an unexpired `until`",
+    "i": "every registered test can run on some hardware it is registered for, and skips only for registered reasons",
+    "j": "pytest collects exactly the tests the registry knows (both directions)",
 }
+DEFAULT_HORIZON_DAYS = 90
 
 
 @dataclass
@@ -45,54 +64,196 @@ class AuditReport:
     scan: WorkflowScan
     violations: dict[str, list[str]] = field(default_factory=lambda: {k: [] for k in RULES})
     job_rows: list[tuple] = field(default_factory=list)
+    group_rows: list[tuple] = field(default_factory=list)
     gate_rows: list[tuple] = field(default_factory=list)
+    debt_rows: list[tuple] = field(default_factory=list)
+    retry_rows: list[tuple] = field(default_factory=list)
+    skipped_rules: dict[str, str] = field(default_factory=dict)   # rule -> why it was not checked
 
     @property
     def ok(self) -> bool:
         return not any(self.violations.values())
 
 
-def _runs_on_schedule(schedule: str, triggers: frozenset[str]) -> bool:
-    if schedule == "nightly":
-        return "schedule" in triggers or bool(triggers & PER_COMMIT_TRIGGERS)
-    return bool(triggers & PER_COMMIT_TRIGGERS)
+def registry_summary(registry: Registry) -> str:
+    """One line with the counts, in the project's vocabulary (the audit and bench_registry print it)."""
+    regs = registry.collection.registrations
+    disabled = sum(1 for r in regs if r.disabled is not None)
+    groups = group_plan(registry)
+    return (f"{len(registry.collection.test_files)} test file(s), {len(regs)} registration(s) "
+            f"({disabled} disabled), {len(registry.jobs)} job(s) in {len(groups)} group(s)")
 
 
-def rule_dormant(report: AuditReport) -> None:
+def group_id(job: Job) -> str:
+    return f"{job.key.schedule}/{job.key.hardware}"
+
+
+def group_plan(registry: Registry) -> dict[str, tuple[int, list[str]]]:
+    """group id -> (shard count, job ids). Uses ``Registry.groups`` when the registry has it.
+
+    Until then: the group's (job, test) pairs split by est_time with the catalog's budget.
+    """
+    groups = getattr(registry, "groups", None)
+    if groups:
+        return {gid: (int(g.shards), [j.id for j in g.jobs]) for gid, g in groups.items()}
+    members: dict[str, list[Job]] = {}
+    for job in registry.jobs.values():
+        members.setdefault(group_id(job), []).append(job)
+    out = {}
+    for gid, jobs in members.items():
+        items = [(f"{job.id}::{t.node_id}", t.est_time) for job in jobs for t in job.tests]
+        out[gid] = (choose_shard_count(items, registry.catalog.shard_budget_s) if items else 1,
+                    [j.id for j in jobs])
+    return out
+
+
+def until_horizon_days(root: str | Path) -> int:
+    """``defaults.until_horizon_days`` in ci/hardware.yaml (default 90)."""
+    path = Path(root) / CATALOG_PATH
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError):
+        return DEFAULT_HORIZON_DAYS
+    value = (data.get("defaults") or {}).get("until_horizon_days", DEFAULT_HORIZON_DAYS)
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise CatalogError(f"{CATALOG_PATH}: defaults.until_horizon_days must be a positive integer, got {value!r}")
+    return value
+
+
+def check_until(until: Any, today: dt.date, horizon: int) -> str | None:
+    """Why an ``until`` date is not acceptable today, or None."""
+    if not until:
+        return "no `until` expiry date (YYYY-MM-DD)"
+    try:
+        expiry = dt.date.fromisoformat(str(until))
+    except ValueError:
+        return f"until={until!r} is not a YYYY-MM-DD date"
+    if expiry < today:
+        return f"expired on {until}"
+    limit = today + dt.timedelta(days=horizon)
+    if expiry > limit:
+        return (f"until={until} is beyond the {horizon}-day horizon ({limit.isoformat()}; "
+                f"{CATALOG_PATH} defaults.until_horizon_days)")
+    return None
+
+
+# ----------------------------------------------------------------- (a), (b)
+def _complete(shards: set[tuple[int, int]], count: int | None) -> tuple[bool, list[int], int | None]:
+    """Whether shards cover 1..count (count None: any single complete count); the indices run."""
+    counts = {n for _, n in shards}
+    if count is None:
+        for n in sorted(counts):
+            if {i for i, m in shards if m == n} >= set(range(1, n + 1)):
+                return True, list(range(1, n + 1)), n
+        n = max(counts) if counts else None
+        return False, sorted({i for i, m in shards if m == n}), n
+    have = {i for i, n in shards if n == count}
+    return have >= set(range(1, count + 1)), sorted(have), count
+
+
+def _describe(refs: list[StepRun], files: list[str]) -> str:
+    seen = []
+    for r in refs:
+        text = f"{r.workflow}:{r.wf_job} on {sorted(r.seen_events) or 'nothing'}"
+        notes = list(r.filters) + ([r.path_note(files)] if r.path_note(files) else [])
+        if r.never_runs:
+            text += " (if: false)"
+        elif not r.events and not notes and not r.masks:
+            text += " (its if: is not definitely true on any of them)"
+        if notes:
+            text += f" ({'; '.join(notes)})"
+        if r.masks:
+            text += " (masked)"
+        seen.append(text)
+    return "; ".join(dict.fromkeys(seen))
+
+
+def rule_dormant(report: AuditReport, plan: dict[str, tuple[int, list[str]]]) -> None:
+    refs = report.scan.refs
+    partial_groups: set[str] = set()
     for job in report.registry.jobs.values():
-        refs = [r for r in report.scan.refs if r.job_id == job.id]
-        live = [r for r in refs if not r.never_runs and _runs_on_schedule(job.key.schedule, r.triggers)]
-        where = job.tests[0].where
-        if not live:
-            need = "a schedule" if job.key.schedule == "nightly" else "pull_request/push"
-            if refs:
-                seen = "; ".join(f"{r.workflow}:{r.wf_job} on {sorted(r.triggers) or 'nothing'}"
-                                 + (" (if: false)" if r.never_runs else "") for r in refs)
-                detail = f"only referenced by {seen}"
-            else:
-                detail = "no workflow job calls the runner with this --job"
-            report.violations["a"].append(
-                f"DORMANT {job.id} ({len(job.tests)} test(s), first at {where}): needs a workflow "
-                f"triggered by {need}; {detail}")
-        for ref in live:
-            if ref.shard_problem:
-                report.violations["a"].append(f"PARTIAL {job.id}: {ref.workflow}:{ref.wf_job} {ref.shard_problem}")
-
-
-def rule_unknown_refs(report: AuditReport) -> None:
-    report.violations["b"] += report.scan.problems
-    for ref in report.scan.refs:
-        try:
-            parse_job_id(ref.job_id)
-        except ValueError as exc:
-            report.violations["b"].append(f"{ref.workflow}:{ref.wf_job}: {exc}")
+        gid = group_id(job)
+        need = events_needed(job.key.schedule)
+        job_refs = [r for r in refs if r.kind == "job" and r.target == job.id]
+        group_refs = [r for r in refs if r.kind == "group" and r.target == gid]
+        files = sorted({t.node_id.split("::")[0] for t in job.tests})
+        live_job = [r for r in job_refs if not r.masks and r.events_for(files) & need]
+        live_group = [r for r in group_refs if not r.masks and r.events_for(files) & need]
+        if any(r.shard is None for r in live_job + live_group):
             continue
-        if ref.job_id not in report.registry.jobs:
-            report.violations["b"].append(
-                f"{ref.workflow}:{ref.wf_job}: --job {ref.job_id} is not a registered job "
-                "(renamed or removed suite? regenerate with nox -s workflows)")
+        job_ok, job_have, job_n = _complete({r.shard for r in live_job}, getattr(job, "shards", None))
+        group_ok, group_have, group_n = _complete({r.shard for r in live_group}, plan.get(gid, (1,))[0])
+        if job_ok or group_ok:
+            continue
+        if live_group:
+            if gid not in partial_groups:
+                partial_groups.add(gid)
+                missing = sorted(set(range(1, group_n + 1)) - set(group_have))
+                places = sorted({f"{r.workflow}:{r.wf_job}" for r in live_group})
+                report.violations["a"].append(
+                    f"PARTIAL group {gid}: {', '.join(places)} run(s) shards {group_have} of {group_n}: "
+                    f"shard(s) {missing} never run ({len(plan.get(gid, (0, []))[1])} job(s) affected)")
+            continue
+        if live_job:
+            missing = sorted(set(range(1, (job_n or 1) + 1)) - set(job_have))
+            places = sorted({f"{r.workflow}:{r.wf_job}" for r in live_job})
+            verb = "runs" if len(places) == 1 else "run"
+            report.violations["a"].append(
+                f"PARTIAL {job.id}: {', '.join(places)} {verb} shards {job_have} of {job_n}: "
+                f"shard(s) {missing} never run")
+            continue
+        where = job.tests[0].where
+        need_text = "a schedule" if job.key.schedule == "nightly" else "pull_request/push"
+        seen = job_refs + group_refs
+        detail = (f"only referenced by {_describe(seen, files)}" if seen else
+                  f"no workflow job runs it (as --job {job.id} or --group {gid})")
+        report.violations["a"].append(
+            f"DORMANT {job.id} ({len(job.tests)} registration(s), first at {where}): needs a workflow "
+            f"triggered by {need_text}; {detail}")
 
 
+def _runner_problem(report: AuditReport, ref: StepRun, label: str) -> str | None:
+    """The workflow job must ask for the runner labels the catalog gives the hardware it runs."""
+    hardware = report.registry.catalog.hardware.get(label)
+    asked = report.scan.runs_on.get((ref.workflow, ref.wf_job), ())
+    if hardware is None or any("${{" in a for a in asked) or set(hardware.runs_on) <= set(asked):
+        return None
+    return (f"{ref.workflow}:{ref.wf_job}: runs {ref.kind} {ref.target} on runs-on {list(asked)}, but "
+            f"{report.registry.catalog.path} gives {label} the runner(s) {list(hardware.runs_on)}")
+
+
+def rule_unknown_refs(report: AuditReport, plan: dict[str, tuple[int, list[str]]]) -> None:
+    report.violations["b"] += report.scan.problems
+    runner_problems: list[str] = []
+    for ref in report.scan.refs:
+        label = ref.target.split("/")[1] if ref.target.count("/") >= 1 else ""
+        problem = _runner_problem(report, ref, label)
+        if problem and problem not in runner_problems:
+            runner_problems.append(problem)
+    report.violations["b"] += runner_problems
+    for ref in report.scan.refs:
+        place = f"{ref.workflow}:{ref.wf_job}"
+        if ref.kind == "job":
+            try:
+                parse_job_id(ref.target)
+            except ValueError as exc:
+                report.violations["b"].append(f"{place}: {exc}")
+                continue
+            if ref.target not in report.registry.jobs:
+                report.violations["b"].append(
+                    f"{place}: --job {ref.target} is not a registered job "
+                    "(renamed or removed suite? regenerate with nox -s workflows)")
+        elif ref.kind == "group":
+            if ref.target not in plan:
+                report.violations["b"].append(
+                    f"{place}: --group {ref.target} is not a registered group; groups: {sorted(plan)}")
+            elif ref.shard is not None and ref.shard[1] != plan[ref.target][0]:
+                report.violations["b"].append(
+                    f"{place}: --group {ref.target} --shard {ref.shard[0]}/{ref.shard[1]}, but the plan splits "
+                    f"{ref.target} into {plan[ref.target][0]} shard(s) (regenerate with nox -s workflows)")
+
+
+# ----------------------------------------------------------------- (c), (d), (e)
 def exercised_gate_values(job: Job) -> dict[str, str]:
     """The value of every gate a job runs with: its env, else the gate's default for that hardware."""
     env = job.full_env()
@@ -139,6 +300,9 @@ def rule_unregistered(report: AuditReport) -> None:
             f"{test.file}:{test.line}: {test.node_id} belongs to no suite (decorate it with @register(...))")
 
 
+OP_TABLE_NAMES = {"op_table", "registered.op_table", "impl.testing.op_table"}
+
+
 def rule_ops(report: AuditReport) -> None:
     root = report.registry.root
     ops = impl_ops(root)
@@ -149,72 +313,179 @@ def rule_ops(report: AuditReport) -> None:
     mentioned: set[str] = set()
     for rel in per_commit_files:
         mentioned |= collection.mentions.get(rel, frozenset())
-    op_table_used = any({"op_table", "registered.op_table"} & collection.mentions.get(rel, frozenset())
-                        for rel in per_commit_files)
-    if op_table_used and (root / OP_TABLE).is_file():
-        mentioned |= names_mentioned(ast.parse((root / OP_TABLE).read_text(encoding="utf-8")))
+    op_table_used = any(OP_TABLE_NAMES & collection.mentions.get(rel, frozenset()) for rel in per_commit_files)
+    tables = [p for p in OP_TABLE_PATHS if (root / p).is_file()]
+    if op_table_used:
+        for table in tables:
+            mentioned |= names_mentioned(ast.parse((root / table).read_text(encoding="utf-8")))
+    shown = " or ".join(OP_TABLE_PATHS)
     for op in ops:
         if op not in refs:
             report.violations["e"].append(f"op {op}: reference/__init__.py exports no {op!r}")
         if op not in mentioned:
             report.violations["e"].append(
-                f"op {op}: no per-commit registered test file (nor {OP_TABLE} used by one) mentions it")
+                f"op {op}: no per-commit registered test file (nor the op table, {shown}, used by one) mentions it")
 
 
-def rule_disabled(report: AuditReport, today: dt.date) -> None:
+# ----------------------------------------------------------------- (f), (h), (i)
+def rule_disabled(report: AuditReport, today: dt.date, horizon: int) -> None:
     for reg in report.registry.disabled:
         info = reg.disabled or {}
         label = f"{reg.where}: {reg.node_id} disabled in {reg.schedule} {reg.suite}"
         if not str(info.get("reason", "")).strip():
             report.violations["f"].append(f"{label}: no reason")
-        until = info.get("until")
-        if not until:
-            report.violations["f"].append(f"{label}: no `until` expiry date (YYYY-MM-DD)")
-            continue
-        try:
-            expiry = dt.date.fromisoformat(until)
-        except ValueError:
-            report.violations["f"].append(f"{label}: until={until!r} is not a YYYY-MM-DD date")
-            continue
-        if expiry < today:
-            report.violations["f"].append(f"{label}: expired on {until} (reason: {info.get('reason', '')!r}); "
-                                          "fix the test or renew the date")
+        problem = check_until(info.get("until"), today, horizon)
+        if problem:
+            suffix = f" (reason: {info.get('reason', '')!r}); fix the test or renew the date" \
+                if problem.startswith("expired") else ""
+            report.violations["f"].append(f"{label}: {problem}{suffix}")
+        report.debt_rows.append((reg.node_id, "disabled", info.get("reason", "") or "-", "-",
+                                 info.get("until", "-"), reg.where))
 
 
-def run_audit(root: str | Path = ".", *, today: dt.date | None = None) -> AuditReport:
+def rule_skips(report: AuditReport, table: SkipTable, today: dt.date, horizon: int) -> None:
+    report.violations["h"] += table.problems
+    for reason in table.reasons.values():
+        if not reason.unconditional:
+            continue
+        label = f"registered/skips.py:{reason.line}: skip reason {reason.key!r} can skip on any machine"
+        if not str(reason.owner or "").strip():
+            report.violations["h"].append(f"{label}: no `owner`")
+        problem = check_until(reason.until, today, horizon)
+        if problem:
+            report.violations["h"].append(f"{label}: {problem}")
+
+
+def rule_impossible(report: AuditReport, table: SkipTable, uses: dict[str, list]) -> None:
+    catalog = report.registry.catalog
+    seen_debt: set[tuple[str, str]] = set()
+    for reg in report.registry.collection.registrations:
+        if reg.disabled is not None:
+            continue
+        node_uses = uses.get(reg.node_id, [])
+        for use in node_uses:
+            if use.unregistered and not use.always:
+                whom = f"every test of {use.node_id}" if "::" not in use.node_id else reg.node_id
+                message = (f"{use.where}: {use.how} skips {whom} without a registered reason: the runner "
+                           "fails the job when it does (use registered_skip(key) / a marker from registered/skips.py)")
+                if message not in report.violations["i"]:
+                    report.violations["i"].append(message)
+                continue
+            if use.key is None and not use.always:
+                continue
+            reason = table.reasons.get(use.key) if use.key else None
+            if (reg.node_id, use.where) in seen_debt:
+                continue
+            seen_debt.add((reg.node_id, use.where))
+            if use.always:
+                report.violations["i"].append(
+                    f"{use.where}: {reg.node_id}: {use.how} skips it unconditionally: it never runs "
+                    "(register it with disabled={'reason': ..., 'until': ...} instead)")
+                continue
+            if reason is None:
+                continue
+            when = reason.skips_when if reason.skips_when != "gpus<N" else f"gpus<{use.arg}"
+            report.debt_rows.append((reg.node_id, f"skip {reason.key}", reason.text, reason.owner or "-",
+                                     reason.until or f"when {when}", use.where))
+            labels = [catalog.hardware[h] for h in reg.hardware if h in catalog.hardware]
+            if labels and all(condition_skips(reason.skips_when, hw.gpus, hw.vendor, use.arg) for hw in labels) \
+                    and not reason.unconditional:
+                report.violations["i"].append(
+                    f"{reg.where}: {reg.node_id} is registered only for {list(reg.hardware)}, where {use.how} "
+                    f"({use.where}) always skips it ({reason.key}: skips when {when}): it can never run")
+
+
+def rule_retries(report: AuditReport) -> None:
+    for reg in report.registry.collection.registrations:
+        if getattr(reg, "retries", 0):
+            report.retry_rows.append((reg.node_id, f"{reg.schedule}/{','.join(reg.hardware)}/{reg.suite}",
+                                      reg.retries, reg.where))
+
+
+def rule_masked(report: AuditReport) -> None:
+    report.violations["g"] += [f"MASKED {m}" for m in report.scan.masked]
+    if any(r.kind in ("job", "group") for r in report.scan.refs) and _uses_nox(report.registry.root):
+        report.violations["g"] += [f"MASKED {p}" for p in suite_session_problems(report.registry.root)]
+
+
+def _uses_nox(root: Path) -> bool:
+    base = root / ".github" / "workflows"
+    return base.is_dir() and any("nox" in p.read_text(encoding="utf-8") for p in base.glob("*.y*ml"))
+
+
+def rule_parity(report: AuditReport, collected: list[str] | None) -> None:
+    if collected is None:
+        report.skipped_rules["j"] = "not checked here (python -m ci.audit --pytest-collection; the per-commit ci job runs it)"
+        return
+    from ci.parity import compare
+
+    registered = {}
+    for reg in report.registry.collection.registrations:
+        registered.setdefault(reg.node_id, reg.where)
+    report.violations["j"] += compare(collected, registered, report.registry.root)
+
+
+def run_audit(root: str | Path = ".", *, today: dt.date | None = None,
+              collected: list[str] | None = None) -> AuditReport:
+    """Audit the repository at ``root``; ``collected``: pytest's node ids, for rule (j)."""
     registry = load_registry(root)
-    report = AuditReport(registry, scan_workflows(registry.root))
-    rule_dormant(report)
-    rule_unknown_refs(report)
+    today = today or dt.date.today()
+    horizon = until_horizon_days(registry.root)
+    report = AuditReport(registry, scan_workflows(registry.root, "dspark"))
+    plan = group_plan(registry)
+    table = load_skip_table(registry.root)
+    uses = skip_uses(registry.root, registry.collection.test_files, table)
+    rule_dormant(report, plan)
+    rule_unknown_refs(report, plan)
     rule_gates(report)
     rule_unregistered(report)
     rule_ops(report)
-    rule_disabled(report, today or dt.date.today())
+    rule_disabled(report, today, horizon)
+    rule_masked(report)
+    rule_skips(report, table, today, horizon)
+    rule_impossible(report, table, uses)
+    rule_retries(report)
+    rule_parity(report, collected)
+    refs = report.scan.refs
     for job in registry.jobs.values():
-        refs = [r for r in report.scan.refs if r.job_id == job.id]
-        files = sorted({r.workflow.rpartition("/")[2] for r in refs}) or ["-"]
-        triggers = sorted({t for r in refs for t in r.triggers}) or ["-"]
-        report.job_rows.append((job.id, len(job.tests), f"{job.est_time:.0f}", job.shards,
+        gid = group_id(job)
+        mine = [r for r in refs if (r.kind == "job" and r.target == job.id) or (r.kind == "group" and r.target == gid)]
+        files = sorted({r.workflow.rpartition("/")[2] for r in mine}) or ["-"]
+        test_files = sorted({t.node_id.split("::")[0] for t in job.tests})
+        triggers = sorted({t for r in mine if not r.masks for t in r.events_for(test_files)}) or ["-"]
+        shards = plan[gid][0] if any(r.kind == "group" for r in mine) else getattr(job, "shards", plan[gid][0])
+        report.job_rows.append((job.id, len(job.tests), f"{job.est_time:.0f}", shards,
                                 ", ".join(files), ", ".join(triggers)))
+    for gid, (count, job_ids) in sorted(plan.items()):
+        mine = [r for r in refs if r.kind == "group" and r.target == gid]
+        files = sorted({r.workflow.rpartition("/")[2] for r in mine}) or ["-"]
+        triggers = sorted({t for r in mine if not r.masks for t in r.events}) or ["-"]
+        est = sum(registry.jobs[j].est_time for j in job_ids)
+        report.group_rows.append((gid, len(job_ids), f"{est:.0f}", count, ", ".join(files), ", ".join(triggers)))
     return report
 
 
 def format_report(report: AuditReport) -> str:
     reg = report.registry
-    n_tests = len({t.node_id for j in reg.jobs.values() for t in j.tests})
-    lines = [f"registry: {len(reg.jobs)} job(s), {n_tests} registered test(s), "
-             f"{len(reg.disabled)} disabled registration(s) -- {reg.root}", ""]
-    lines.append(format_table(["job", "tests", "est s", "shards", "workflow", "trigger"],
+    lines = [f"registry: {registry_summary(reg)} -- {reg.root}", ""]
+    lines.append(format_table(["job", "registrations", "est s", "shards", "workflow", "trigger"],
                               report.job_rows, right=(1, 2, 3)))
+    lines += ["", format_table(["group", "jobs", "est s", "shards", "workflow (--group)", "trigger"],
+                               report.group_rows, right=(1, 2, 3))]
     lines += ["", format_table(["gate", "value", "per-commit jobs", "nightly jobs"],
                                report.gate_rows, right=(2, 3))]
-    if reg.disabled:
-        lines += ["", "disabled registrations:"] + [
-            f"  {r.where}: {r.node_id} [{r.schedule} {r.suite} {','.join(r.hardware)}] {r.disabled}"
-            for r in reg.disabled]
+    if report.debt_rows:
+        lines += ["", "disabled and conditionally skipped tests:",
+                  format_table(["test", "kind", "reason", "owner", "until / when", "where"], report.debt_rows)]
+    if report.retry_rows:
+        lines += ["", "tests that opted into retries (a pass on a retry is reported flaky):",
+                  format_table(["test", "registration", "retries", "where"], report.retry_rows, right=(2,))]
     lines += ["", "rules:"]
     for code, title in RULES.items():
         found = report.violations[code]
+        if code in report.skipped_rules and not found:
+            lines.append(f"  [----] ({code}) {title}: {report.skipped_rules[code]}")
+            continue
         lines.append(f"  [{'FAIL' if found else 'PASS'}] ({code}) {title}")
         lines += [f"         - {v}" for v in found]
     failed = sum(1 for v in report.violations.values() if v)
@@ -222,17 +493,61 @@ def format_report(report: AuditReport) -> str:
     return "\n".join(lines)
 
 
+def report_json(report: AuditReport) -> dict[str, Any]:
+    return {
+        "adapter": "dspark",
+        "root": str(report.registry.root),
+        "summary": registry_summary(report.registry),
+        "jobs": [dict(zip(("id", "registrations", "est_s", "shards", "workflows", "triggers"), row))
+                 for row in report.job_rows],
+        "groups": [dict(zip(("id", "jobs", "est_s", "shards", "workflows", "triggers"), row))
+                   for row in report.group_rows],
+        "debt": [dict(zip(("test", "kind", "reason", "owner", "until", "where"), row)) for row in report.debt_rows],
+        "retries": [dict(zip(("test", "registration", "retries", "where"), row)) for row in report.retry_rows],
+        "rules": {code: {"title": title, "ok": not report.violations[code],
+                         "checked": code not in report.skipped_rules or bool(report.violations[code])}
+                  for code, title in RULES.items()},
+        "findings": [{"rule": code, "message": msg} for code, found in report.violations.items() for msg in found],
+        "ok": report.ok,
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ci.audit", description=__doc__.split("\n\n")[0])
     parser.add_argument("--root", default=".")
     parser.add_argument("--today", type=dt.date.fromisoformat, help="date for expiry checks (default: today)")
+    parser.add_argument("--format", choices=("text", "json"), default="text")
+    parser.add_argument("--adapter", default="dspark", help="how the repository registers tests: dspark (default), sglang")
+    parser.add_argument("--repository", default=None,
+                        help="owner/name the workflows run in (for `github.repository` in if:); adapter default")
+    parser.add_argument("--pytest-collection", action="store_true",
+                        help="also run pytest --collect-only on registered/ and compare (imports the tests)")
     args = parser.parse_args(argv)
+    if args.adapter != "dspark":
+        from ci.audit_foreign import main_foreign
+
+        return main_foreign(args)
     try:
-        report = run_audit(args.root, today=args.today)
+        collected = None
+        if args.pytest_collection:
+            from ci.parity import ParityError, pytest_collected
+
+            try:
+                collected = pytest_collected(args.root)
+            except ParityError as exc:
+                print(f"audit: {exc}", file=sys.stderr)
+                return 2
+        report = run_audit(args.root, today=args.today, collected=collected)
     except (CollectionError, CatalogError) as exc:
-        print(f"audit: registry cannot be collected:\n{exc}", file=sys.stderr)
+        hint = ""
+        if (Path(args.root) / "test" / "registered").is_dir() and not (Path(args.root) / "registered").is_dir():
+            hint = "\n(this looks like an sglang tree: python -m ci.audit --root PATH --adapter sglang)"
+        print(f"audit: registry cannot be collected:\n{exc}{hint}", file=sys.stderr)
         return 2
-    print(format_report(report))
+    if args.format == "json":
+        print(json.dumps(report_json(report), indent=2))
+    else:
+        print(format_report(report))
     return 0 if report.ok else 1
 
 

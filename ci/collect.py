@@ -19,6 +19,7 @@ from ci.gatecheck import gate_env_problem
 from ci.registration import SCHEDULES
 
 REGISTERED_DIR = "registered"
+FIXTURES_DIR = "registered/fixtures"
 REGISTER_MODULE = "ci.registration"
 ARGS_REQUIRED = ("suite", "hardware", "schedule", "est_time")
 ARGS_OPTIONAL = ("env", "disabled", "retries", "timeout")
@@ -149,8 +150,36 @@ class _FileCollector:
         self.problems.append(f"{self.rel}:{line}: {msg}")
 
     # -- walking -------------------------------------------------------------
+    def _shadowed(self, body: list[ast.stmt], prefix: str) -> None:
+        """Two definitions of one name: pytest keeps the last, so both map to one node id."""
+        first: dict[str, ast.AST] = {}
+        for node in body:
+            if isinstance(node, (ast.Assign, ast.AnnAssign, ast.Import, ast.ImportFrom)):
+                names = ([t.id for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
+                          if isinstance(t, ast.Name)] if isinstance(node, (ast.Assign, ast.AnnAssign))
+                         else [a.asname or a.name.rpartition(".")[2] for a in node.names])
+                for name in names:
+                    earlier = first.get(name)
+                    if earlier is not None and any(self._decorator_is_register(d)
+                                                   for d in getattr(earlier, "decorator_list", [])):
+                        self.err(node.lineno, f"{prefix}{name} is rebound here (defined at line {earlier.lineno}): "
+                                              "pytest collects what the name holds last, not the registered test")
+                continue
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue
+            earlier = first.get(node.name)
+            if earlier is not None and (earlier.decorator_list or node.decorator_list) and \
+                    any(self._decorator_is_register(d) for d in earlier.decorator_list + node.decorator_list):
+                self.err(node.lineno, f"{prefix}{node.name} is defined again here (first at line {earlier.lineno}): "
+                                      "both end up as one pytest node id and only this one runs; rename one")
+            first.setdefault(node.name, node)
+
     def run(self) -> None:
         handled: set[int] = set()
+        self._shadowed(self.tree.body, f"{self.rel}::")
+        for node in self.tree.body:
+            if isinstance(node, ast.ClassDef):
+                self._shadowed(node.body, f"{self.rel}::{node.name}::")
         for node in self.tree.body:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 handled.add(id(node))
@@ -369,6 +398,8 @@ def collect(root: str | Path, catalog: Catalog) -> Collection:
     mentions: dict[str, frozenset[str]] = {}
     for path in sorted(base.rglob("*.py")) if base.is_dir() else []:
         rel = path.relative_to(root).as_posix()
+        if rel.startswith(FIXTURES_DIR + "/"):
+            continue   # data for the ci tests (e.g. an sglang-shaped tree), not tests of ours
         is_test = is_test_file(path)
         text = path.read_text(encoding="utf-8")
         if not is_test and "register" not in text:
@@ -387,6 +418,27 @@ def collect(root: str | Path, catalog: Catalog) -> Collection:
         if is_test:
             test_files.append(rel)
         mentions[rel] = names_mentioned(tree, nodes)
+    problems += _module_name_clashes(root, test_files)
     if problems:
         raise CollectionError(problems)
     return Collection(registrations, unregistered, test_files, mentions)
+
+
+def _module_name_clashes(root: Path, test_files: list[str]) -> list[str]:
+    """Test files pytest would import under one module name (a folder without __init__.py)."""
+    names: dict[str, str] = {}
+    problems = []
+    for rel in test_files:
+        path = root / rel
+        parts = [path.stem]
+        folder = path.parent
+        while (folder / "__init__.py").is_file() and folder != root:
+            parts.insert(0, folder.name)
+            folder = folder.parent
+        module = ".".join(parts)
+        if module in names:
+            problems.append(f"{rel}:1: pytest imports it as module {module!r}, like {names[module]}: "
+                            "their tests collide (add __init__.py to the folder or rename the file)")
+        else:
+            names[module] = rel
+    return problems

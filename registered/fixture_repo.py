@@ -1,6 +1,6 @@
 """Tiny throw-away repositories for testing the registry tooling (used by registered/test_ci_*.py).
 
-A fixture repo has the real hardware catalog, a torch-free ``registered/skips.py``,
+A fixture repo has the real hardware catalog and noxfile, a torch-free ``registered/skips.py``,
 empty ``impl``/``reference`` packages and whatever test files a test writes. The
 ci code runs against it through ``--root``; subprocesses get the real repository
 on PYTHONPATH so that fixture tests can ``from ci.registration import register``.
@@ -20,13 +20,21 @@ SKIPS_SOURCE = '''\
 import pytest
 
 SKIP_REASONS = {
-    "needs-gpu": "needs a CUDA or ROCm device",
-    "needs-hip": "needs a real ROCm device",
+    "needs-gpu": {"text": "needs a CUDA or ROCm device", "skips_when": "gpus<1"},
+    "needs-hip": {"text": "needs a real ROCm device", "skips_when": "vendor!=amd"},
 }
 
 
+def skip_message(key):
+    return f"[registered:{key}] {SKIP_REASONS[key]['text']}"
+
+
 def registered_skip(key):
-    pytest.skip(f"[registered:{key}] {SKIP_REASONS[key]}")
+    pytest.skip(skip_message(key))
+
+
+def requires_gpu():
+    return pytest.mark.skipif(True, reason=skip_message("needs-gpu"))
 '''
 
 PYPROJECT = '''\
@@ -40,6 +48,7 @@ class FixtureRepo:
         self.root = Path(root)
         (self.root / "ci").mkdir(parents=True, exist_ok=True)
         shutil.copy(REAL_ROOT / "ci" / "hardware.yaml", self.root / "ci" / "hardware.yaml")
+        shutil.copy(REAL_ROOT / "noxfile.py", self.root / "noxfile.py")   # the audit reads its `suite` session
         self.write("registered/__init__.py", "")
         self.write("registered/skips.py", SKIPS_SOURCE)
         self.write("impl/__init__.py", "_LAZY = {}\n")

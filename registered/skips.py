@@ -9,18 +9,24 @@ from __future__ import annotations
 import pytest
 import torch
 
-SKIP_REASONS: dict[str, str] = {
-    "needs-gpu": "needs a CUDA or ROCm device (CUDA graphs, real Triton, device syncs)",
-    "needs-multi-gpu": "needs at least two GPUs for an NCCL world",
-    "needs-hip": "needs a real ROCm device, not emulation",
-    "no-gpu-compiler": "this triton build cannot compile for sm_90 here (no ptxas: a ROCm build, say)",
+# Each reason says when it skips, as a hardware condition the audit evaluates against
+# ci/hardware.yaml ("gpus<1", "gpus<N" with N the marker's argument, "vendor!=amd"), or
+# "always" when it can skip on any machine: those need an owner and an `until` date
+# (at most defaults.until_horizon_days ahead), like a disabled registration.
+SKIP_REASONS: dict[str, dict[str, str]] = {
+    "needs-gpu": {"text": "needs a CUDA or ROCm device (CUDA graphs, real Triton, device syncs)",
+                  "skips_when": "gpus<1"},
+    "needs-multi-gpu": {"text": "needs at least N GPUs for an NCCL world", "skips_when": "gpus<N"},
+    "needs-hip": {"text": "needs a real ROCm device, not emulation", "skips_when": "vendor!=amd"},
+    "no-gpu-compiler": {"text": "this triton build cannot compile for sm_90 here (no ptxas: a ROCm build, say)",
+                        "skips_when": "always", "owner": "ci", "until": "2027-02-15"},
 }
 
 
 def skip_message(key: str) -> str:
     if key not in SKIP_REASONS:
         raise KeyError(f"unregistered skip reason {key!r}; add it to registered/skips.py")
-    return f"[registered:{key}] {SKIP_REASONS[key]}"
+    return f"[registered:{key}] {SKIP_REASONS[key]['text']}"
 
 
 def registered_skip(key: str) -> None:

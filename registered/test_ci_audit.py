@@ -1,12 +1,17 @@
-"""Audit rules (a)-(f) on fixture repositories, each breaking exactly one rule."""
+"""Audit rules (a)-(f) on fixture repositories, each breaking exactly one rule.
+
+Rules (g)-(j) (masking, skips, impossible hardware, pytest parity) are in
+test_ci_audit_chain.py, test_ci_audit_skips.py and test_ci_parity.py.
+"""
 from __future__ import annotations
 
 import datetime as dt
+import json
 
 import pytest
 import yaml
 
-from ci.audit import run_audit
+from ci.audit import RULES, run_audit
 from registered.fixture_repo import REAL_ROOT, FixtureRepo
 from ci.registration import register
 
@@ -29,11 +34,13 @@ class TestE2E:
 """
 
 
-def baseline(tmp_path, *, workflows: bool = True) -> FixtureRepo:
+def baseline(tmp_path, *, workflows: bool = True, nightly: bool = True) -> FixtureRepo:
+    """``nightly=False``: no nightly/mi35x-8 group yet, so a new MI35x-8 suite has no workflow in any shape
+    (one workflow job per job, or per group shard)."""
     repo = FixtureRepo(tmp_path)
     repo.write("impl/__init__.py", '_LAZY = {"scatter_op": "impl.kernels", "SpecConfig": "impl.config"}\n')
     repo.write("reference/__init__.py", "from reference.ops import scatter_op\n")
-    repo.test_file("test_base.py", BASELINE)
+    repo.test_file("test_base.py", BASELINE if nightly else BASELINE[:BASELINE.index('@register(suite="dspark-e2e"')])
     if workflows:
         repo.generate_workflows()
     return repo
@@ -56,14 +63,15 @@ def test_baseline_fixture_passes_every_rule(tmp_path):
     assert gates[("platform", "hip")][0] == 1   # HIP covered per-commit by emulation on cpu
     assert gates[("kernel_backend", "triton")][0] == 1   # h200-1 per-commit job, GPU default
     rows = {r[0]: r for r in report.job_rows}
-    assert rows["nightly/mi35x-8/dspark-e2e"][4:] == ("nightly.yml", "schedule, workflow_dispatch")
+    # workflow_dispatch runs it only when the `job` input picks it: not definitely, so not listed
+    assert rows["nightly/mi35x-8/dspark-e2e"][4:] == ("nightly.yml", "schedule")
 
 
 # -------------------------------------------------------------- (a) dormant
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=2)
 def test_a_nightly_mi35x_8_suite_without_a_workflow_is_dormant(tmp_path):
     """The incident: a nightly 8-GPU MI35x suite registered, but no workflow job runs it."""
-    repo = baseline(tmp_path)
+    repo = baseline(tmp_path, nightly=False)
     repo.test_file("test_amd_dspark.py", """
         @register(suite="dspark-unified-kv", hardware="mi35x-8", schedule="nightly", est_time=2400,
                   env={"kv": {"DSPARK_KV_BACKEND": "unified"}})
@@ -78,7 +86,7 @@ def test_a_nightly_mi35x_8_suite_without_a_workflow_is_dormant(tmp_path):
 
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=2)
 def test_a_manual_only_or_disabled_workflow_job_does_not_count(tmp_path):
-    repo = baseline(tmp_path)
+    repo = baseline(tmp_path, nightly=False)
     repo.test_file("test_amd_dspark.py", """
         @register(suite="dspark-unified-kv", hardware="mi35x-8", schedule="nightly", est_time=2400)
         def test_accuracy(): pass
@@ -129,8 +137,12 @@ def test_a_workflow_that_skips_a_shard_is_flagged(tmp_path):
     assert "- 1/2\n        - 2/2\n" in text
     path.write_text(text.replace("- 1/2\n        - 2/2\n", "- 1/2\n"))
     found = only(run_audit(repo.root, today=TODAY), "a")
-    assert found == ["PARTIAL per-commit/cpu/big: .github/workflows/per-commit.yml:per-commit__cpu__big "
-                     "runs shards [1] of 2: shard(s) [2] never run"]
+    # one workflow job per job (--job per-commit/cpu/big) or per group shard (--group per-commit/cpu)
+    assert len(found) == 1 and found[0] in (
+        "PARTIAL per-commit/cpu/big: .github/workflows/per-commit.yml:per-commit__cpu__big "
+        "runs shards [1] of 2: shard(s) [2] never run",
+        "PARTIAL group per-commit/cpu: .github/workflows/per-commit.yml:per-commit__cpu run(s) "
+        "shards [1] of 2: shard(s) [2] never run (4 job(s) affected)"), found
 
 
 # -------------------------------------------------------------- (b) unknown job
@@ -202,6 +214,10 @@ def test_d_test_in_no_suite(tmp_path):
 
 
 # -------------------------------------------------------------- (e) ops
+OP_MSG = ("op {}: no per-commit registered test file (nor the op table, impl/testing/op_table.py or "
+          "registered/op_table.py, used by one) mentions it")
+
+
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=2)
 def test_e_op_without_reference_or_per_commit_test(tmp_path):
     repo = baseline(tmp_path)
@@ -217,9 +233,9 @@ def test_e_op_without_reference_or_per_commit_test(tmp_path):
     repo.generate_workflows()
     found = only(run_audit(repo.root, today=TODAY), "e")
     assert sorted(found) == [
-        "op gather_op: no per-commit registered test file (nor registered/op_table.py used by one) mentions it",
+        OP_MSG.format("gather_op"),
         "op gather_op: reference/__init__.py exports no 'gather_op'",
-        "op renorm_op: no per-commit registered test file (nor registered/op_table.py used by one) mentions it",
+        OP_MSG.format("renorm_op"),
     ]
 
 
@@ -237,7 +253,7 @@ def test_e_op_table_covers_ops_when_its_generic_test_is_per_commit(tmp_path):
     """)
     repo.generate_workflows()
     assert only(run_audit(repo.root, today=TODAY), "e") == [
-        "op gather_op: no per-commit registered test file (nor registered/op_table.py used by one) mentions it"]
+        OP_MSG.format("gather_op")]
     source = (repo.root / "registered/test_op_table_generic.py").read_text()
     (repo.root / "registered/test_op_table_generic.py").write_text(source.replace('"nightly"', '"per-commit"'))
     repo.generate_workflows()
@@ -247,7 +263,8 @@ def test_e_op_table_covers_ops_when_its_generic_test_is_per_commit(tmp_path):
 # -------------------------------------------------------------- (f) disabled
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=2)
 @pytest.mark.parametrize("disabled, words", [
-    ('{"until": "2026-12-31"}', "no reason"),
+    ('{"until": "2026-07-31"}', "no reason"),
+    ('{"reason": "hangs on ROCm 7.2", "until": "2026-12-31"}', "beyond the 90-day horizon (2026-08-30"),
     ('{"reason": "hangs on ROCm 7.2"}', "no `until` expiry date"),
     ('{"reason": "hangs on ROCm 7.2", "until": "2026-05-31"}', "expired on 2026-05-31"),
     ('{"reason": "hangs on ROCm 7.2", "until": "soon"}', "not a YYYY-MM-DD date"),
@@ -273,12 +290,12 @@ def test_f_disabled_registrations_need_reason_and_unexpired_until(tmp_path, disa
 # -------------------------------------------------------------- CLI
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=3)
 def test_audit_cli_prints_the_table_and_fails_on_the_incident(tmp_path):
-    repo = baseline(tmp_path)
+    repo = baseline(tmp_path, nightly=False)
     proc = repo.run_module("ci.audit", "--today", "2026-06-01")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "audit: OK" in proc.stdout
     header = next(line for line in proc.stdout.splitlines() if line.startswith("job "))
-    assert header.split() == ["job", "tests", "est", "s", "shards", "workflow", "trigger"]
+    assert header.split() == ["job", "registrations", "est", "s", "shards", "workflow", "trigger"]
     repo.test_file("test_amd.py", """
         @register(suite="dspark-unified-kv", hardware="mi35x-8", schedule="nightly", est_time=2400)
         def test_gsm8k(): pass
@@ -288,6 +305,12 @@ def test_audit_cli_prints_the_table_and_fails_on_the_incident(tmp_path):
     assert "[FAIL] (a)" in proc.stdout and "DORMANT nightly/mi35x-8/dspark-unified-kv" in proc.stdout
     row = next(line for line in proc.stdout.splitlines() if line.startswith("nightly/mi35x-8/dspark-unified-kv "))
     assert row.split() == ["nightly/mi35x-8/dspark-unified-kv", "1", "2400", "1", "-", "-"]
+    data = json.loads(repo.run_module("ci.audit", "--format", "json").stdout)
+    assert data["ok"] is False and data["adapter"] == "dspark"
+    assert [f["rule"] for f in data["findings"]] == ["a"]
+    assert data["findings"][0]["message"].startswith("DORMANT nightly/mi35x-8/dspark-unified-kv")
+    assert {j["id"]: j["workflows"] for j in data["jobs"]}["nightly/mi35x-8/dspark-unified-kv"] == "-"
+    assert data["rules"]["j"] == {"title": RULES["j"], "ok": True, "checked": False}
     repo.test_file("test_bad.py", "@register(suite='s', hardware='mi99', schedule='nightly', est_time=1)\ndef test_x(): pass\n")
     proc = repo.run_module("ci.audit")
     assert proc.returncode == 2 and "registered/test_bad.py:3: " in proc.stderr
@@ -297,3 +320,38 @@ def test_audit_cli_prints_the_table_and_fails_on_the_incident(tmp_path):
 def test_the_real_repository_passes_the_audit():
     report = run_audit(REAL_ROOT)
     assert report.ok, {k: v for k, v in report.violations.items() if v}
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=2)
+def test_e_the_op_table_in_impl_testing_counts(tmp_path):
+    repo = baseline(tmp_path, workflows=False)
+    repo.write("impl/__init__.py", '_LAZY = {"scatter_op": "impl.kernels", "gather_op": "impl.kernels"}\n')
+    repo.write("reference/__init__.py", "from reference.ops import scatter_op, gather_op\n")
+    repo.write("impl/testing/__init__.py", "")
+    repo.write("impl/testing/op_table.py", "import impl.kernels as K\nOPS = [K.scatter_op, K.gather_op]\n")
+    repo.test_file("test_op_table_generic.py", """
+        from impl.testing.op_table import OPS
+
+        @register(suite="ops", hardware="cpu", schedule="per-commit", est_time=5)
+        def test_all_ops(): pass
+    """)
+    repo.generate_workflows()
+    assert run_audit(repo.root, today=TODAY).ok
+    source = (repo.root / "registered/test_op_table_generic.py").read_text()
+    (repo.root / "registered/test_op_table_generic.py").write_text(
+        source.replace("from impl.testing.op_table import OPS", "from impl.testing import op_table"))
+    assert run_audit(repo.root, today=TODAY).ok
+    (repo.root / "registered/test_op_table_generic.py").write_text(source.replace("from impl.testing.op_table import OPS\n", ""))
+    assert only(run_audit(repo.root, today=TODAY), "e") == [OP_MSG.format("gather_op")]
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=4)
+def test_bench_registry_and_the_audit_count_in_the_same_words(tmp_path):
+    repo = baseline(tmp_path)
+    audit = repo.run_module("ci.audit", "--today", "2026-06-01")
+    bench = repo.run_module("ci.bench_registry", "--repeat", "1")
+    assert bench.returncode == 0, bench.stderr
+    audit_line = audit.stdout.splitlines()[0].partition(" -- ")[0]
+    bench_line = bench.stdout.splitlines()[0]
+    assert audit_line == bench_line == ("registry: 1 test file(s), 3 registration(s) (0 disabled), "
+                                        "5 job(s) in 3 group(s)")

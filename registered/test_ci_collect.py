@@ -99,6 +99,18 @@ BAD_CASES = {
                              "def test_a(): pass\n"
                              "@register(suite='s', hardware='cpu', schedule='per-commit', est_time=1, env={'v': {'DSPARK_CHECK': 'off'}})\n"
                              "def test_b(): pass\n", 5, ["per-commit/cpu/s[v]", "another registration"]),
+    "one function defined twice": ("@register(suite='s', hardware='cpu', schedule='per-commit', est_time=1)\n"
+                                   "def test_x(): pass\n"
+                                   "@register(suite='t', hardware='cpu', schedule='per-commit', est_time=1)\n"
+                                   "def test_x(): pass\n", 6, ["test_x is defined again", "first at line 4",
+                                                               "one pytest node id"]),
+    "one method defined twice": ("class TestC:\n"
+                                 "    @register(suite='s', hardware='cpu', schedule='per-commit', est_time=1)\n"
+                                 "    def test_m(self): pass\n"
+                                 "    def test_m(self): pass\n", 6, ["TestC::test_m is defined again"]),
+    "registered name rebound": ("@register(suite='s', hardware='cpu', schedule='per-commit', est_time=1)\n"
+                                "def test_x(): pass\n"
+                                "test_x = None\n", 5, ["test_x is rebound here", "defined at line 4"]),
     "look-alike decorator": ("class fake:\n    @staticmethod\n    def register(**kw): return lambda f: f\n"
                              "@fake.register(suite='s', hardware='cpu', schedule='per-commit', est_time=1)\n"
                              "def test_x(): pass\n", 6, ["'fake.register' is not ci.registration.register"]),
@@ -195,3 +207,17 @@ def test_real_registry_collects_and_audits_without_importing_torch():
     proc = subprocess.run([sys.executable, "-c", code], cwd=REAL_ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert int(proc.stdout.strip()) >= 1
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
+def test_two_test_files_pytest_imports_under_one_module_name(tmp_path):
+    repo = FixtureRepo(tmp_path)
+    body = "@register(suite='s', hardware='cpu', schedule='per-commit', est_time=1)\ndef test_x(): pass\n"
+    repo.test_file("gpu/test_same.py", body)
+    repo.test_file("cpu/test_same.py", body)
+    with pytest.raises(CollectionError, match=r"registered/gpu/test_same.py:1: pytest imports it as module "
+                                              r"'test_same', like registered/cpu/test_same.py"):
+        load_registry(tmp_path)
+    repo.write("registered/gpu/__init__.py", "")
+    repo.write("registered/cpu/__init__.py", "")
+    assert len(load_registry(tmp_path).collection.registrations) == 2

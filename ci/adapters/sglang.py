@@ -1,0 +1,213 @@
+"""sglang's format: module-level ``register_<backend>_ci(...)`` calls in ``test/registered/``.
+
+Read from syntax trees only (no import of sglang or of the tests). A call
+``register_amd_ci(est_time=3600, suite="nightly-amd-8-gpu-mi35x", nightly=True)``
+files its whole file into suite ``nightly-amd-8-gpu-mi35x`` for backend
+``amd``; positional arguments follow sglang's order (est_time, suite, nightly,
+disabled), and ``stage=`` + ``runner_config=`` name the suite
+``<stage>-test-<runner_config>``. ``disabled="reason"`` keeps the file out of
+its suite. Only module-level calls count: sglang's own reader ignores a call
+inside a function or an ``if`` block, and so does this one (it says so).
+
+A workflow step runs a suite with ``python3 run_suite.py --hw HW --suite S
+[--nightly] [--auto-partition-id I --auto-partition-size N]`` (I is 0-based),
+usually wrapped (``bash scripts/ci/amd/amd_ci_exec.sh ... python3 run_suite.py
+...``). run_suite.py selects registrations whose ``nightly`` equals the flag,
+so a nightly suite run without ``--nightly`` runs nothing. No gates.
+Imports nothing from ``impl/``, torch, sglang or test code.
+"""
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from ci.adapters.base import Adapter, RunnerCall, Target, parse_options
+
+REGISTERED_DIR = "test/registered"
+REGISTER_RE = re.compile(r"^register_([a-z0-9]+)_ci$")
+POSITIONAL = ("est_time", "suite", "nightly", "disabled")
+KEYWORDS = POSITIONAL + ("stage", "runner_config", "in_process_group")
+OPTIONS = {"--hw": True, "--suite": True, "--nightly": False,
+           "--auto-partition-id": True, "--auto-partition-size": True}
+_SKIP_FILES = ("__init__.py", "conftest.py")
+
+
+@dataclass(frozen=True)
+class SuiteRegistration:
+    file: str
+    line: int
+    backend: str               # cpu, cuda, amd, npu, xpu, musa, mlx, ...
+    suite: str
+    est_time: float
+    nightly: bool
+    disabled: Any = None       # None: enabled; otherwise sglang's reason (should be a non-empty string)
+
+    @property
+    def where(self) -> str:
+        return f"{self.file}:{self.line}"
+
+    @property
+    def schedule(self) -> str:
+        return "nightly" if self.nightly else "per-commit"
+
+    @property
+    def job_id(self) -> str:
+        return f"{self.schedule}/{self.backend}/{self.suite}"
+
+
+@dataclass
+class SuiteCollection:
+    registrations: list[SuiteRegistration] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+
+def _func_name(call: ast.Call) -> str | None:
+    func = call.func
+    if isinstance(func, ast.Name):
+        return func.id
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    return None
+
+
+def _read_call(rel: str, call: ast.Call, backend: str, problems: list[str]) -> SuiteRegistration | None:
+    where = f"{rel}:{call.lineno}"
+    name = _func_name(call)
+    values: dict[str, Any] = {}
+    if len(call.args) > len(POSITIONAL) or any(isinstance(a, ast.Starred) for a in call.args):
+        problems.append(f"{where}: {name}(): at most {len(POSITIONAL)} plain positional arguments {list(POSITIONAL)}")
+        return None
+    pairs = list(zip(POSITIONAL, call.args)) + [(kw.arg, kw.value) for kw in call.keywords]
+    for key, node in pairs:
+        if key is None:
+            problems.append(f"{where}: {name}(**...): write every argument literally")
+            return None
+        if key not in KEYWORDS:
+            problems.append(f"{where}: {name}(): unknown argument {key!r}; expected {list(KEYWORDS)}")
+            return None
+        if key in values:
+            problems.append(f"{where}: {name}(): argument {key!r} given twice")
+            return None
+        try:
+            values[key] = ast.literal_eval(node)
+        except ValueError:
+            problems.append(f"{where}: {name}({key}={ast.unparse(node)}): not a literal; "
+                            "run_suite.py reads the syntax tree and cannot see it")
+            return None
+    est = values.get("est_time")
+    if isinstance(est, bool) or not isinstance(est, (int, float)):
+        problems.append(f"{where}: {name}(): est_time must be a number of seconds, got {est!r}")
+        return None
+    stage, runner = values.get("stage"), values.get("runner_config")
+    suite = values.get("suite")
+    if (stage is None) != (runner is None) or (stage is not None and suite is not None):
+        problems.append(f"{where}: {name}(): give suite=, or stage= with runner_config=, not a mix")
+        return None
+    if stage is not None:
+        suite = f"{stage}-test-{runner}"
+    if not isinstance(suite, str) or not suite:
+        problems.append(f"{where}: {name}(): suite must be a non-empty string, got {suite!r}")
+        return None
+    nightly = values.get("nightly", False)
+    if not isinstance(nightly, bool):
+        problems.append(f"{where}: {name}(nightly={nightly!r}): must be True or False")
+        return None
+    return SuiteRegistration(rel, call.lineno, backend, suite, float(est), nightly, values.get("disabled"))
+
+
+def collect_suites(root: str | Path) -> SuiteCollection:
+    root = Path(root)
+    out = SuiteCollection()
+    base = root / REGISTERED_DIR
+    for path in sorted(base.rglob("*.py")) if base.is_dir() else []:
+        if path.name in _SKIP_FILES:
+            continue
+        rel = path.relative_to(root).as_posix()
+        out.files.append(rel)
+        try:
+            tree = ast.parse(path.read_text(encoding="utf-8"), filename=rel)
+        except SyntaxError as exc:
+            out.problems.append(f"{rel}:{exc.lineno}: syntax error: {exc.msg}")
+            continue
+        top = {id(stmt.value) for stmt in tree.body if isinstance(stmt, ast.Expr)}
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call):
+                continue
+            name = _func_name(node)
+            match = REGISTER_RE.match(name or "")
+            if not match:
+                continue
+            if id(node) not in top:
+                out.problems.append(f"{rel}:{node.lineno}: {name}(...) is not a module-level statement: "
+                                    "run_suite.py never sees it, so the file is in no suite")
+                continue
+            reg = _read_call(rel, node, match.group(1), out.problems)
+            if reg is not None:
+                out.registrations.append(reg)
+    return out
+
+
+def expected_runner(backend: str, suite: str) -> str | None:
+    """The runner label a suite name implies (AMD names carry GPU count and MI35x), when it does."""
+    if backend != "amd":
+        return None
+    count = re.search(r"(\d+)-gpu", suite)
+    gpus = count.group(1) if count else "1"
+    arch = "mi35x" if "mi35x" in suite else "mi325"
+    return f"linux-{arch}-gpu-{gpus}"
+
+
+def runner_mismatch(suite: str, backend: str, labels: tuple[str, ...]) -> str | None:
+    """Why runner ``labels`` cannot be the machine a suite's name asks for (GPU count, MI35x), or None."""
+    if backend != "amd" or not labels or any("${{" in lbl for lbl in labels):
+        return None
+    count = re.search(r"(\d+)-gpu", suite)
+    for label in labels:
+        tail = re.search(r"-(\d+)$", label)
+        if count and tail and tail.group(1) != count.group(1):
+            return f"the suite needs {count.group(1)} GPU(s), runner {label} has {tail.group(1)}"
+        arch = re.search(r"mi(\d+)", label)
+        if "mi35x" in suite and arch and not arch.group(1).startswith("35"):
+            return f"the suite is for MI35x, runner {label} is not"
+    return None
+
+
+class SGLangAdapter(Adapter):
+    name = "sglang"
+    has_gates = False
+    runner_hint = "python3 run_suite.py --hw HW --suite SUITE [--nightly] --auto-partition-id I --auto-partition-size N"
+    context = {"github.repository": "sgl-project/sglang"}
+
+    def collect(self, root: Path) -> SuiteCollection:
+        return collect_suites(root)
+
+    def find_call(self, words: tuple[str, ...]) -> RunnerCall | None:
+        for i, word in enumerate(words):
+            if word == "run_suite.py" or word.endswith("/run_suite.py"):
+                return RunnerCall(parse_options(words, i + 1, OPTIONS), " ".join(words), tuple(words[i + 1:]))
+        return None
+
+    def call_masks(self, call: RunnerCall) -> list[str]:
+        return [f"`{w}` on run_suite.py's command line prints the usage and runs nothing"
+                for w in call.rest if w in ("--help", "-h")]
+
+    def targets(self, options: Mapping[str, str | None]) -> tuple[list[Target], str | None]:
+        hw, suite = options.get("--hw"), options.get("--suite")
+        if not suite:
+            return [], "run_suite.py without --suite"
+        if not hw:
+            return [], f"run_suite.py --suite {suite} without --hw"
+        schedule = "nightly" if "--nightly" in options else "per-commit"
+        target = f"{schedule}/{hw}/{suite}"
+        pid, size = options.get("--auto-partition-id"), options.get("--auto-partition-size")
+        if (pid is None) != (size is None):
+            return [], "--auto-partition-id and --auto-partition-size go together"
+        if pid is None:
+            return [Target("suite", target)], None
+        if not str(pid).isdigit() or not str(size).isdigit() or not 0 <= int(pid) < int(size):
+            return [], f"--auto-partition-id {pid!r} --auto-partition-size {size!r}: expected 0 <= id < size"
+        return [Target("suite", target, (int(pid) + 1, int(size)))], None

@@ -1,0 +1,252 @@
+"""Registered skip reasons and where tests use them, read from syntax trees (no torch, no imports).
+
+``registered/skips.py`` holds ``SKIP_REASONS = {key: {...}}``; each entry has
+``text`` and ``skips_when``, a hardware condition the audit can evaluate against
+the catalog: ``"gpus<1"``, ``"gpus<N"`` (N: the marker's first argument, e.g.
+``requires_gpus(2)``), ``"vendor!=amd"`` / ``"vendor!=nvidia"``, or ``"always"``
+(it can skip on any machine, for a reason outside the hardware). An entry that
+can skip unconditionally needs ``owner`` and ``until`` like a disabled
+registration. Helper functions in skips.py (``requires_gpu``...) are mapped to
+the key they mention.
+
+Imports nothing from ``impl/`` or test code.
+"""
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+SKIPS_FILE = "registered/skips.py"
+CONDITION_RE = re.compile(r"^(?:always|gpus<(?:\d+|N)|vendor!=(?:cpu|nvidia|amd))$")
+REASON_KEYS = ("text", "skips_when", "owner", "until")
+
+
+@dataclass(frozen=True)
+class SkipReason:
+    key: str
+    text: str
+    skips_when: str          # "always", "gpus<1", "gpus<N", "vendor!=amd"
+    owner: str | None
+    until: str | None
+    line: int
+
+    @property
+    def unconditional(self) -> bool:
+        return self.skips_when == "always"
+
+
+@dataclass(frozen=True)
+class SkipUse:
+    """One place a registered test can skip: a marker, or a skip call in its body."""
+    node_id: str             # the test node it belongs to (file::name), or file for module level
+    where: str               # file:line of the use
+    key: str | None          # registered key (None: a plain pytest skip)
+    how: str                 # "marker requires_gpu()", "registered_skip() in the body", ...
+    arg: int | None = None   # the marker's first integer argument (requires_gpus(2))
+    always: bool = False     # skips wherever it runs (a top-level skip call, pytest.mark.skip)
+    unregistered: bool = False   # a skip whose reason is not a registered key (the runner fails the job on it)
+
+
+@dataclass
+class SkipTable:
+    reasons: dict[str, SkipReason] = field(default_factory=dict)
+    helpers: dict[str, str] = field(default_factory=dict)      # helper function -> key
+    problems: list[str] = field(default_factory=list)
+
+
+def _literal_assign(tree: ast.Module, name: str) -> tuple[Any, int] | None:
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        if any(isinstance(t, ast.Name) and t.id == name for t in targets) and node.value is not None:
+            return node.value, node.lineno
+    return None
+
+
+def _keys_in(node: ast.AST, known: Iterable[str]) -> list[str]:
+    known = set(known)
+    return [n.value for n in ast.walk(node) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+            and n.value in known]
+
+
+def load_skip_table(root: str | Path) -> SkipTable:
+    table = SkipTable()
+    path = Path(root) / SKIPS_FILE
+    if not path.is_file():
+        return table
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=SKIPS_FILE)
+    found = _literal_assign(tree, "SKIP_REASONS")
+    if found is None:
+        table.problems.append(f"{SKIPS_FILE}:1: no SKIP_REASONS = {{...}} literal")
+        return table
+    node, line = found
+    if not isinstance(node, ast.Dict):
+        table.problems.append(f"{SKIPS_FILE}:{line}: SKIP_REASONS must be a literal dict")
+        return table
+    for key_node, value_node in zip(node.keys, node.values):
+        try:
+            key, value = ast.literal_eval(key_node), ast.literal_eval(value_node)
+        except ValueError:
+            table.problems.append(f"{SKIPS_FILE}:{value_node.lineno}: SKIP_REASONS entries must be literals")
+            continue
+        where = f"{SKIPS_FILE}:{key_node.lineno}"
+        if isinstance(value, str):   # a bare text declares no condition: it may skip anywhere
+            value = {"text": value, "skips_when": "always"}
+        if not isinstance(value, dict) or not isinstance(value.get("text"), str):
+            table.problems.append(f"{where}: skip reason {key!r} must be a dict with a 'text' string")
+            continue
+        unknown = set(value) - set(REASON_KEYS)
+        if unknown:
+            table.problems.append(f"{where}: skip reason {key!r}: unknown key(s) {sorted(unknown)}; "
+                                  f"expected {list(REASON_KEYS)}")
+        when = str(value.get("skips_when", "always"))
+        if not CONDITION_RE.match(when):
+            table.problems.append(f"{where}: skip reason {key!r}: skips_when={when!r}; expected 'always', "
+                                  "'gpus<K', 'gpus<N' or 'vendor!=cpu|nvidia|amd'")
+            when = "always"
+        table.reasons[str(key)] = SkipReason(str(key), value["text"], when, value.get("owner"),
+                                             value.get("until"), key_node.lineno)
+    for fn in tree.body:
+        if isinstance(fn, ast.FunctionDef) and fn.name not in ("skip_message", "registered_skip"):
+            keys = sorted(set(_keys_in(fn, table.reasons)))
+            if len(keys) == 1:
+                table.helpers[fn.name] = keys[0]
+    return table
+
+
+def condition_skips(when: str, gpus: int, vendor: str, arg: int | None = None) -> bool:
+    """Does a skip condition hold on hardware with ``gpus`` GPUs of ``vendor``?"""
+    if when == "always":
+        return True
+    if when.startswith("gpus<"):
+        bound = when[5:]
+        limit = arg if bound == "N" else int(bound)
+        return limit is not None and gpus < limit
+    if when.startswith("vendor!="):
+        return vendor != when[8:]
+    return True
+
+
+def _callee(node: ast.AST) -> str | None:
+    target = node.func if isinstance(node, ast.Call) else node
+    parts = []
+    while isinstance(target, ast.Attribute):
+        parts.append(target.attr)
+        target = target.value
+    if isinstance(target, ast.Name):
+        parts.append(target.id)
+        return ".".join(reversed(parts))
+    return None
+
+
+def _first_int(call: ast.AST) -> int | None:
+    if isinstance(call, ast.Call) and call.args and isinstance(call.args[0], ast.Constant) \
+            and isinstance(call.args[0].value, int):
+        return call.args[0].value
+    return None
+
+
+def _marker_uses(decorators: list[ast.AST], node_id: str, rel: str, table: SkipTable) -> list[SkipUse]:
+    uses = []
+    for dec in decorators:
+        name = _callee(dec)
+        if name is None:
+            continue
+        last = name.rpartition(".")[2]
+        if last in table.helpers:
+            uses.append(SkipUse(node_id, f"{rel}:{dec.lineno}", table.helpers[last], f"marker {last}()",
+                                _first_int(dec)))
+        elif name.endswith("mark.skip"):
+            uses.append(SkipUse(node_id, f"{rel}:{dec.lineno}", None, "@pytest.mark.skip", always=True))
+        elif name.endswith("mark.skipif") and isinstance(dec, ast.Call) and dec.args:
+            try:
+                cond = ast.literal_eval(dec.args[0])
+            except ValueError:
+                cond = None
+            keys = _keys_in(dec, table.reasons)
+            if cond is not None and bool(cond):
+                uses.append(SkipUse(node_id, f"{rel}:{dec.lineno}", keys[0] if keys else None,
+                                    f"@pytest.mark.skipif({cond!r})", always=True))
+            elif cond is None:
+                uses.append(SkipUse(node_id, f"{rel}:{dec.lineno}", keys[0] if keys else None,
+                                    "@pytest.mark.skipif(...)", unregistered=not keys))
+        elif name.endswith("mark.xfail") and isinstance(dec, ast.Call) and any(
+                kw.arg == "run" and isinstance(kw.value, ast.Constant) and kw.value.value is False
+                for kw in dec.keywords):
+            uses.append(SkipUse(node_id, f"{rel}:{dec.lineno}", None, "@pytest.mark.xfail(run=False)", always=True))
+    return uses
+
+
+def _body_uses(fn: ast.AST, node_id: str, rel: str, table: SkipTable) -> list[SkipUse]:
+    uses = []
+    top = set(id(s) for s in getattr(fn, "body", []))
+    for stmt in getattr(fn, "body", []):
+        for sub in ast.walk(stmt):
+            if not isinstance(sub, ast.Call):
+                continue
+            dotted = _callee(sub) or ""
+            name = dotted.rpartition(".")[2]
+            if name not in ("registered_skip", "skip", "importorskip"):
+                continue
+            if name in ("skip", "importorskip") and not dotted.endswith("pytest." + name):
+                continue
+            keys = _keys_in(sub, table.reasons)
+            registered = bool(keys) or (name == "skip" and _registered_message(sub))
+            always = id(stmt) in top and isinstance(stmt, ast.Expr) and stmt.value is sub
+            uses.append(SkipUse(node_id, f"{rel}:{sub.lineno}", keys[0] if keys else None,
+                                f"{name}() in the body", always=always and name != "importorskip",
+                                unregistered=not registered))
+    return uses
+
+
+def _registered_message(call: ast.Call) -> bool:
+    """pytest.skip(<something that is not a literal>) may be a registered message; a literal must say so."""
+    if not call.args:
+        return False
+    arg = call.args[0]
+    if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+        return arg.value.startswith("[registered:")
+    return True
+
+
+def skip_uses(root: str | Path, test_files: Iterable[str], table: SkipTable) -> dict[str, list[SkipUse]]:
+    """Skip uses per test node id (module-level ``pytestmark`` and helper calls attach to every test)."""
+    out: dict[str, list[SkipUse]] = {}
+    for rel in test_files:
+        tree = ast.parse((Path(root) / rel).read_text(encoding="utf-8"), filename=rel)
+        module_uses: list[SkipUse] = []
+        found = _literal_assign(tree, "pytestmark")
+        if found is not None:
+            value, _ = found
+            decs = value.elts if isinstance(value, (ast.List, ast.Tuple)) else [value]
+            module_uses += _marker_uses(decs, rel, rel, table)
+        for node in tree.body:   # module-level skips: pytest.importorskip, pytest.skip(allow_module_level=True)
+            call = node.value if isinstance(node, (ast.Expr, ast.Assign)) else None
+            dotted = _callee(call) if isinstance(call, ast.Call) else None
+            if dotted and dotted.endswith(("pytest.importorskip", "pytest.skip")):
+                module_uses.append(SkipUse(rel, f"{rel}:{node.lineno}", None, f"module-level {dotted}()",
+                                           always=dotted.endswith("pytest.skip"), unregistered=True))
+        # module-level helpers (not tests) that skip: every test of the file may reach them
+        for node in tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and not node.name.startswith("test"):
+                module_uses += [SkipUse(rel, u.where, u.key, f"{u.how.split('(')[0]}() in helper {node.name}()",
+                                        unregistered=u.unregistered)
+                                for u in _body_uses(node, rel, rel, table)]
+        for node in tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test"):
+                nid = f"{rel}::{node.name}"
+                out[nid] = module_uses + _marker_uses(node.decorator_list, nid, rel, table) \
+                    + _body_uses(node, nid, rel, table)
+            elif isinstance(node, ast.ClassDef) and node.name.startswith("Test"):
+                cid = f"{rel}::{node.name}"
+                class_uses = module_uses + _marker_uses(node.decorator_list, cid, rel, table)
+                out[cid] = list(class_uses)
+                for item in node.body:
+                    if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name.startswith("test"):
+                        mid = f"{cid}::{item.name}"
+                        own = _marker_uses(item.decorator_list, mid, rel, table) + _body_uses(item, mid, rel, table)
+                        out[mid] = class_uses + own
+                        out[cid] = out[cid] + own
+    return out
