@@ -5,6 +5,14 @@ NaN payloads arrive unchanged. A row is skipped when its destination is
 negative -- and, defensively, when it lies past the end of ``unified``: the
 fast path never writes out of bounds. Check mode (may sync) turns out-of-range
 and duplicate destinations into a clear ValueError instead.
+
+Colliding destinations with check mode off (out of contract, docs/design.md §3):
+the LAST row aimed at a slot, in row order, is the one written -- on both
+backends -- so a slot always holds exactly one whole source row, never a blend
+of two racing writes or (torch backend) the sum of their deltas. Triton finds
+the later rows with a scan of the destinations inside the same kernel; torch
+with one ``scatter_reduce`` (amax of the row index per slot). Both are graph
+safe and sync-free.
 """
 from __future__ import annotations
 
@@ -16,30 +24,47 @@ from impl.validation import check_locs, check_mode_enabled, check_nonnegative, c
 
 
 @triton.jit
+def _destinations(rows, num_rows, loc_ptr, slot_ptr, pos_ptr, final_ptr, ring, window,
+                  ADDRESS_FROM_RING: tl.constexpr, HAS_FINAL_POS: tl.constexpr):
+    """int64 destination row of each of ``rows``, -1 where the row is skipped or past num_rows."""
+    in_batch = rows < num_rows
+    if ADDRESS_FROM_RING:
+        slot = tl.load(slot_ptr + rows, mask=in_batch, other=-1).to(tl.int64)
+        pos = tl.load(pos_ptr + rows, mask=in_batch, other=-1).to(tl.int64)
+        keep = in_batch & (slot >= 0) & (pos >= 0)
+        if HAS_FINAL_POS:
+            final = tl.load(final_ptr + rows, mask=in_batch, other=0).to(tl.int64)
+            keep = keep & (pos > final - window)  # only a request's last `window` tokens survive
+        # Triton's % truncates; rows with pos < 0 are skipped, so it equals torch's floor %.
+        dst = tl.where(keep, slot * ring + pos % ring, -1)
+    else:
+        dst = tl.load(loc_ptr + rows, mask=in_batch, other=-1).to(tl.int64)
+    return dst
+
+
+@triton.jit
 def _scatter_rows_kernel(
     src_ptr, dst_ptr,  # [T, D] rows and [pages, D] destination, same integer view
     loc_ptr,  # [T] destination rows (ADDRESS_FROM_RING=False)
     slot_ptr, pos_ptr, final_ptr,  # [T] ring inputs (ADDRESS_FROM_RING=True)
     num_rows, row_width, num_dst_rows, ring, window,
     ADDRESS_FROM_RING: tl.constexpr, HAS_FINAL_POS: tl.constexpr,
-    ROWS: tl.constexpr, BLOCK_D: tl.constexpr,
+    ROWS: tl.constexpr, BLOCK_D: tl.constexpr, SCAN: tl.constexpr,
 ):
     # Each program moves ROWS whole rows; a row is one vectorised BLOCK_D-wide access.
-    rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
-    in_batch = rows < num_rows
-    if ADDRESS_FROM_RING:
-        slot = tl.load(slot_ptr + rows, mask=in_batch, other=-1).to(tl.int64)
-        pos = tl.load(pos_ptr + rows, mask=in_batch, other=-1).to(tl.int64)
-        # Triton's % truncates; rows with pos < 0 are skipped, so it equals torch's floor %.
-        dst_row = slot * ring + pos % ring
-        keep = in_batch & (slot >= 0) & (pos >= 0)
-        if HAS_FINAL_POS:
-            final = tl.load(final_ptr + rows, mask=in_batch, other=0).to(tl.int64)
-            keep = keep & (pos > final - window)  # only a request's last `window` tokens survive
-    else:
-        dst_row = tl.load(loc_ptr + rows, mask=in_batch, other=-1).to(tl.int64)
-        keep = in_batch
-    keep = keep & (dst_row >= 0) & (dst_row < num_dst_rows)  # never write out of bounds
+    first = tl.program_id(0) * ROWS
+    rows = first + tl.arange(0, ROWS)
+    dst_row = _destinations(rows, num_rows, loc_ptr, slot_ptr, pos_ptr, final_ptr, ring, window,
+                            ADDRESS_FROM_RING, HAS_FINAL_POS)
+    keep = (dst_row >= 0) & (dst_row < num_dst_rows)  # skipped rows are -1; never write out of bounds
+    # Last writer wins: drop a row when a later row aims at the same slot (out of contract,
+    # but then the slot still gets one whole row, not two interleaved half-writes).
+    for start in range(first + 1, num_rows, SCAN):
+        later = start + tl.arange(0, SCAN)
+        later_dst = _destinations(later, num_rows, loc_ptr, slot_ptr, pos_ptr, final_ptr, ring, window,
+                                  ADDRESS_FROM_RING, HAS_FINAL_POS)
+        clash = (later_dst[None, :] == dst_row[:, None]) & (later[None, :] > rows[:, None])
+        keep = keep & (tl.max(clash.to(tl.int32), axis=1) == 0)
 
     cols = tl.arange(0, BLOCK_D)
     mask = keep[:, None] & (cols < row_width)[None, :]
@@ -60,7 +85,7 @@ def _launch(kv, unified, *, loc=None, slot=None, pos=None, final=None, ring=1, w
         dummy if final is None else final,
         num_rows, width, dst.shape[0], ring, window,
         ADDRESS_FROM_RING=slot is not None, HAS_FINAL_POS=final is not None,
-        ROWS=rows, BLOCK_D=block_d, num_warps=num_warps,
+        ROWS=rows, BLOCK_D=block_d, SCAN=64, num_warps=num_warps,
     )
 
 
@@ -69,11 +94,16 @@ def _scatter_torch(kv: torch.Tensor, loc: torch.Tensor, unified: torch.Tensor) -
 
     Integer adds wrap, so old + (new - old) == new bit for bit; skipped rows add 0
     to row 0 (unchanged). No masked indexing, no host sync, no trash row needed.
+    Of rows aimed at one slot only the last is kept, so the deltas never sum.
     """
     src, dst = _checks.bits_view(kv), _checks.bits_view(unified)
     loc = loc.to(torch.int64)
     keep = (loc >= 0) & (loc < dst.shape[0])
     target = torch.where(keep, loc, torch.zeros_like(loc))
+    order = torch.arange(loc.shape[0], device=loc.device)
+    last = torch.full((dst.shape[0],), -1, dtype=torch.int64, device=loc.device)
+    last.scatter_reduce_(0, target, torch.where(keep, order, torch.full_like(order, -1)), reduce="amax")
+    keep &= last.index_select(0, target) == order
     delta = torch.where(keep[:, None], src - dst.index_select(0, target), torch.zeros_like(src))
     dst.index_put_((target,), delta, accumulate=True)
 
