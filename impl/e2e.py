@@ -213,7 +213,8 @@ def _main_distributed(args, cfg, options: RunOptions, fault) -> int:
     case = prepare(case, device)
     progress(f"distributed run on {args.world_size} ranks ({backend})", force=True)
     try:
-        per_rank = launch([case], args.world_size, backend=backend, timeout_s=args.timeout)[0]
+        per_rank = launch([case], args.world_size, backend=backend, timeout_s=args.timeout,
+                          progress=Progress("e2e", every_s=10.0))[0]
     except DistributedRunError as err:
         print(f"distributed run failed: {str(err).split(chr(10) + '---')[0]}", file=sys.stderr)
         return 2

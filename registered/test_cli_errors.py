@@ -84,7 +84,7 @@ def test_cli_mistake_is_one_line_and_exit_2(argv, env, pattern):
     _assert_one_line_exit_2(_run(argv, env), pattern)
 
 
-@register(suite="foundation", hardware="cpu", schedule="per-commit", est_time=8)
+@register(suite="foundation", hardware="cpu", schedule="per-commit", est_time=20)
 def test_hardware_mistakes_on_cpu_are_one_line_and_exit_2():
     """--graph, --kernel-backend triton and check_nccl over NCCL need GPUs (torch is imported to know)."""
     if _has_gpus(1):
@@ -111,7 +111,7 @@ def test_gates_cli_shows_values_and_rejects_invalid_ones():
     _assert_one_line_exit_2(_run(GATES + ["--list"]), r"takes no arguments")
 
 
-@register(suite="foundation", hardware="cpu", schedule="per-commit", est_time=20)
+@register(suite="foundation", hardware="cpu", schedule="per-commit", est_time=25)
 def test_e2e_cli_says_what_it_runs():
     """A short run: the config line names the kernel backend (torch by default on CPU), progress
     goes to stderr, the verdict to stdout."""

@@ -75,15 +75,20 @@ def main(argv: list[str] | None = None) -> int:
 
     backend = pick_backend(args.world_size, args.backend)
     device = torch.device("cuda", 0) if backend == "nccl" else torch.device("cpu")
-    progress = Progress("check_nccl")
+    from impl.platform import default_kernel_backend
+
+    progress, waiting = Progress("check_nccl"), Progress("check_nccl", every_s=15.0)
+    kernels = options.kernel_backend or default_kernel_backend()
     progress(f"world_size={args.world_size} backend={backend} preset={args.preset} batch={batch} "
-             f"steps={args.steps} draft={args.draft}; reference continuations (reference decoder)", force=True)
+             f"steps={args.steps} draft={args.draft} kernel_backend={kernels}"
+             f"{' (Triton interpreter: slow)' if kernels == 'triton-interpret' else ''}; "
+             "reference continuations (reference decoder)", force=True)
     cases = build_cases(cfg, options)
     first = prepare(cases[0], device)  # every case shares prompts, gamma and steps: one reference run
     cases = build_cases(cfg, options, continuations=first.continuations)
     progress(f"distributed run: {len(cases)} cases on {args.world_size} ranks", force=True)
     start = time.perf_counter()
-    results = launch(cases, args.world_size, backend=backend, timeout_s=args.timeout)
+    results = launch(cases, args.world_size, backend=backend, timeout_s=args.timeout, progress=waiting)
     dist_s = time.perf_counter() - start
     exps = []
     for i, case in enumerate(cases):

@@ -24,6 +24,7 @@ import socket
 import tempfile
 import time
 from dataclasses import dataclass, field
+from typing import Callable
 
 import torch
 import torch.distributed as dist
@@ -126,8 +127,10 @@ def _summarise(err: BaseException) -> str:
 
 
 def launch(cases: list[DistCase], world_size: int, *, backend: str | None = None, timeout_s: float = 60.0,
-           deadline_s: float = 900.0) -> list[list[RankResult]]:
-    """Run ``cases`` on ``world_size`` ranks; returns ``results[case][rank]``."""
+           deadline_s: float = 900.0, progress: Callable[[str], None] | None = None) -> list[list[RankResult]]:
+    """Run ``cases`` on ``world_size`` ranks; returns ``results[case][rank]``.
+
+    ``progress(text)`` is called while waiting (about 4 times a second; the caller throttles)."""
     if not isinstance(world_size, int) or world_size < 1:
         raise ValueError(f"world_size must be a positive int, got {world_size!r}")
     backend = pick_backend(world_size, backend)
@@ -143,6 +146,8 @@ def launch(cases: list[DistCase], world_size: int, *, backend: str | None = None
                 running = [rank for rank, p in enumerate(ctx.processes) if p.exitcode is None]
                 if ctx.join(timeout=0.25):
                     break
+                if progress is not None:
+                    progress(f"ranks still running: {running}, {time.monotonic() - end + deadline_s:.0f} s")
                 if time.monotonic() > end:
                     raise DistributedRunError(f"distributed run passed its deadline of {deadline_s:.0f} s "
                                               f"(ranks still running: {running}); ranks killed")
