@@ -6,13 +6,16 @@ negative -- and, defensively, when it lies past the end of ``unified``: the
 fast path never writes out of bounds. Check mode (may sync) turns out-of-range
 and duplicate destinations into a clear ValueError instead.
 
-Colliding destinations with check mode off (out of contract, docs/design.md §3):
-the LAST row aimed at a slot, in row order, is the one written -- on both
-backends -- so a slot always holds exactly one whole source row, never a blend
-of two racing writes or (torch backend) the sum of their deltas. Triton finds
-the later rows with a scan of the destinations inside the same kernel; torch
-with one ``scatter_reduce`` (amax of the row index per slot). Both are graph
-safe and sync-free.
+Colliding destinations with check mode off (out of contract): the torch backend
+keeps the LAST row aimed at a slot, in row order (one ``scatter_reduce``: amax
+of the row index per slot; graph safe, no sync), never the sum of the rows'
+deltas. The Triton kernel moves each row as one vectorised access, so under the
+interpreter (programs run in order) the last row lands too. Compiled on a GPU,
+racing writes to one slot are not ordered: one row lands in practice, but the
+hardware does not make a whole-row write atomic. An exact rule in the kernel
+would cost a scan of every later row (O(rows^2): minutes at the benchmark's 1M
+rows) or a second launch over a per-slot claim array; the kernel keeps its one
+launch (check mode reports the collision instead).
 """
 from __future__ import annotations
 
@@ -24,47 +27,30 @@ from impl.validation import check_locs, check_mode_enabled, check_nonnegative, c
 
 
 @triton.jit
-def _destinations(rows, num_rows, loc_ptr, slot_ptr, pos_ptr, final_ptr, ring, window,
-                  ADDRESS_FROM_RING: tl.constexpr, HAS_FINAL_POS: tl.constexpr):
-    """int64 destination row of each of ``rows``, -1 where the row is skipped or past num_rows."""
-    in_batch = rows < num_rows
-    if ADDRESS_FROM_RING:
-        slot = tl.load(slot_ptr + rows, mask=in_batch, other=-1).to(tl.int64)
-        pos = tl.load(pos_ptr + rows, mask=in_batch, other=-1).to(tl.int64)
-        keep = in_batch & (slot >= 0) & (pos >= 0)
-        if HAS_FINAL_POS:
-            final = tl.load(final_ptr + rows, mask=in_batch, other=0).to(tl.int64)
-            keep = keep & (pos > final - window)  # only a request's last `window` tokens survive
-        # Triton's % truncates; rows with pos < 0 are skipped, so it equals torch's floor %.
-        dst = tl.where(keep, slot * ring + pos % ring, -1)
-    else:
-        dst = tl.load(loc_ptr + rows, mask=in_batch, other=-1).to(tl.int64)
-    return dst
-
-
-@triton.jit
 def _scatter_rows_kernel(
     src_ptr, dst_ptr,  # [T, D] rows and [pages, D] destination, same integer view
     loc_ptr,  # [T] destination rows (ADDRESS_FROM_RING=False)
     slot_ptr, pos_ptr, final_ptr,  # [T] ring inputs (ADDRESS_FROM_RING=True)
     num_rows, row_width, num_dst_rows, ring, window,
     ADDRESS_FROM_RING: tl.constexpr, HAS_FINAL_POS: tl.constexpr,
-    ROWS: tl.constexpr, BLOCK_D: tl.constexpr, SCAN: tl.constexpr,
+    ROWS: tl.constexpr, BLOCK_D: tl.constexpr,
 ):
     # Each program moves ROWS whole rows; a row is one vectorised BLOCK_D-wide access.
-    first = tl.program_id(0) * ROWS
-    rows = first + tl.arange(0, ROWS)
-    dst_row = _destinations(rows, num_rows, loc_ptr, slot_ptr, pos_ptr, final_ptr, ring, window,
-                            ADDRESS_FROM_RING, HAS_FINAL_POS)
-    keep = (dst_row >= 0) & (dst_row < num_dst_rows)  # skipped rows are -1; never write out of bounds
-    # Last writer wins: drop a row when a later row aims at the same slot (out of contract,
-    # but then the slot still gets one whole row, not two interleaved half-writes).
-    for start in range(first + 1, num_rows, SCAN):
-        later = start + tl.arange(0, SCAN)
-        later_dst = _destinations(later, num_rows, loc_ptr, slot_ptr, pos_ptr, final_ptr, ring, window,
-                                  ADDRESS_FROM_RING, HAS_FINAL_POS)
-        clash = (later_dst[None, :] == dst_row[:, None]) & (later[None, :] > rows[:, None])
-        keep = keep & (tl.max(clash.to(tl.int32), axis=1) == 0)
+    rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
+    in_batch = rows < num_rows
+    if ADDRESS_FROM_RING:
+        slot = tl.load(slot_ptr + rows, mask=in_batch, other=-1).to(tl.int64)
+        pos = tl.load(pos_ptr + rows, mask=in_batch, other=-1).to(tl.int64)
+        # Triton's % truncates; rows with pos < 0 are skipped, so it equals torch's floor %.
+        dst_row = slot * ring + pos % ring
+        keep = in_batch & (slot >= 0) & (pos >= 0)
+        if HAS_FINAL_POS:
+            final = tl.load(final_ptr + rows, mask=in_batch, other=0).to(tl.int64)
+            keep = keep & (pos > final - window)  # only a request's last `window` tokens survive
+    else:
+        dst_row = tl.load(loc_ptr + rows, mask=in_batch, other=-1).to(tl.int64)
+        keep = in_batch
+    keep = keep & (dst_row >= 0) & (dst_row < num_dst_rows)  # never write out of bounds
 
     cols = tl.arange(0, BLOCK_D)
     mask = keep[:, None] & (cols < row_width)[None, :]
@@ -85,7 +71,7 @@ def _launch(kv, unified, *, loc=None, slot=None, pos=None, final=None, ring=1, w
         dummy if final is None else final,
         num_rows, width, dst.shape[0], ring, window,
         ADDRESS_FROM_RING=slot is not None, HAS_FINAL_POS=final is not None,
-        ROWS=rows, BLOCK_D=block_d, SCAN=64, num_warps=num_warps,
+        ROWS=rows, BLOCK_D=block_d, num_warps=num_warps,
     )
 
 
