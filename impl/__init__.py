@@ -27,6 +27,10 @@ _LAZY = {
     "emulate": "impl.platform",
     "GATES": "impl.gates",
     "check_mode": "impl.validation",
+    # one run's options, resolved once at the edge; the e2e library call
+    "RunOptions": "impl.run_options",
+    "resolve_gates": "impl.gates",
+    "run_case": "impl.engine.run",
     # pools, metadata, sync policy, DSpark/MTP components
     "UnifiedKVPool": "impl.pools",
     "PagedKVPool": "impl.pools",

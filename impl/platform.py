@@ -77,15 +77,22 @@ def _emulated(backend: str, arch: str | None, device_count: int | None) -> Platf
     )
 
 
-def current_platform() -> Platform:
-    """The platform whose rules apply now: innermost ``emulate``, then the gate, then torch."""
-    if _override:
-        p = _override[-1]
-    else:
-        backend = gate_value("platform")
-        p = _detect() if backend is None else _emulated(backend, None, None)
+def platform_for(backend: str | None) -> Platform:
+    """The platform a run resolved to ``backend`` uses (None: detected); emulation is announced."""
+    p = _detect() if backend is None else _emulated(backend, None, None)
     _announce(p)
     return p
+
+
+def current_platform() -> Platform:
+    """The platform whose rules apply now: innermost ``emulate``, then the gate, then torch.
+
+    For ops called without a run's options; the engine takes ``RunOptions.platform``."""
+    if _override:
+        p = _override[-1]
+        _announce(p)
+        return p
+    return platform_for(gate_value("platform"))
 
 
 @contextlib.contextmanager
@@ -100,9 +107,30 @@ def emulate(backend: str, arch: str | None = None, device_count: int | None = No
         _override.pop()
 
 
+_kernel_override: list[str | None] = []
+
+
+@contextlib.contextmanager
+def use_kernel_backend(backend: str | None) -> Iterator[None]:
+    """Inside the block the ops run on ``backend`` (a run's ``RunOptions.kernel_backend``);
+    None: the hardware default, whatever the environment says."""
+    if backend is not None:
+        validate_gate_value("kernel_backend", backend, source="kernel_backend")
+    _kernel_override.append(backend)
+    try:
+        yield
+    finally:
+        _kernel_override.pop()
+
+
+def default_kernel_backend() -> str:
+    return "triton" if _detect().device == "cuda" else "triton-interpret"
+
+
 def kernel_backend() -> str:
-    """Who runs the data-moving ops: the gate's value, else triton on GPU / interpreter on CPU."""
-    chosen = gate_value("kernel_backend")
+    """Who runs the data-moving ops: the innermost ``use_kernel_backend``, else the gate's
+    value, else triton on GPU / interpreter on CPU."""
+    chosen = _kernel_override[-1] if _kernel_override else gate_value("kernel_backend")
     real = _detect()
     if chosen is None:
         return "triton" if real.device == "cuda" else "triton-interpret"

@@ -131,7 +131,7 @@ def build_prefill_metadata(
         exact = True
     elif path == "ragged-eager":
         if num_tokens is None:
-            num_tokens = int(extend_lens.sum().item())  # the eager total: one sync, counted
+            num_tokens = int(extend_lens.clamp_min(0).sum().item())  # the eager total: one sync, counted
         exact = True
     else:
         if num_tokens is None:
@@ -143,8 +143,9 @@ def build_prefill_metadata(
         raise ValueError(f"num_tokens must be a non-negative int, got {num_tokens!r}")
 
     decision = sync_policy.decide(platform, algorithm, path, exact_num_tokens=exact)
-    ext = extend_lens.to(torch.int64)
-    prefix = prefix_lens.to(torch.int64)
+    # out of contract (check mode raised above): negative lengths count as 0
+    ext = extend_lens.to(torch.int64).clamp_min(0)
+    prefix = prefix_lens.to(torch.int64).clamp_min(0)
     padded_lens = None
     if decision == sync_policy.PADDED_TIER:
         from impl.kernels import pad_verify_lens_to_bucket
@@ -154,7 +155,7 @@ def build_prefill_metadata(
             if real > num_tokens:
                 raise ValueError(f"verify/extend lens sum to {real}, above the graph token tier {num_tokens}")
         # the graph layout: lens padded over padded_bs rows to sum to the tier (invariant 8)
-        padded_lens = pad_verify_lens_to_bucket(extend_lens, num_tokens, bs if padded_bs is None else padded_bs)
+        padded_lens = pad_verify_lens_to_bucket(ext, num_tokens, bs if padded_bs is None else padded_bs)
         output_size: int | None = num_tokens
     elif decision == sync_policy.OUTPUT_SIZE:
         if check_mode_enabled():

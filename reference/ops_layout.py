@@ -34,13 +34,17 @@ def unified_inject_loc(positions, state_slot, *, ring, window, final_pos=None, c
 
 
 def expand_prefill_causally(seq_lens, extend_lens, req_pool_indices, *, num_tokens=None):
+    """Out-of-contract values as decided: negative extend counts as 0, prefix = max(seq - ext, 0),
+    and ``num_tokens`` below the total keeps the first ``num_tokens`` rows."""
     causal, slots = [], []
     for r in range(len(extend_lens)):
-        first_position = int(seq_lens[r]) - int(extend_lens[r])
-        for j in range(int(extend_lens[r])):
+        ext = max(int(extend_lens[r]), 0)
+        first_position = max(int(seq_lens[r]) - ext, 0)
+        for j in range(ext):
             causal.append(first_position + j + 1)  # seq_len_causal = position + 1
             slots.append(int(req_pool_indices[r]))
     if num_tokens is not None:
+        del causal[num_tokens:], slots[num_tokens:]
         while len(causal) < num_tokens:  # padding rows
             causal.append(1)
             slots.append(int(req_pool_indices[-1]))
@@ -55,8 +59,9 @@ def select_token_tier(need, tiers):
 
 
 def pad_verify_lens_to_bucket(verify_lens, tier, padded_bs):
-    lens = [int(v) for v in verify_lens]
-    leftover = tier - sum(lens)
+    """Negative lens count as 0; padding is never negative (0 when the tier is below the sum)."""
+    lens = [max(int(v), 0) for v in verify_lens]
+    leftover = max(tier - sum(lens), 0)
     n_pad = padded_bs - len(lens)
     if n_pad > 0:
         lens += [leftover // n_pad + (1 if i < leftover % n_pad else 0) for i in range(n_pad)]
@@ -68,7 +73,7 @@ def pad_verify_lens_to_bucket(verify_lens, tier, padded_bs):
 def prefill_inject_meta(req_pool_indices, prefix_lens, extend_lens):
     positions, slots, final = [], [], []
     for r in range(len(extend_lens)):
-        prefix, ext = int(prefix_lens[r]), int(extend_lens[r])
+        prefix, ext = max(int(prefix_lens[r]), 0), max(int(extend_lens[r]), 0)  # negatives count as 0
         for j in range(ext):
             positions.append(prefix + j)
             slots.append(int(req_pool_indices[r]))

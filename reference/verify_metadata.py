@@ -27,8 +27,10 @@ def expected_sync_kinds(platform: str, algorithm: str, path: str) -> list[str]:
 
 
 def pad_lens(lens: list[int], tier: int, padded_bs: int) -> list[int]:
+    """Negative lens count as 0; padding is never negative (0 when the tier is below the sum)."""
+    lens = [max(int(v), 0) for v in lens]
     out = list(lens) + [0] * (padded_bs - len(lens))
-    leftover = tier - sum(lens)
+    leftover = max(tier - sum(lens), 0)
     n_pad = padded_bs - len(lens)
     if n_pad:
         for i in range(n_pad):
@@ -41,6 +43,7 @@ def pad_lens(lens: list[int], tier: int, padded_bs: int) -> list[int]:
 def token_metadata(prefix_lens, extend_lens, req_pool_indices, *, window, tier=None, padded_bs=None):
     """Per-token metadata as a dict of lists; ``tier`` selects the padded graph layout."""
     prefix, ext, rpi = (list(map(int, x)) for x in (prefix_lens, extend_lens, req_pool_indices))
+    prefix, ext = [max(p, 0) for p in prefix], [max(e, 0) for e in ext]  # out of contract: negatives count as 0
     out = {k: [] for k in ("positions", "seq_lens_causal", "req_indices", "final_pos", "is_padding", "token_batch_index")}
     for r in range(len(ext)):
         for j in range(ext[r]):

@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 
 from ci.registration import register
-from impl.e2e import make_prompts, run_case
-from impl.engine.engine import SamplingParams
+from impl.engine.run import make_prompts, run_case
+from impl.run_options import RunOptions, SamplingParams
 from impl.model.oracle_draft import expected_accept_length
 from impl.model.tiny_config import cpu_small
 from impl.spec.acceptance import expected_accept_length as spec_expected
@@ -28,8 +28,8 @@ def torch_kernels(monkeypatch):
 @pytest.mark.parametrize("algorithm", ["dspark", "mtp"])
 def test_oracle_draft_accepts_every_token(algorithm, torch_kernels):
     gamma = 4
-    res = run_case(cpu_small(), algorithm=algorithm, gamma=gamma, batch=4, num_slots=2, draft="oracle",
-                   max_new_tokens=11, checked=True)
+    res = run_case(cpu_small(), RunOptions.resolve(algorithm=algorithm, gamma=gamma, batch=4, num_slots=2,
+                                                   draft="oracle", max_new_tokens=11, checked=True))
     assert res.lossless
     steps = res.engine.accept_lengths_per_step()
     assert steps and all(c == gamma + 1 for step in steps for c in step), steps
@@ -42,9 +42,9 @@ def test_noisy_oracle_matches_analytic_accept_length(torch_kernels):
     analytic = expected_accept_length(q, gamma)
     assert analytic == pytest.approx(spec_expected(gamma, q))  # two derivations agree
     cfg = cpu_small()
-    res = run_case(cfg, algorithm="dspark", gamma=gamma, batch=48, num_slots=48, draft=f"noisy:{q}",
-                   max_new_tokens=110, seed=7, prompts=make_prompts(cfg, 48, gamma, seed=7),
-                   reference="plain-engine")
+    options = RunOptions.resolve(algorithm="dspark", gamma=gamma, batch=48, num_slots=48, draft=f"noisy:{q}",
+                                 max_new_tokens=110, seed=7)
+    res = run_case(cfg, options, prompts=make_prompts(cfg, 48, gamma, seed=7), reference="plain-engine")
     stats = res.engine.stats
     assert res.lossless
     assert stats.steps >= 2000, stats.summary()
@@ -56,8 +56,8 @@ def test_noisy_oracle_matches_analytic_accept_length(torch_kernels):
 @register(suite="e2e", hardware="cpu", schedule="per-commit", est_time=20)
 @pytest.mark.parametrize("algorithm", ["dspark", "mtp"])
 def test_random_draft_is_still_lossless(algorithm):
-    res = run_case(cpu_small(), algorithm=algorithm, gamma=3, batch=4, num_slots=2, draft="random",
-                   max_new_tokens=5, seed=3, checked=True)
+    res = run_case(cpu_small(), RunOptions.resolve(algorithm=algorithm, gamma=3, batch=4, num_slots=2,
+                                                   draft="random", max_new_tokens=5, seed=3, checked=True))
     assert res.lossless, res.mismatches
 
 
@@ -66,8 +66,9 @@ def test_random_draft_is_still_lossless(algorithm):
 def test_sampling_verify_produces_valid_tokens(algorithm, torch_kernels):
     cfg = cpu_small()
     params = SamplingParams(temperature=0.8, top_k=8, top_p=0.9, seed=1)
-    runs = [run_case(cfg, algorithm=algorithm, gamma=3, batch=4, num_slots=2, sampling=params, max_new_tokens=8,
-                     seed=11, with_reference=False, checked=True) for _ in range(2)]
+    options = RunOptions.resolve(algorithm=algorithm, gamma=3, batch=4, num_slots=2, sampling=params,
+                                 max_new_tokens=8, seed=11, checked=True)
+    runs = [run_case(cfg, options, with_reference=False) for _ in range(2)]
     outs = runs[0].outputs
     assert sorted(outs) == [0, 1, 2, 3]
     assert all(len(t) == 8 and all(0 <= x < cfg.vocab for x in t) for t in outs.values())
@@ -75,6 +76,5 @@ def test_sampling_verify_produces_valid_tokens(algorithm, torch_kernels):
     lens = [c for step in runs[0].engine.accept_lengths_per_step() for c in step]
     assert all(1 <= c <= 4 for c in lens)
     # sampling must really sample: a different seed changes the text somewhere
-    other = run_case(cfg, algorithm=algorithm, gamma=3, batch=4, num_slots=2, sampling=params, max_new_tokens=8,
-                     seed=12, with_reference=False)
+    other = run_case(cfg, options.replace(seed=12, checked=False), with_reference=False)
     assert other.outputs != outs

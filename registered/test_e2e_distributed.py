@@ -29,8 +29,9 @@ from impl.distributed.compare import expected, prepare
 from impl.distributed.dp_engine import requests_of_rank
 from impl.distributed.launch import DistCase, DistributedRunError, launch, merged_outputs
 from impl.distributed.lockstep import FaultPlan
-from impl.e2e import make_prompts
+from impl.engine.prompts import make_prompts
 from impl.model.tiny_config import cpu_small, dsv4_geometry
+from impl.run_options import RunOptions
 from registered.skips import requires_gpus
 
 MIN_MARGIN = 1e-3
@@ -41,16 +42,17 @@ MAX_NEW = 6
 def _cases(cfg, prompts, *, max_new=MAX_NEW, gamma=GAMMA, slots=1, checked=True, device="cpu"):
     # noisy drafts make commit lengths vary over 1..gamma+1 (partial commits, idle steps);
     # DSpark/unified proposes with the draft model itself
-    return [prepare(DistCase(cfg, prompts, max_new, algorithm=algo, gamma=gamma, kv_backend=kv, num_slots=slots,
-                             draft="model" if (algo, kv) == ("dspark", "unified") else "noisy:0.3",
-                             checked=checked, seed=1), device)
+    return [prepare(DistCase(cfg, prompts, RunOptions.resolve(
+                algorithm=algo, gamma=gamma, kv_backend=kv, num_slots=slots, max_new_tokens=max_new,
+                draft="model" if (algo, kv) == ("dspark", "unified") else "noisy:0.3", checked=checked, seed=1)),
+                    device)
             for algo in ("dspark", "mtp") for kv in ("unified", "paged")]
 
 
 def _check_equal(cases, results, world_size, device="cpu"):
     for case, per_rank in zip(cases, results):
         exp = expected(case, device)
-        label = f"{case.algorithm}/{case.kv_backend}/{case.draft} on {world_size} ranks"
+        label = f"{case.options.algorithm}/{case.options.kv_backend}/{case.options.draft} on {world_size} ranks"
         assert exp.min_margin > MIN_MARGIN, f"{label}: near-tie in the reference ({exp.min_margin})"
         assert exp.single == exp.reference, f"{label}: the single-rank engine itself is not lossless"
         got = merged_outputs(per_rank)
@@ -89,8 +91,9 @@ def test_dp_tp_under_triton_interpreter():
     """The same equality with the pools' Triton kernels run by the interpreter (CPU CI's default)."""
     cfg = cpu_small()
     prompts = make_prompts(cfg, 3, 2, seed=5)
-    cases = [prepare(DistCase(cfg, prompts, 4, algorithm="dspark", gamma=2, kv_backend="unified", num_slots=1,
-                              draft="noisy:0.3", checked=True))]
+    cases = [prepare(DistCase(cfg, prompts, RunOptions.resolve(algorithm="dspark", gamma=2, kv_backend="unified",
+                                                               kernel_backend="triton-interpret", num_slots=1, max_new_tokens=4, draft="noisy:0.3",
+                                                               checked=True)))]
     results = launch(cases, 2, backend="gloo", timeout_s=120)
     _check_equal(cases, results, 2)
 
@@ -160,8 +163,8 @@ def test_tp_mlp_equals_single_rank_mlp_and_lockstep_is_checked(tmp_path):
 def test_rank_failure_fails_every_rank_naming_it(world_size, batch, fault, monkeypatch):
     monkeypatch.setenv("DSPARK_KERNEL_BACKEND", "torch")
     cfg = cpu_small()
-    case = DistCase(cfg, make_prompts(cfg, batch, GAMMA, seed=3), MAX_NEW, algorithm="mtp", gamma=GAMMA,
-                    kv_backend="paged", num_slots=1, fault=fault)
+    options = RunOptions.resolve(algorithm="mtp", gamma=GAMMA, kv_backend="paged", num_slots=1, max_new_tokens=MAX_NEW)
+    case = DistCase(cfg, make_prompts(cfg, batch, GAMMA, seed=3), options, fault=fault)
     start = time.monotonic()
     with pytest.raises(DistributedRunError) as info:
         launch([case], world_size, backend="gloo", timeout_s=60, deadline_s=120)
@@ -180,8 +183,10 @@ def test_crashed_or_hung_rank_ends_the_run(mode, monkeypatch):
     process group's timeout (hang) must still end every rank within a bounded time."""
     monkeypatch.setenv("DSPARK_KERNEL_BACKEND", "torch")
     cfg = cpu_small()
-    case = DistCase(cfg, make_prompts(cfg, 2, GAMMA, seed=3), MAX_NEW, algorithm="dspark", gamma=GAMMA,
-                    kv_backend="unified", num_slots=1, fault=FaultPlan(rank=1, step=1, mlp_call=0, mode=mode))
+    options = RunOptions.resolve(algorithm="dspark", gamma=GAMMA, kv_backend="unified", num_slots=1,
+                                 max_new_tokens=MAX_NEW)
+    case = DistCase(cfg, make_prompts(cfg, 2, GAMMA, seed=3), options,
+                    fault=FaultPlan(rank=1, step=1, mlp_call=0, mode=mode))
     start = time.monotonic()
     with pytest.raises(DistributedRunError) as info:
         launch([case], 2, backend="gloo", timeout_s=60 if mode == "exit" else 15, deadline_s=90)

@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 
 from ci.registration import register
-from impl.e2e import run_case
+from impl.engine.run import run_case
 from impl.model.tiny_config import dsv4_geometry
+from impl.run_options import RunOptions
 from registered.skips import requires_gpu
 
 GAMMA = 5
@@ -21,8 +22,9 @@ GAMMA = 5
 def test_gpu_lossless_dsv4_geometry(algorithm, kv_backend):
     cfg = dsv4_geometry()
     for draft in ("model", "noisy:0.3"):
-        res = run_case(cfg, algorithm=algorithm, gamma=GAMMA, kv_backend=kv_backend, batch=6, num_slots=4,
-                       draft=draft, max_new_tokens=24, seed=1, checked=True, device="cuda")
+        res = run_case(cfg, RunOptions.resolve(algorithm=algorithm, gamma=GAMMA, kv_backend=kv_backend, batch=6,
+                                               num_slots=4, draft=draft, max_new_tokens=24, seed=1, checked=True,
+                                               device="cuda"))
         assert res.min_margin > 1e-3, f"near-tie in the reference (margin {res.min_margin})"
         assert res.lossless, f"{draft}: mismatches {res.mismatches}"
         assert max(len(r.prompt) for r in res.engine.finished.values()) > 2 * cfg.window
@@ -35,10 +37,10 @@ def test_gpu_lossless_dsv4_geometry(algorithm, kv_backend):
 @pytest.mark.parametrize("algorithm", ["dspark", "mtp"])
 def test_graph_decode_matches_eager(algorithm, kv_backend):
     cfg = dsv4_geometry()
-    kw = dict(algorithm=algorithm, gamma=GAMMA, kv_backend=kv_backend, batch=6, num_slots=4, draft="noisy:0.3",
-              max_new_tokens=24, seed=2, device="cuda")
-    eager = run_case(cfg, **kw)
-    graph = run_case(cfg, graph=True, **kw)
+    options = RunOptions.resolve(algorithm=algorithm, gamma=GAMMA, kv_backend=kv_backend, batch=6, num_slots=4,
+                                 draft="noisy:0.3", max_new_tokens=24, seed=2, device="cuda")
+    eager = run_case(cfg, options)
+    graph = run_case(cfg, options.replace(graph=True))
     assert graph.engine.graph_runner.replays == graph.engine.step_index - sum(
         1 for r in graph.engine.records if not r.verified)
     assert len(graph.engine.graph_runner.graphs) >= 2, "batch sizes should hit more than one captured tier"

@@ -15,10 +15,11 @@ import pytest
 
 from ci.registration import register
 from impl import sync_policy
-from impl.e2e import run_case
+from impl.engine.run import run_case
 from impl.gates import gate_value
 from impl.model.tiny_config import cpu_small
 from impl.platform import current_platform
+from impl.run_options import RunOptions
 
 MAX_NEW = 6
 BATCH, SLOTS = 4, 3
@@ -37,8 +38,9 @@ def test_spec_decode_is_lossless(gamma, algorithm):
     # gamma 1 proposes with the draft model itself; larger gamma with a noisy oracle so
     # commit lengths vary over 1..gamma+1 and the commit gate writes partial rows
     draft = "model" if gamma == 1 else "noisy:0.3"
-    res = run_case(cfg, algorithm=algorithm, gamma=gamma, batch=BATCH, num_slots=SLOTS, draft=draft,
-                   max_new_tokens=MAX_NEW, seed=gamma, checked=True)
+    options = RunOptions.resolve(algorithm=algorithm, gamma=gamma, batch=BATCH, num_slots=SLOTS, draft=draft,
+                                 max_new_tokens=MAX_NEW, seed=gamma, checked=True)  # the gates: read once, here
+    res = run_case(cfg, options)
     eng = res.engine
     assert res.min_margin > MIN_MARGIN, f"near-tie in the reference (margin {res.min_margin}); pick another seed"
     assert res.lossless, f"speculative output differs from the reference at {res.mismatches}"

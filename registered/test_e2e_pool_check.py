@@ -9,9 +9,10 @@ from __future__ import annotations
 import pytest
 
 from ci.registration import register
-from impl.e2e import run_case
+from impl.engine.run import run_case
 from impl.engine.checker import PoolCheckError
 from impl.model.tiny_config import cpu_small
+from impl.run_options import RunOptions
 from impl.spec.injector import TargetHiddenInjector
 
 
@@ -32,8 +33,9 @@ def _drop_commit_gate(original):
 
 
 def _run(checked, kv_backend="unified"):
-    return run_case(cpu_small(), algorithm="dspark", gamma=3, kv_backend=kv_backend, batch=4, num_slots=2,
-                    draft="noisy:0.5", max_new_tokens=5, seed=4, checked=checked)
+    return run_case(cpu_small(), RunOptions.resolve(algorithm="dspark", gamma=3, kv_backend=kv_backend, batch=4,
+                                                    num_slots=2, draft="noisy:0.5", max_new_tokens=5, seed=4,
+                                                    checked=checked))
 
 
 @pytest.fixture(autouse=True)

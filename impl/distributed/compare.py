@@ -26,28 +26,28 @@ class Expected:
 def prepare(case: DistCase, device: str | torch.device = "cpu") -> DistCase:
     """Fill ``case.continuations`` when its draft source (oracle / noisy) needs them."""
     from impl.engine.drafting import DraftSource
-    from impl.e2e import reference_continuations
+    from impl.engine.run import reference_continuations
     from impl.model.weights import target_weights
 
-    if DraftSource.parse(case.draft).needs_continuation and not case.continuations:
-        g = case.cfg.gamma if case.gamma is None else case.gamma
+    if DraftSource.parse(case.options.draft).needs_continuation and not case.continuations:
         weights = target_weights(case.cfg, device)
-        case.continuations, _ = reference_continuations(case.cfg, weights, case.prompts, case.max_new_tokens + g + 1)
+        case.continuations = reference_continuations(case.cfg, weights, case.prompts,
+                                                     case.max_new_tokens + case.gamma + 1).tokens
     return case
 
 
 def expected(case: DistCase, device: str | torch.device = "cpu") -> Expected:
-    from impl.e2e import run_case
+    from impl.engine.run import run_case
 
-    res = run_case(case.cfg, algorithm=case.algorithm, gamma=case.gamma, kv_backend=case.kv_backend,
-                   platform=case.platform, num_slots=max(1, len(case.prompts)), draft=case.draft,
-                   max_new_tokens=case.max_new_tokens, seed=case.seed, device=device, prompts=case.prompts)
+    options = case.options.replace(num_slots=max(1, len(case.prompts)), device=str(device), checked=False,
+                                   batch=len(case.prompts))
+    res = run_case(case.cfg, options, prompts=case.prompts)
     return Expected(res.outputs, res.references, res.min_margin, res.accept_length)
 
 
 def describe(case: DistCase) -> str:
-    g = case.cfg.gamma if case.gamma is None else case.gamma
-    return f"{case.algorithm or 'env'}/{case.kv_backend or 'env'} g={g} {case.draft} batch={len(case.prompts)}"
+    o = case.options
+    return f"{o.algorithm}/{o.kv_backend} g={case.gamma} {o.draft} batch={len(case.prompts)}"
 
 
 def table(cases: list[DistCase], results: list[list[RankResult]], expectations: list[Expected]) -> tuple[str, bool]:

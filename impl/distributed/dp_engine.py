@@ -32,6 +32,7 @@ from impl.engine.engine import SpecEngine
 from impl.model.target import TargetModel
 from impl.model.tiny_config import TinyConfig
 from impl.model.weights import target_weights
+from impl.run_options import RunOptions
 
 
 def requests_of_rank(num_requests: int, rank: int, world_size: int) -> list[int]:
@@ -58,12 +59,15 @@ class RankResult:
 class DpEngine:
     """One rank of a DP-attention / TP-MLP run (call inside an initialised process group)."""
 
-    def __init__(self, cfg: TinyConfig, *, device, fault: FaultPlan | None = None, **engine_kwargs):
+    def __init__(self, cfg: TinyConfig, options: RunOptions, *, fault: FaultPlan | None = None,
+                 num_slots: int | None = None, continuations: dict[int, list[int]] | None = None):
+        device = torch.device(options.device or "cpu")
         self.lockstep = Lockstep(device, fault)
         self.rank, self.world_size = self.lockstep.rank, self.lockstep.world_size
         weights = target_weights(cfg, device)  # the full single-rank weights, same seed
         target = TargetModel(cfg, device, weights)
-        self.engine = SpecEngine(cfg, device=device, target=target, lockstep=self, **engine_kwargs)
+        self.engine = SpecEngine(cfg, options, num_slots=num_slots, continuations=continuations, target=target,
+                                 lockstep=self)
         target.mlps = [TensorParallelMlp(layer.mlp, cfg.eps, self.lockstep) for layer in weights.layers]
         if self.engine.draft is not None:
             self.engine.draft.mlp = TensorParallelMlp(self.engine.draft.w.layer.mlp, cfg.eps, self.lockstep)

@@ -24,6 +24,7 @@ import socket
 import tempfile
 import time
 from dataclasses import dataclass, field
+from typing import Callable
 
 import torch
 import torch.distributed as dist
@@ -32,6 +33,7 @@ import torch.multiprocessing as mp
 from impl.distributed.dp_engine import DpEngine, RankResult
 from impl.distributed.lockstep import FaultPlan
 from impl.model.tiny_config import TinyConfig
+from impl.run_options import RunOptions
 
 ENV_DEFAULTS = {"NCCL_NVLS_ENABLE": "0"}
 for _k, _v in ENV_DEFAULTS.items():
@@ -40,21 +42,34 @@ for _k, _v in ENV_DEFAULTS.items():
 
 @dataclass
 class DistCase:
-    """One engine run on every rank (greedy): prompts are split round robin across ranks."""
+    """One engine run on every rank (greedy): prompts are split round robin across ranks.
+
+    ``options`` (resolved at the edge) carries every choice; ``options.num_slots`` is per
+    rank (default 2) and ``options.max_new_tokens`` the tokens per request."""
 
     cfg: TinyConfig
     prompts: list[list[int]]
-    max_new_tokens: int
-    algorithm: str | None = None
-    gamma: int | None = None
-    kv_backend: str | None = None
-    platform: str | None = None
-    num_slots: int = 2  # per rank
-    draft: str = "model"
+    options: RunOptions
     continuations: dict[int, list[int]] = field(default_factory=dict)
-    checked: bool = False
-    seed: int = 0
     fault: FaultPlan | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.options, RunOptions):
+            raise TypeError(f"DistCase.options must be a RunOptions, got {type(self.options).__name__}")
+        if self.options.sampling is not None or self.options.graph:
+            raise ValueError("distributed runs support greedy eager decoding only (no sampling, no graph)")
+
+    @property
+    def max_new_tokens(self) -> int:
+        return self.options.max_new_tokens
+
+    @property
+    def num_slots(self) -> int:
+        return self.options.num_slots or 2
+
+    @property
+    def gamma(self) -> int:
+        return self.options.gamma_for(self.cfg.gamma)
 
 
 class DistributedRunError(RuntimeError):
@@ -91,9 +106,8 @@ def _rank_main(rank: int, world_size: int, port: int, backend: str, timeout_s: f
                             timeout=datetime.timedelta(seconds=timeout_s))
     results = []
     for case in cases:
-        eng = DpEngine(case.cfg, device=device, fault=case.fault, gamma=case.gamma, num_slots=case.num_slots,
-                       algorithm=case.algorithm, kv_backend=case.kv_backend, platform=case.platform, draft=case.draft,
-                       continuations=case.continuations or None, checked=case.checked, seed=case.seed)
+        eng = DpEngine(case.cfg, case.options.replace(device=str(device)), fault=case.fault,
+                       num_slots=case.num_slots, continuations=case.continuations or None)
         eng.add_requests(case.prompts, case.max_new_tokens)
         results.append(eng.run())
     with open(os.path.join(out_dir, f"rank{rank}.pkl"), "wb") as f:
@@ -113,8 +127,10 @@ def _summarise(err: BaseException) -> str:
 
 
 def launch(cases: list[DistCase], world_size: int, *, backend: str | None = None, timeout_s: float = 60.0,
-           deadline_s: float = 900.0) -> list[list[RankResult]]:
-    """Run ``cases`` on ``world_size`` ranks; returns ``results[case][rank]``."""
+           deadline_s: float = 900.0, progress: Callable[[str], None] | None = None) -> list[list[RankResult]]:
+    """Run ``cases`` on ``world_size`` ranks; returns ``results[case][rank]``.
+
+    ``progress(text)`` is called while waiting (about 4 times a second; the caller throttles)."""
     if not isinstance(world_size, int) or world_size < 1:
         raise ValueError(f"world_size must be a positive int, got {world_size!r}")
     backend = pick_backend(world_size, backend)
@@ -130,6 +146,8 @@ def launch(cases: list[DistCase], world_size: int, *, backend: str | None = None
                 running = [rank for rank, p in enumerate(ctx.processes) if p.exitcode is None]
                 if ctx.join(timeout=0.25):
                     break
+                if progress is not None:
+                    progress(f"ranks still running: {running}, {time.monotonic() - end + deadline_s:.0f} s")
                 if time.monotonic() > end:
                     raise DistributedRunError(f"distributed run passed its deadline of {deadline_s:.0f} s "
                                               f"(ranks still running: {running}); ranks killed")

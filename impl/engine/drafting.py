@@ -4,12 +4,13 @@ The draft *model* (DSpark block or MTP chain) always runs when an algorithm is
 on -- so its reads of the injected KV are exercised every step -- and the
 ``source`` decides which tokens are proposed: the model's own (argmax or
 samples), or an oracle / noisy oracle / random override (SPEC §7).
+
+Parsing must stay torch-free (the CLIs validate ``--draft`` with it before
+importing torch); the draft classes are imported when a source is built.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-from impl.model.oracle_draft import NoisyOracleDraft, OracleDraft, RandomDraft
 
 SOURCES = ("model", "oracle", "noisy", "random")
 
@@ -42,6 +43,8 @@ class DraftSource:
         return self.kind in ("oracle", "noisy")
 
     def build(self, continuations, vocab: int, seed: int):
+        from impl.model.oracle_draft import NoisyOracleDraft, OracleDraft, RandomDraft
+
         if self.kind == "oracle":
             return OracleDraft(continuations, vocab)
         if self.kind == "noisy":

@@ -17,17 +17,19 @@ One ``step()``:
    target hidden states are injected with the commit gate;
 5. **finish**: requests with all their tokens release their slots.
 
-Gates are read from ``impl.gates`` / ``impl.platform`` unless given
-explicitly. ``checked=True`` verifies the pools after every step
-(:mod:`impl.engine.checker`) and runs under check mode (scatter reports
-duplicate locs).
+Every choice comes from one frozen :class:`impl.run_options.RunOptions`
+(resolved at the edge; the engine never reads the environment): algorithm,
+KV backend, platform policy, kernel backend and check mode are applied from it
+to every op the engine calls. ``options.checked`` verifies the pools after
+every step (:mod:`impl.engine.checker`) and runs under check mode (scatter
+reports duplicate locs).
 """
 from __future__ import annotations
 
 import contextlib
 import time
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
@@ -35,25 +37,18 @@ from impl.engine.checker import PoolChecker
 from impl.engine.drafting import DraftSource
 from impl.engine.state import RankState, Request
 from impl.engine.stores import TargetStore, rows_from_metadata
-from impl.gates import gate_value, validate_gate_value
 from impl.model.dspark_draft import DSparkDraft
 from impl.model.mtp_draft import MtpDraft
 from impl.model.target import TargetModel
 from impl.model.tiny_config import TinyConfig
+from impl.platform import default_device, platform_for, use_kernel_backend
 from impl.prefill_metadata import build_prefill_metadata
+from impl.run_options import RunOptions, SamplingParams  # noqa: F401 (SamplingParams re-exported)
 from impl.spec.acceptance import AcceptanceStats
 from impl.spec.greedy_verify import greedy_verify
 from impl.spec.sampling_verify import sample_from, sampling_probs, sampling_verify
 from impl.validation import check_mode
 from impl.verify_metadata import build_verify_metadata
-
-
-@dataclass(frozen=True)
-class SamplingParams:
-    temperature: float = 1.0
-    top_k: int | None = None
-    top_p: float | None = None
-    seed: int = 0
 
 
 @dataclass
@@ -70,28 +65,26 @@ class SpecEngine:
     def __init__(
         self,
         cfg: TinyConfig,
+        options: RunOptions,
         *,
-        gamma: int | None = None,
-        num_slots: int = 4,
-        algorithm: str | None = None,
-        kv_backend: str | None = None,
-        platform: str | None = None,
-        draft: str | DraftSource = "model",
+        num_slots: int | None = None,
         continuations: dict[int, list[int]] | None = None,
-        sampling: SamplingParams | None = None,
-        checked: bool = False,
-        graph: bool = False,
-        device: str | torch.device | None = None,
-        seed: int = 0,
         target: TargetModel | None = None,
         lockstep=None,
     ) -> None:
-        from impl.platform import current_platform, default_device
-
-        self.algorithm = validate_gate_value("spec_algorithm", algorithm, source="algorithm") if algorithm else gate_value("spec_algorithm")
-        self.kv_backend = validate_gate_value("kv_backend", kv_backend, source="kv_backend") if kv_backend else gate_value("kv_backend")
-        self.platform = validate_gate_value("platform", platform, source="platform") if platform else current_platform().backend
-        self.device = torch.device(device) if device is not None else default_device()
+        """``num_slots`` overrides ``options.num_slots`` (default 4); ``continuations``: the
+        target's tokens per request, for oracle draft sources; ``lockstep``: the DP hooks."""
+        if not isinstance(options, RunOptions):
+            raise TypeError(f"options must be a RunOptions, got {type(options).__name__}")
+        self.options = options
+        self.algorithm = options.algorithm
+        self.kv_backend = options.kv_backend
+        self.platform = platform_for(options.platform).backend
+        self.kernel_backend = options.kernel_backend
+        self.device = torch.device(options.device) if options.device is not None else default_device()
+        gamma, draft, sampling, checked, graph, seed = (options.gamma, options.draft, options.sampling,
+                                                         options.checked, options.graph, options.seed)
+        num_slots = num_slots or options.num_slots or 4
         self.cfg = cfg
         self.spec = cfg.spec_config(gamma, num_slots)
         self.gamma = self.spec.gamma if self.algorithm != "none" else 0
@@ -161,8 +154,7 @@ class SpecEngine:
     # ---- one step ----
     def step(self) -> StepRecord:
         start = time.perf_counter()
-        ctx = check_mode(True) if self.checked else contextlib.nullcontext()
-        with ctx, torch.no_grad():
+        with self.applied(), torch.no_grad():
             record = StepRecord(self.step_index, [], [], [], [], None)
             joining = []
             while self.waiting and self.state.slots.free:
@@ -198,6 +190,12 @@ class SpecEngine:
         self.records.append(record)
         self.step_index += 1
         return record
+
+    @contextlib.contextmanager
+    def applied(self):
+        """The run's check mode and kernel backend, for every op called inside."""
+        with check_mode(self.options.value_checks), use_kernel_backend(self.kernel_backend):
+            yield
 
     def _agree(self, phase: str, local: bool) -> bool:
         """Single rank: ``local``. Data-parallel: whether any rank has work in ``phase``
@@ -274,7 +272,7 @@ class SpecEngine:
 
     # ---- verify + commit + inject ----
     def _decode(self, reqs: list[Request], record: StepRecord) -> None:
-        dev, g, pool = self.device, self.gamma, self.state.target_pool
+        dev, g = self.device, self.gamma
         bs = len(reqs)
         anchors = torch.tensor([r.anchor for r in reqs], dtype=torch.int64, device=dev)
         prefix = torch.tensor([r.seq_len for r in reqs], dtype=torch.int64, device=dev)

@@ -85,12 +85,17 @@ def unified_inject_loc(positions, state_slot, *, ring, window, final_pos=None, c
 def expand_prefill_causally(seq_lens, extend_lens, req_pool_indices, *, num_tokens=None):
     """Per prefill token: (seq_len_causal = position + 1, req_index = its request's slot).
 
-    Request r's token j: seq_lens[r] - extend_lens[r] + 1 + j. With ``num_tokens`` the
-    output has exactly that many rows and is graph safe: padding rows get causal
-    length 1 and the last request's slot, and repeat_interleave gets an
-    ``output_size`` equal to the sum of its repeats (the padding is an extra
-    repeat). Without it the total is read back: exactly one host sync.
+    Request r's token j: prefix_r + 1 + j with prefix_r = seq_lens[r] - extend_lens[r]. With
+    ``num_tokens`` the output has exactly that many rows and is graph safe: padding rows get
+    causal length 1 and the last request's slot, and repeat_interleave gets an
+    ``output_size`` equal to the sum of its repeats (the padding is an extra repeat).
+    Without it the total is read back: exactly one host sync.
     Outputs keep the dtypes of seq_lens and req_pool_indices.
+
+    Out-of-contract values (check mode raises for each instead): a negative extend_lens[r]
+    counts as 0; seq_lens[r] < extend_lens[r] gives prefix 0; ``num_tokens`` below the real
+    total gives the first ``num_tokens`` rows of the full expansion, each with its own
+    position (a request cut short keeps its true prefix).
     """
     bs = _checks.index_vector("req_pool_indices", req_pool_indices).shape[0]
     _checks.index_vector("seq_lens", seq_lens, bs)
@@ -101,30 +106,31 @@ def expand_prefill_causally(seq_lens, extend_lens, req_pool_indices, *, num_toke
         if bs == 0 and num_tokens > 0:
             raise ValueError(f"num_tokens={num_tokens} needs at least one request to take the padding rows")
     device = extend_lens.device
-    ext = extend_lens.to(torch.int64)
     if check_mode_enabled():
         check_nonnegative("extend_lens", extend_lens)
-        if bs and bool((seq_lens.to(torch.int64) < ext).any()):
+        if bs and bool((seq_lens.to(torch.int64) < extend_lens.to(torch.int64)).any()):
             raise ValueError("seq_lens must be >= extend_lens for every request")
-        if num_tokens is not None and int(ext.sum()) > num_tokens:
-            raise ValueError(f"num_tokens={num_tokens} is smaller than sum(extend_lens)={int(ext.sum())}")
+        if num_tokens is not None and int(extend_lens.to(torch.int64).sum()) > num_tokens:
+            raise ValueError(f"num_tokens={num_tokens} is smaller than sum(extend_lens)={int(extend_lens.sum())}")
+    ext = extend_lens.to(torch.int64).clamp_min(0)
+    prefix = (seq_lens.to(torch.int64) - ext).clamp_min(0)
     requests = torch.arange(bs + 1, device=device)
     if num_tokens is None:
-        req_of_token = torch.repeat_interleave(requests[:bs], ext)  # the one host sync
+        rows = ext
+        req_of_token = torch.repeat_interleave(requests[:bs], rows)  # the one host sync
     else:
         # Cap the running total at num_tokens so the repeats sum to exactly num_tokens
-        # whatever the caller passed (invariant 12): a too-small num_tokens drops the
-        # trailing tokens (check mode reports it) instead of writing out of bounds.
-        ends = ext.clamp_min(0).cumsum(0).clamp_max(num_tokens)
-        ext = torch.diff(ends, prepend=ends.new_zeros(1))
+        # whatever the caller passed (invariant 12): a too-small num_tokens keeps the
+        # first num_tokens rows (check mode reports it) instead of writing out of bounds.
+        ends = ext.cumsum(0).clamp_max(num_tokens)
+        rows = torch.diff(ends, prepend=ends.new_zeros(1))
         pad = (num_tokens - ends[-1:]) if bs else ext.new_full((1,), num_tokens)
-        repeats = torch.cat([ext, pad])
-        req_of_token = torch.repeat_interleave(requests, repeats, output_size=num_tokens)
+        req_of_token = torch.repeat_interleave(requests, torch.cat([rows, pad]), output_size=num_tokens)
     total_rows = req_of_token.shape[0]
-    starts = torch.cat([ext.new_zeros(1), ext.cumsum(0)])  # exclusive cumsum; [bs] = real total
+    starts = torch.cat([rows.new_zeros(1), rows.cumsum(0)])  # exclusive cumsum of the rows laid out
     is_real = req_of_token < bs
     offset = torch.arange(total_rows, device=device) - starts[req_of_token]
-    first_causal = torch.cat([seq_lens.to(torch.int64) - ext + 1, ext.new_ones(1)])
+    first_causal = torch.cat([prefix + 1, ext.new_ones(1)])  # from the full extend, not the rows kept
     causal = first_causal[req_of_token] + torch.where(is_real, offset, torch.zeros_like(offset))
     slots = torch.cat([req_pool_indices, req_pool_indices[-1:]])  # padding: the last request's slot
     return causal.to(seq_lens.dtype), slots[req_of_token]
@@ -147,7 +153,9 @@ def pad_verify_lens_to_bucket(verify_lens, tier, padded_bs):
 
     leftover = tier - sum(verify_lens): pad rows share it (leftover // n_pad each, the
     first leftover % n_pad one more); without pad rows the last real row absorbs it.
-    ``tier < sum`` is reported in check mode (it needs the sum on the host).
+    Out-of-contract values (check mode raises for each, it needs the values on the host):
+    negative verify_lens count as 0, and a tier below their sum leaves the padding at 0
+    (never negative) -- the result then sums to more than ``tier``.
     """
     bs = _checks.index_vector("verify_lens", verify_lens).shape[0]
     check_positive_int("tier", tier, minimum=0)
@@ -157,12 +165,14 @@ def pad_verify_lens_to_bucket(verify_lens, tier, padded_bs):
     if padded_bs == 0 and tier != 0:
         raise ValueError(f"tier ({tier}) cannot be spread over padded_bs = 0 rows")
     if check_mode_enabled() and bs:
+        check_nonnegative("verify_lens", verify_lens)
         total = int(verify_lens.to(torch.int64).sum())
         if total > tier:
             raise ValueError(f"tier ({tier}) is too small for sum(verify_lens) = {total}")
+    lens = verify_lens.to(torch.int64).clamp_min(0)
     out = torch.zeros(padded_bs, dtype=torch.int32, device=verify_lens.device)
-    out[:bs] = verify_lens.to(torch.int32)
-    leftover = tier - verify_lens.to(torch.int64).sum()
+    out[:bs] = lens.to(torch.int32)
+    leftover = (tier - lens.sum()).clamp_min(0)
     n_pad = padded_bs - bs
     if n_pad:
         extra = (torch.arange(n_pad, device=out.device) < leftover % n_pad).to(torch.int64)
@@ -178,7 +188,8 @@ def prefill_inject_meta(req_pool_indices, prefix_lens, extend_lens):
     positions = prefix + arange(extend); state_slot = the request's slot;
     final_pos = prefix + extend - 1. NOT graph safe: the token count is read back
     from the device (exactly one sync, a repeat_interleave without output_size),
-    as the sync policy allows for this eager prefill path.
+    as the sync policy allows for this eager prefill path. Out-of-contract values
+    (check mode raises for each): a negative prefix counts as 0, a negative extend as 0.
     """
     bs = _checks.index_vector("req_pool_indices", req_pool_indices).shape[0]
     _checks.index_vector("prefix_lens", prefix_lens, bs)
@@ -187,8 +198,8 @@ def prefill_inject_meta(req_pool_indices, prefix_lens, extend_lens):
     if check_mode_enabled():
         check_nonnegative("prefix_lens", prefix_lens)
         check_nonnegative("extend_lens", extend_lens)
-    ext = extend_lens.to(torch.int64)
-    prefix = prefix_lens.to(torch.int64)
+    ext = extend_lens.to(torch.int64).clamp_min(0)
+    prefix = prefix_lens.to(torch.int64).clamp_min(0)
     req = torch.repeat_interleave(torch.arange(bs, device=ext.device), ext)  # the one host sync
     starts = ext.cumsum(0) - ext
     offset = torch.arange(req.shape[0], device=ext.device) - starts[req]

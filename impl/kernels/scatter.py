@@ -5,6 +5,17 @@ NaN payloads arrive unchanged. A row is skipped when its destination is
 negative -- and, defensively, when it lies past the end of ``unified``: the
 fast path never writes out of bounds. Check mode (may sync) turns out-of-range
 and duplicate destinations into a clear ValueError instead.
+
+Colliding destinations with check mode off (out of contract): the torch backend
+keeps the LAST row aimed at a slot, in row order (one ``scatter_reduce``: amax
+of the row index per slot; graph safe, no sync), never the sum of the rows'
+deltas. The Triton kernel moves each row as one vectorised access, so under the
+interpreter (programs run in order) the last row lands too. Compiled on a GPU,
+racing writes to one slot are not ordered: one row lands in practice, but the
+hardware does not make a whole-row write atomic. An exact rule in the kernel
+would cost a scan of every later row (O(rows^2): minutes at the benchmark's 1M
+rows) or a second launch over a per-slot claim array; the kernel keeps its one
+launch (check mode reports the collision instead).
 """
 from __future__ import annotations
 
@@ -69,11 +80,16 @@ def _scatter_torch(kv: torch.Tensor, loc: torch.Tensor, unified: torch.Tensor) -
 
     Integer adds wrap, so old + (new - old) == new bit for bit; skipped rows add 0
     to row 0 (unchanged). No masked indexing, no host sync, no trash row needed.
+    Of rows aimed at one slot only the last is kept, so the deltas never sum.
     """
     src, dst = _checks.bits_view(kv), _checks.bits_view(unified)
     loc = loc.to(torch.int64)
     keep = (loc >= 0) & (loc < dst.shape[0])
     target = torch.where(keep, loc, torch.zeros_like(loc))
+    order = torch.arange(loc.shape[0], device=loc.device)
+    last = torch.full((dst.shape[0],), -1, dtype=torch.int64, device=loc.device)
+    last.scatter_reduce_(0, target, torch.where(keep, order, torch.full_like(order, -1)), reduce="amax")
+    keep &= last.index_select(0, target) == order
     delta = torch.where(keep[:, None], src - dst.index_select(0, target), torch.zeros_like(src))
     dst.index_put_((target,), delta, accumulate=True)
 

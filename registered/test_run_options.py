@@ -1,0 +1,96 @@
+"""One run-options object: gates read once at the edge, nothing below reads them again (issue 16 §2).
+
+* ``RunOptions.resolve`` takes explicit values over the environment's gates and
+  names a bad variable;
+* once resolved, a whole engine run (reference, prefill, drafts, verify, pool
+  checks) is immune to the environment: poisoning every gate variable after
+  resolving changes nothing -- so no module below the edge re-reads it;
+* the e2e library and the distributed comparison no longer import each other.
+"""
+from __future__ import annotations
+
+import ast
+import pathlib
+
+import pytest
+
+from ci.registration import register
+from impl.gates import GATES, GateError, resolve_gates
+from impl.run_options import RunOptions
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+@register(suite="e2e", hardware="cpu", schedule="per-commit", est_time=1)
+def test_resolve_prefers_explicit_values_and_names_bad_variables():
+    env = {"DSPARK_SPEC_ALGO": "mtp", "DSPARK_KV_BACKEND": "paged", "DSPARK_CHECK": "on"}
+    opts = RunOptions.resolve(env, kv_backend="unified", gamma=2)
+    assert (opts.algorithm, opts.kv_backend, opts.check_mode, opts.gamma) == ("mtp", "unified", True, 2)
+    assert opts.platform is None and opts.kernel_backend is None  # decided from the hardware at run time
+    assert RunOptions.resolve({}).algorithm == GATES["spec_algorithm"].default
+    with pytest.raises(GateError, match="environment variable DSPARK_PLATFORM='rocm'"):
+        RunOptions.resolve({"DSPARK_PLATFORM": "rocm"})
+    with pytest.raises(GateError, match="gate 'kv_backend': kv_backend 'ring'"):
+        RunOptions(kv_backend="ring")
+    with pytest.raises(ValueError, match="RunOptions.gamma must be an int >= 1"):
+        RunOptions(gamma=0)
+    with pytest.raises(TypeError, match=r"no option\(s\) \['colour'\]"):
+        RunOptions.resolve({}, colour="red")
+    with pytest.raises(AttributeError):
+        opts.gamma = 3  # frozen
+    assert resolve_gates({"DSPARK_KERNEL_BACKEND": "torch"}).kernel_backend == "torch"
+
+
+@register(suite="e2e", hardware="cpu", schedule="per-commit", est_time=15)
+@pytest.mark.parametrize("algorithm, kv", [("dspark", "paged"), ("mtp", "unified")])
+def test_a_resolved_run_never_reads_the_environment_again(algorithm, kv, monkeypatch):
+    from impl.engine.run import run_case
+    from impl.model.tiny_config import cpu_small
+
+    options = RunOptions.resolve({}, algorithm=algorithm, kv_backend=kv, kernel_backend="torch", gamma=2, batch=3,
+                                 num_slots=2, draft="noisy:0.3", max_new_tokens=4, seed=5, checked=True)
+    for gate in GATES.values():  # any read below the edge now raises a GateError
+        monkeypatch.setenv(gate.env_var, "poisoned")
+    res = run_case(cpu_small(), options)
+    assert res.lossless, res.mismatches
+    eng = res.engine
+    assert (eng.algorithm, eng.kv_backend, eng.state.target_pool.kind) == (algorithm, kv, kv)
+    assert eng.checker.checks == eng.step_index > 0
+
+
+@register(suite="e2e", hardware="cpu", schedule="per-commit", est_time=1)
+def test_engine_and_dist_case_take_run_options():
+    from impl.distributed.launch import DistCase
+    from impl.engine.engine import SpecEngine
+    from impl.model.tiny_config import cpu_small
+
+    with pytest.raises(TypeError, match="options must be a RunOptions"):
+        SpecEngine(cpu_small(), {"algorithm": "dspark"})
+    with pytest.raises(TypeError, match="DistCase.options must be a RunOptions"):
+        DistCase(cpu_small(), [[1, 2]], None)
+    with pytest.raises(ValueError, match="greedy eager decoding only"):
+        DistCase(cpu_small(), [[1, 2]], RunOptions(graph=True))
+
+
+def _imports(path: pathlib.Path, *, top_level: bool = False) -> set[str]:
+    tree = ast.parse(path.read_text())
+    names = set()
+    for node in (tree.body if top_level else ast.walk(tree)):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+        elif isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+    return names
+
+
+@register(suite="e2e", hardware="cpu", schedule="per-commit", est_time=1)
+def test_e2e_cli_and_library_do_not_import_each_other():
+    library = [ROOT / "impl/engine/run.py", *(ROOT / "impl/distributed").glob("*.py"), *(ROOT / "impl/engine").glob("*.py")]
+    for path in library:
+        assert "impl.e2e" not in _imports(path), f"{path.relative_to(ROOT)} imports the CLI impl.e2e"
+    assert not {m for m in _imports(ROOT / "impl/engine/run.py") if m.startswith("impl.distributed")}
+    # the CLIs' fast-fail path is torch-free at import time
+    for module in ("impl/run_options.py", "impl/cli_args.py", "impl/gates.py", "impl/engine/prompts.py",
+                   "impl/engine/drafting.py", "impl/distributed/faults.py", "impl/e2e.py"):
+        roots = {m.split(".")[0] for m in _imports(ROOT / module, top_level=True)}
+        assert not roots & {"torch", "triton"}, f"{module} imports torch/triton at import time"
