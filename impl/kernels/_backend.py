@@ -7,6 +7,13 @@ again in every ``@triton.jit`` (both read ``TRITON_INTERPRET`` through
 process-wide: this module sets ``TRITON_INTERPRET=1`` before importing triton
 when there is no GPU (or the kernel_backend gate asks for the interpreter), and
 every kernel module imports triton through here.
+
+Eager calls are host-bound at small sizes, so this module also keeps the per-call
+host work small: ``launch_mode`` resolves the kernel_backend gate once per distinct
+raw value of its environment variable (the cache is keyed on the string itself, so a
+changed or removed variable is seen on the very next call: never stale, nothing to
+refresh), and ``cdiv`` is plain integer arithmetic (``triton.cdiv`` is a
+constexpr-function wrapper costing several microseconds a call on the host).
 """
 from __future__ import annotations
 
@@ -14,7 +21,7 @@ import os
 
 import torch
 
-from impl.gates import GateError, gate_value
+from impl.gates import GATES, GateError, gate_value
 from impl.platform import kernel_backend
 
 
@@ -43,13 +50,26 @@ def _standard_library_interpreted() -> bool:
     return isinstance(triton.language.standard.sum, InterpretedFunction)
 
 
+_BACKEND_VAR = GATES["kernel_backend"].env_var
+_resolved: dict[str | None, str] = {}  # raw env value -> kernel_backend(); invalid values are never cached
+
+
+def _resolved_backend() -> str:
+    """kernel_backend(), re-resolved whenever the raw environment value changes (errors re-raise)."""
+    raw = os.environ.get(_BACKEND_VAR)
+    backend = _resolved.get(raw)
+    if backend is None:
+        backend = _resolved[raw] = kernel_backend()  # whether a GPU exists is fixed for the process
+    return backend
+
+
 def launch_mode(*tensors: torch.Tensor | None) -> str:
     """'triton' or 'torch' for an op on ``tensors``, per the kernel_backend gate.
 
     Raises a ValueError naming DSPARK_KERNEL_BACKEND for unknown gate values and
     when the interpreter is requested after triton was imported in compiled mode.
     """
-    backend = kernel_backend()
+    backend = _resolved_backend()
     if backend == "torch":
         return "torch"
     if backend == "triton-interpret" and not INTERPRETED:
@@ -69,6 +89,10 @@ def launch_mode(*tensors: torch.Tensor | None) -> str:
     if any(t is not None and t.device.type != "cuda" for t in tensors):
         return "torch"
     return "triton"
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
 
 
 def next_pow2(n: int) -> int:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 
 from impl.kernels import _checks
-from impl.kernels._backend import launch_mode, next_pow2, tl, triton
+from impl.kernels._backend import cdiv, launch_mode, next_pow2, tl, triton
 from impl.validation import check_mode_enabled, check_tensor
 
 KV_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
@@ -170,13 +170,13 @@ def fused_norm_rope_(kv, weight, eps, cos, sin, positions, *, rope_dim):
     args = (kv, weight, cos, sin, positions, num_rows, heads, max(cos.shape[0], 1), eps)
     if rope_dim and (d - rope_dim) % 2:
         rows = max(1, min(16, 2048 // block_d))
-        _norm_rope_strided_kernel[(triton.cdiv(num_rows, rows),)](
+        _norm_rope_strided_kernel[(cdiv(num_rows, rows),)](
             *args, D=d, ROPE=rope_dim, ROWS=rows, BLOCK_D=block_d, BLOCK_HALF=next_pow2(max(rope_dim // 2, 1)),
             num_warps=4 if block_d <= 256 else 8,
         )
         return kv
     rows, warps = _launch_config(block_d, num_rows)
-    _norm_rope_kernel[(triton.cdiv(num_rows, rows),)](
+    _norm_rope_kernel[(cdiv(num_rows, rows),)](
         *args, D=d, ROPE=rope_dim, ROWS=rows, BLOCK_D=block_d, num_warps=warps,
     )
     return kv
