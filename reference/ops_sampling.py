@@ -32,7 +32,8 @@ def _renormalise(row: list[float], pivot: float) -> list[float]:
     return [float(x / mass) if mass > 0 else 0.0 for x in kept]
 
 
-def top_k_renorm(probs, k):
+def top_k_renorm(probs, k, *, tuning=None):
+    """``tuning`` (the kernels' launch plan) is accepted and ignored: the oracle has none."""
     out = []
     for row, k_r in zip(probs.tolist(), _per_row(k, probs.shape[0], int)):
         row = _clean(row)
@@ -42,7 +43,8 @@ def top_k_renorm(probs, k):
     return torch.tensor(out, dtype=torch.float32).reshape(probs.shape)
 
 
-def top_p_renorm(probs, p):
+def top_p_renorm(probs, p, *, tuning=None):
+    """``tuning`` (the kernels' launch plan) is accepted and ignored: the oracle has none."""
     fp32 = lambda v: float(torch.tensor(float(v), dtype=torch.float32))  # noqa: E731
     cast = float if isinstance(p, torch.Tensor) else fp32
     out = []

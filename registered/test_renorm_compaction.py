@@ -59,7 +59,7 @@ def _tuning(**changes) -> renorm.RenormTuning:
 
 def _state(probs: torch.Tensor, param: torch.Tensor, top_p: bool, tuning: renorm.RenormTuning) -> torch.Tensor:
     plan = renorm._plan(probs.shape[0], probs.shape[1], top_p, True, tuning)
-    return renorm._select(probs, None, param, plan)
+    return renorm._select(probs, None, param, plan)[0]
 
 
 def _compacted_by(probs: torch.Tensor, param: torch.Tensor, top_p: bool, tuning: renorm.RenormTuning) -> list[int]:
@@ -71,7 +71,7 @@ def _compacted_by(probs: torch.Tensor, param: torch.Tensor, top_p: bool, tuning:
 @pytest.mark.parametrize("top_p", [False, True], ids=["top_k", "top_p"])
 @pytest.mark.parametrize("seed", [1, 2])
 def test_compaction_paths_match_the_oracle(seed, top_p):
-    tuning = _tuning(candidate_capacity=CAP, finish_min_rows=2)
+    tuning = _tuning(candidate_capacity=CAP, finish_min_rows=2, compact_attempts=3)  # three chances to fit
     probs, param = _rows(seed), _params(top_p)
     by = _compacted_by(probs.to(DEV), param.to(DEV), top_p, tuning)
     assert by[0] == 1, f"row 0 should fit from the first attempt: {by}"
@@ -151,7 +151,8 @@ def test_small_batch_gather_paths_match_the_oracle(top_p):
 @register(suite="kernels", hardware=["cpu"], schedule="per-commit", est_time=1)
 @pytest.mark.parametrize("name, value", [("small_batch_passes", 0), ("sort_capacity", 1000), ("short_sort", 0),
                                          ("wide_split", 32), ("finish_split", (16, 3)), ("candidate_capacity", 0),
-                                         ("write", (1000, 8))])
+                                         ("write", (1000, 8)), ("finish_min_rows", (4, 0)),
+                                         ("small_batch_programs", 0)])
 def test_tuning_refuses_bad_settings(name, value):
     """The gather places its keys by the last pass's per-chunk counts (a plan needs a pass), tl.sort
     sizes and launch shapes are powers of two, passes split at most NB_MAX ways: a bad setting is
@@ -165,3 +166,47 @@ def test_ops_refuse_a_tuning_of_the_wrong_type():
     probs = torch.rand(2, 8, device=DEV)
     with pytest.raises(TypeError, match="tuning"):
         K.top_k_renorm(probs, 2, tuning={"finish_min_rows": 1})
+
+
+class _FakeCompiled:
+    function, packed_metadata = "fn", "meta"
+
+    def __init__(self, log):
+        self.log = log
+
+    def run(self, *call):
+        self.log.append(("direct", call))
+
+
+class _FakeKernel:
+    """Stands in for a jitted kernel: ``kernel[grid](*args, **meta)`` compiles, launches, returns the
+    compiled kernel (as JITFunction.run does)."""
+    arg_names = ["x_ptr", "n", "BLOCK", "FLAG"]
+
+    def __init__(self):
+        self.log = []
+
+    def __getitem__(self, grid):
+        def launch(*args, **meta):
+            self.log.append(("ordinary", grid, args, meta))
+            return _FakeCompiled(self.log)
+        return launch
+
+
+@register(suite="kernels", hardware=["cpu"], schedule="per-commit", est_time=1)
+def test_launch_cache_reuses_the_compiled_kernel_per_key():
+    """The first launch of a key goes through kernel[grid] and keeps the compiled kernel; later
+    launches of that key call its launcher with the grid padded to 3-D, the stream, and every
+    argument followed by the constexprs in parameter order; another key compiles again; without
+    a stream (interpreter, launch hooks) every launch is ordinary."""
+    from impl.kernels._backend import LaunchCache
+
+    kernel, cache, stream = _FakeKernel(), LaunchCache(), object()
+    meta = {"FLAG": True, "BLOCK": 64, "num_warps": 4}
+    cache.launch("a", stream, kernel, (3, 2), ("x", 7), meta)
+    cache.launch("a", stream, kernel, (3, 2), ("y", 7), meta)
+    cache.launch("b", stream, kernel, (5,), ("z", 1), meta)
+    cache.launch("a", None, kernel, (3, 2), ("w", 7), meta)
+    kinds = [entry[0] for entry in kernel.log]
+    assert kinds == ["ordinary", "direct", "ordinary", "ordinary"]
+    assert kernel.log[1][1] == (3, 2, 1, stream, "fn", "meta", None, None, None, "y", 7, 64, True)

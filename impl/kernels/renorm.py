@@ -26,8 +26,8 @@ counted the keys per chunk, so every program knows where its candidates go: no
 atomics and no overflow.
 Every knob below lives in the frozen RenormTuning (DEFAULT_TUNING is the H200 tuning); tests
 and benchmarks pass their own with ``tuning=``.
-  >= finish_min_rows rows: attempts after the first pass and after each of two more
-    full 4-way passes (which skip compacted rows), into candidate_capacity slots;
+  >= finish_min_rows rows: compact_attempts attempts, after the first pass and after each
+    full 4-way pass that follows (those skip compacted rows), into candidate_capacity slots;
     then one program per row runs every remaining pass in an in-kernel loop (no
     partials, tickets or launches) and sums top-k's kept mass. A row that never fit
     finishes from its full row: slower, still exact.
@@ -49,12 +49,12 @@ top-p), 10.2x / 8.8x a sort; batch 1 ~30 / ~33 us (notes/perf_log.md, v4).
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
 from impl.kernels import renorm_kernels as rk
-from impl.kernels._backend import cdiv, launch_mode, next_pow2
+from impl.kernels._backend import LaunchCache, cdiv, launch_mode, next_pow2
 from impl.validation import INDEX_DTYPES, check_mode_enabled, check_tensor
 
 _Shape = tuple[int, int]  # (BLOCK, warps)
@@ -68,13 +68,16 @@ class RenormTuning:
     raise ValueError naming the field when the object is built.
     """
 
-    # Batches of at least this many rows try compaction compact_attempts times (candidate_capacity
-    # values per row) and finish in one program per row; smaller batches compact once, into a
-    # scratch that holds a whole row, and run the remaining passes over (chunk, row) programs
-    # (launch latency, not bandwidth, bounds them). A huge value forces the small-batch path.
-    finish_min_rows: int = 8
+    # Batches of at least this many rows (by op; one int sets both) try compaction compact_attempts
+    # times (candidate_capacity values per row) and finish in one program per row; smaller batches
+    # compact once, into a scratch that holds a whole row, and run the remaining passes over
+    # (chunk, row) programs (launch latency, not bandwidth, bounds them). A huge value forces the
+    # small-batch path. H200, 2026-12-01: at 64 rows top-k's small-batch path takes 99 us against
+    # the finish path's 113, top-p's 258 against 165; at 256 rows top-k's 293 against 285.
+    finish_min_rows: int | tuple[int, int] = (128, 8)
     candidate_capacity: int = 32768
-    compact_attempts: int = 3  # after the first pass and after each of the full passes that follow
+    # After the first pass and after each full pass that follows: 2 beat 3 by 2-4% at 64 and 256 rows.
+    compact_attempts: int = 2
     # Small batches: this many 16-way passes over the candidates, then the keys still in range are
     # gathered and sorted if at most sort_capacity (a power of two; short_sort slots first when they
     # fit: sorting 1024 keys costs several us more), else one program runs range passes over them.
@@ -99,17 +102,23 @@ class RenormTuning:
     # histogram passes are latency-bound (fewer partials to reduce), top-p's fp64 tiles
     # compute-bound (spread them). H200 sweep, batch 1.
     small_batch_chunks: tuple[int, int] = (16, 128)
+    small_batch_programs: int = 256  # and at most this many programs in all (64 rows: 4 chunks each)
 
     def __post_init__(self) -> None:
+        if isinstance(self.finish_min_rows, int) and not isinstance(self.finish_min_rows, bool):
+            object.__setattr__(self, "finish_min_rows", (self.finish_min_rows, self.finish_min_rows))
         def refuse(name: str, why: str) -> None:
             raise ValueError(f"RenormTuning.{name} {why}, got {getattr(self, name)!r}")
 
         def pow2(v: int) -> bool:
             return isinstance(v, int) and v >= 1 and not v & (v - 1)
 
-        for name in ("finish_min_rows", "candidate_capacity", "compact_attempts", "chunk_align", "target_programs"):
+        for name in ("candidate_capacity", "compact_attempts", "chunk_align", "target_programs", "small_batch_programs"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
                 refuse(name, "must be an int >= 1")
+        rows = self.finish_min_rows
+        if not (isinstance(rows, tuple) and len(rows) == 2 and all(isinstance(r, int) and r >= 1 for r in rows)):
+            refuse("finish_min_rows", "must be an int >= 1 or a (top-k, top-p) pair of them")
         if not isinstance(self.small_batch_passes, int) or self.small_batch_passes < 1:
             refuse("small_batch_passes", "must be >= 1 (the gather places its keys by the last pass's counts)")
         for name in ("sort_capacity", "short_sort"):  # tl.sort sizes
@@ -146,12 +155,13 @@ class _Plan:
     cand_rows: int  # 0: no candidate scratch
     gathers: bool
     write: _Launch
+    compiled: LaunchCache = field(default_factory=LaunchCache, compare=False)  # eager calls skip re-binding
 
 
 def _steps(bs: int, top_p: bool, t: RenormTuning) -> list[tuple[str, int]]:
     """Launch steps after the first pass: ("pass", NB), ("skip-compacted pass", NB),
     ("compact", 0), ("finish", NB), ("gather", NB), ("kept", 0)."""
-    if bs >= t.finish_min_rows:
+    if bs >= t.finish_min_rows[top_p]:
         steps = [("compact", 0)]
         for _ in range(t.compact_attempts - 1):
             steps += [("skip-compacted pass", 4), ("compact", 0)]
@@ -175,11 +185,12 @@ def _plan(bs: int, vocab: int, top_p: bool, param_is_tensor: bool, t: RenormTuni
     steps = [("first pass", 4)] + _steps(bs, top_p, t)
     # Small batches compact once, so their scratch holds a whole row (a few MiB at most): every
     # row fits. Large batches cap it and retry as the range narrows.
-    cap = vocab if bs < t.finish_min_rows else min(t.candidate_capacity, vocab)
+    small = bs < t.finish_min_rows[top_p]
+    cap = vocab if small else min(t.candidate_capacity, vocab)
     grid, sizes, chunks_p2 = (chunks, bs), (vocab, chunk_len, chunks, cap), next_pow2(chunks)
     # Small batches switch to a narrower grid after their compaction (full rows that did not fit
     # are still covered: any chunk length x chunks spanning the vocab will do).
-    small_len, small_chunks = _split(bs, vocab, t, t.small_batch_chunks[top_p])
+    small_len, small_chunks = _split(bs, vocab, t, min(t.small_batch_chunks[top_p], cdiv(t.small_batch_programs, bs)))
     param = dict(TOP_P=top_p, PARAM_IS_TENSOR=param_is_tensor)
     ticket, attempt, launches = int(rk.FIRST_TICKET), 0, []
     for kind, nb in steps:
@@ -198,7 +209,7 @@ def _plan(bs: int, vocab: int, top_p: bool, param_is_tensor: bool, t: RenormTuni
         elif kind == "compact":
             attempt += 1
             block, warps = t.compact
-            meta = dict(**common, TOP_P=top_p, ATTEMPT=attempt, ADAPT=bs < t.finish_min_rows, BLOCK=block,
+            meta = dict(**common, TOP_P=top_p, ATTEMPT=attempt, ADAPT=small, BLOCK=block,
                         num_warps=warps)
             launches.append(_Launch(rk._compact_kernel, grid, "compact", sizes, meta))
         elif kind == "finish":
@@ -279,18 +290,31 @@ def _run(probs, param, param_t, *, top_p: bool, tuning: RenormTuning) -> torch.T
             param_t = torch.full((bs,), param, dtype=torch.float32 if top_p else torch.int64, device=probs.device)
         return _top_p_torch(probs, param_t) if top_p else _top_k_torch(probs, param_t)
     plan = _plan(bs, vocab, top_p, param_t is not None, tuning)
-    state = _select(probs, param, param_t, plan)
+    state, key, stream = _select(probs, param, param_t, plan)
     out = torch.empty_like(probs)
     w = plan.write
-    w.kernel[w.grid](probs, out, state, state.view(torch.float64), *w.sizes, **w.meta)
+    plan.compiled.launch((key, -1), stream, w.kernel, w.grid, (probs, out, state, state.view(torch.float64), *w.sizes),
+                         w.meta)
     return out
 
 
-def _select(probs, param, param_t, plan: _Plan) -> torch.Tensor:
+def _specialization(probs, param, param_t) -> tuple:
+    """What Triton specializes on that the plan does not fix: the device, the caller's pointers'
+    16-byte alignment and dtype, an int k equal to 1 or divisible by 16 (p is never specialized)."""
+    if param_t is not None:
+        spec = (param_t.dtype, param_t.data_ptr() % 16 == 0)
+    else:
+        spec = (param == 1, param % 16 == 0) if isinstance(param, int) else ()
+    return probs.device.index, probs.data_ptr() % 16 == 0, spec
+
+
+def _select(probs, param, param_t, plan: _Plan):
     """Launch the first pass and the plan; returns the per-row state (pivot key in word LO,
-    kept mass, the compaction attempt that took the row or 0: COMPACTED)."""
+    kept mass, the compaction attempt that took the row or 0: COMPACTED), the launch key and stream."""
     bs, vocab = probs.shape
     dev = probs.device
+    key = _specialization(probs, param, param_t)
+    stream = plan.compiled.stream(dev.index) if dev.type == "cuda" else None
     # One zero-filled buffer: per-row state (range, counts, fp64 masses, flags) and ticket counters.
     state = torch.zeros((bs, int(rk.STATE_W)), dtype=torch.int64, device=dev)
     fstate = state.view(torch.float64)
@@ -298,23 +322,22 @@ def _select(probs, param, param_t, plan: _Plan) -> torch.Tensor:
     cand = torch.empty((plan.cand_rows, plan.cap) if plan.cand_rows else (1, 1), dtype=torch.float32, device=dev)
     gath = torch.empty((bs, vocab) if plan.gathers else (1, 1), dtype=torch.float32, device=dev)
     param_ptr, param_scalar = (probs, param) if param_t is None else (param_t, 0)
-    for step in plan.launches:
-        launch = step.kernel[step.grid]
+    for i, step in enumerate(plan.launches):
         if step.args == "pass":
-            launch(probs, cand, part, state, fstate, param_ptr, param_scalar, *step.sizes, **step.meta)
-        elif step.args == "compact":
-            launch(probs, cand, part, state, fstate, *step.sizes, **step.meta)
+            args = (probs, cand, part, state, fstate, param_ptr, param_scalar, *step.sizes)
         elif step.args == "gather":
-            launch(probs, cand, gath, part, state, fstate, param_ptr, param_scalar, *step.sizes, **step.meta)
+            args = (probs, cand, gath, part, state, fstate, param_ptr, param_scalar, *step.sizes)
         elif step.args == "finish":
-            launch(probs, cand, state, fstate, param_ptr, param_scalar, *step.sizes, **step.meta)
-        else:  # "kept"
-            launch(probs, cand, part, state, fstate, *step.sizes, **step.meta)
-    return state
+            args = (probs, cand, state, fstate, param_ptr, param_scalar, *step.sizes)
+        else:  # "compact", "kept"
+            args = (probs, cand, part, state, fstate, *step.sizes)
+        plan.compiled.launch((key, i), stream, step.kernel, step.grid, args, step.meta)
+    return state, key, stream
 
 
-def top_k_renorm(probs, k, *, tuning: RenormTuning = DEFAULT_TUNING):
-    """Keep each row's entries >= its k-th largest and renormalise (new tensor)."""
+def top_k_renorm(probs, k, *, tuning: RenormTuning | None = None):
+    """Keep each row's entries >= its k-th largest and renormalise (new tensor).
+    ``tuning``: how the kernels launch (None: DEFAULT_TUNING); never changes the result."""
     _check_probs(probs)
     k_t = _param_tensor("k", k, probs.shape[0], INDEX_DTYPES, (int,), probs.device)
     if k_t is None:
@@ -322,8 +345,9 @@ def top_k_renorm(probs, k, *, tuning: RenormTuning = DEFAULT_TUNING):
     return _run(probs, k, k_t, top_p=False, tuning=_tuning(tuning))
 
 
-def top_p_renorm(probs, p, *, tuning: RenormTuning = DEFAULT_TUNING):
-    """Drop the smallest entries holding < (1 - p) of each row's mass and renormalise."""
+def top_p_renorm(probs, p, *, tuning: RenormTuning | None = None):
+    """Drop the smallest entries holding < (1 - p) of each row's mass and renormalise.
+    ``tuning``: how the kernels launch (None: DEFAULT_TUNING); never changes the result."""
     _check_probs(probs)
     p_t = _param_tensor("p", p, probs.shape[0], (torch.float32, torch.float64), (int, float), probs.device)
     if p_t is None:
@@ -332,6 +356,8 @@ def top_p_renorm(probs, p, *, tuning: RenormTuning = DEFAULT_TUNING):
 
 
 def _tuning(tuning: object) -> RenormTuning:
+    if tuning is None:
+        return DEFAULT_TUNING
     if not isinstance(tuning, RenormTuning):
         raise TypeError(f"tuning must be a RenormTuning, got {type(tuning).__name__}")
     return tuning
