@@ -129,7 +129,7 @@ def _finished_by(probs: torch.Tensor, param: torch.Tensor, top_p: bool, tuning: 
 @pytest.mark.parametrize("top_p", [False, True], ids=["top_k", "top_p"])
 def test_small_batch_gather_paths_match_the_oracle(top_p):
     """Small batches gather the keys their passes left in range, then sort them (at most
-    SORT_CAPACITY) or run range passes over them. One pass leaves many keys in range; with 4 sort
+    sort_capacity) or run range passes over them. One pass leaves many keys in range; with 4 sort
     slots those rows loop, with room for a whole row every row sorts. The state proves which ran; both agree with
     each other and with the exact oracle."""
     probs, param = _rows(3).to(DEV), _params(top_p).to(DEV)

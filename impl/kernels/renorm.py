@@ -43,8 +43,11 @@ Costs that shaped this (H200, 256 x 129280, one full read ~45 us; see
 impl/bench/renorm_pass_probe.py and notes/perf_log.md): a pass with four 1-D
 accumulators costs ~60 us, a tl.histogram of 16 bins ~90 us, of 64 bins ~400 us,
 a [BLOCK, NB] fp64 one-hot tile ~2x the 1-D accumulators; so full-row passes split
-4 ways and the wider splits run on candidates. Measured: 292 / 399 us (top-k /
-top-p), 10.2x / 8.8x a sort; batch 1 ~30 / ~33 us (notes/perf_log.md, v4).
+4 ways and the wider splits run on candidates. Measured (v5, CUDA graph, vs FlashInfer
+0.7.2): 256 rows 275 / 445 us (top-k / top-p; 0.95x / 0.84x FlashInfer), 64 rows 96 / 155 us
+(0.92x / 1.09x), batch 1 30 / 33 us (1.24x / 2.07x); eager batch 1 51 / 45 us
+(bench-results/2026-12-01_NVIDIA-H200, notes/perf_log.md v5). Eager calls reuse the compiled
+kernels through the plan's LaunchCache (impl/kernels/_backend.py).
 """
 from __future__ import annotations
 
