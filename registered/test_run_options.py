@@ -94,3 +94,18 @@ def test_e2e_cli_and_library_do_not_import_each_other():
                    "impl/engine/drafting.py", "impl/distributed/faults.py", "impl/e2e.py"):
         roots = {m.split(".")[0] for m in _imports(ROOT / module, top_level=True)}
         assert not roots & {"torch", "triton"}, f"{module} imports torch/triton at import time"
+
+
+@register(suite="e2e", hardware="cpu", schedule="per-commit", est_time=1)
+def test_launch_cache_follows_the_run_kernel_backend(monkeypatch):
+    """The ops' cached backend choice follows a run's ``use_kernel_backend`` block, not only the env."""
+    from impl.kernels import _backend
+    from impl.platform import use_kernel_backend
+
+    monkeypatch.delenv(GATES["kernel_backend"].env_var, raising=False)
+    outside = _backend._resolved_backend()
+    with use_kernel_backend("torch"):
+        assert _backend._resolved_backend() == "torch"
+    with use_kernel_backend("triton-interpret"):
+        assert _backend._resolved_backend() == "triton-interpret"
+    assert _backend._resolved_backend() == outside

@@ -27,7 +27,7 @@ import os
 import torch
 
 from impl.gates import GATES, GateError, gate_value
-from impl.platform import kernel_backend
+from impl.platform import _kernel_override, kernel_backend
 
 
 def _wants_interpreter() -> bool:
@@ -56,15 +56,22 @@ def _standard_library_interpreted() -> bool:
 
 
 _BACKEND_VAR = GATES["kernel_backend"].env_var
-_resolved: dict[str | None, str] = {}  # raw env value -> kernel_backend(); invalid values are never cached
+_resolved: dict[tuple[str, str | None], str] = {}  # (source, raw value) -> kernel_backend(); errors never cached
 
 
 def _resolved_backend() -> str:
-    """kernel_backend(), re-resolved whenever the raw environment value changes (errors re-raise)."""
-    raw = os.environ.get(_BACKEND_VAR)
-    backend = _resolved.get(raw)
+    """kernel_backend(), re-resolved whenever its input changes (errors re-raise).
+
+    The input is the innermost ``use_kernel_backend`` block of a run (RunOptions) when there
+    is one, else the raw environment value; whether a GPU exists is fixed for the process.
+    """
+    if _kernel_override:
+        key = ("run", _kernel_override[-1])
+    else:
+        key = ("env", os.environ.get(_BACKEND_VAR))
+    backend = _resolved.get(key)
     if backend is None:
-        backend = _resolved[raw] = kernel_backend()  # whether a GPU exists is fixed for the process
+        backend = _resolved[key] = kernel_backend()
     return backend
 
 
