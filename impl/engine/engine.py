@@ -27,7 +27,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
@@ -274,7 +274,7 @@ class SpecEngine:
 
     # ---- verify + commit + inject ----
     def _decode(self, reqs: list[Request], record: StepRecord) -> None:
-        dev, g, pool = self.device, self.gamma, self.state.target_pool
+        dev, g = self.device, self.gamma
         bs = len(reqs)
         anchors = torch.tensor([r.anchor for r in reqs], dtype=torch.int64, device=dev)
         prefix = torch.tensor([r.seq_len for r in reqs], dtype=torch.int64, device=dev)
