@@ -1,0 +1,70 @@
+"""noxfile: arguments routed per session when several are named; one shared env keyed by its pins."""
+from __future__ import annotations
+
+import functools
+import importlib.util
+import re
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import pytest
+
+from ci.registration import register
+from registered.fixture_repo import REAL_ROOT
+
+
+@functools.lru_cache(maxsize=1)
+def _noxfile():
+    spec = importlib.util.spec_from_file_location("dspark_noxfile", REAL_ROOT / "noxfile.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class Refused(Exception):
+    pass
+
+
+def _session(name: str, posargs: list[str], named: list[str] | None):
+    def error(message):
+        raise Refused(message)
+    runner = SimpleNamespace(global_config=SimpleNamespace(sessions=named))
+    return SimpleNamespace(name=name, posargs=posargs, _runner=runner, error=error)
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
+@pytest.mark.parametrize("named, posargs, expect", [
+    (["audit", "workflows"], ["--check"], {"audit": [], "workflows": ["--check"]}),
+    (["audit", "workflows"], ["--today", "2026-12-01", "--check"],
+     {"audit": ["--today", "2026-12-01"], "workflows": ["--check"]}),
+    (["workflows", "suite"], ["--check", "--group", "per-commit/cpu", "--shard", "1/3"],
+     {"workflows": ["--check"], "suite": ["--group", "per-commit/cpu", "--shard", "1/3"]}),
+    (["lint", "pr"], ["--hardware=cpu"], {"lint": [], "pr": ["--hardware=cpu"]}),
+    (None, ["--job", "x"], {"suite": ["--job", "x"]}),            # one session: everything
+])
+def test_posargs_are_routed_to_the_sessions_that_take_them(named, posargs, expect):
+    nf = _noxfile()
+    for name, args in expect.items():
+        assert nf.session_args(_session(name, posargs, named)) == args, name
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
+@pytest.mark.parametrize("name, named, posargs, words", [
+    ("audit", None, ["--check"], "unknown argument(s) ['--check']"),
+    ("audit", ["audit", "workflows"], ["--bogus"], "accepted by none of the sessions"),
+    ("nightly_mi35x", None, ["--emulat"], "unknown argument(s) ['--emulat']"),
+])
+def test_arguments_no_session_takes_are_refused(name, named, posargs, words):
+    with pytest.raises(Refused, match=re.escape(words)):
+        _noxfile().session_args(_session(name, posargs, named))
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=4)
+def test_refusals_happen_before_any_install(tmp_path):
+    # a copy of the noxfile in an empty directory: any install attempt would fail loudly
+    (tmp_path / "noxfile.py").write_text((REAL_ROOT / "noxfile.py").read_text())
+    proc = subprocess.run([sys.executable, "-m", "nox", "-s", "audit", "--", "--bogus"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0 and "unknown argument(s) ['--bogus']" in proc.stderr, proc.stderr
+    assert not (tmp_path / ".nox").exists(), "refused before creating an environment"
