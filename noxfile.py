@@ -156,8 +156,8 @@ def _ensure(session: nox.Session, name: str, key: dict, extras: tuple[str, ...],
         if env.exists():
             session.log(f"{env.relative_to(ROOT)}: key changed, rebuilding")
             shutil.rmtree(env)
-        session.run(sys.executable, "-m", "venv", *(["--system-site-packages"] if system_site else []), str(env),
-                    external=True)
+        session.run_install(sys.executable, "-m", "venv", *(["--system-site-packages"] if system_site else []),
+                            str(env), external=True)
         state = {"key": key, "extras": []}
     missing = tuple(e for e in extras if e not in state["extras"])
     if not missing and state["extras"]:
@@ -165,7 +165,7 @@ def _ensure(session: nox.Session, name: str, key: dict, extras: tuple[str, ...],
         return env
 
     def pip(*args: str) -> None:
-        session.run(str(python), "-m", "pip", "install", "--disable-pip-version-check", *args, external=True)
+        session.run_install(str(python), "-m", "pip", "install", "--disable-pip-version-check", *args, external=True)
 
     stamp.unlink(missing_ok=True)
     install(pip, missing or extras)

@@ -68,3 +68,13 @@ def test_refusals_happen_before_any_install(tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0 and "unknown argument(s) ['--bogus']" in proc.stderr, proc.stderr
     assert not (tmp_path / ".nox").exists(), "refused before creating an environment"
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
+def test_ci_entry_point_pins_the_catalog_nox_and_fails_on_any_nonzero_exit():
+    from ci.catalog import load_catalog
+
+    text = (REAL_ROOT / ".ci" / "run").read_text()
+    assert f'NOX_PIN="nox=={load_catalog(REAL_ROOT).nox}"' in text
+    assert "set -euo pipefail" in text and "nox -s pr" in text
+    assert 'if [ "${status}" -ne 0 ]; then' in text and "exit 1" in text   # 5 (collected nothing) included
