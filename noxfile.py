@@ -15,7 +15,8 @@
 Environments. Two environments under ``.nox/`` are shared by every session: ``shared-torch``
 (torch, triton, the project with its test extras; ``bench`` adds matplotlib to it) and
 ``shared-tools`` (pyyaml, check-jsonschema, ruff, actionlint, zizmor: no torch). Each is
-installed once and reinstalled only when its key changes (pins, pyproject.toml, Python),
+installed once and reinstalled only when its key changes (pins, the requirements in
+pyproject.toml, Python),
 so ``nox -s kernels`` then ``nox -s pr`` installs torch once. On a machine without a GPU
 torch is ``torch==2.13.0`` (the CPU build on disk here); CI passes the catalog's pins
 (``CI_TORCH_VERSION``, ``CI_TRITON_VERSION``, ``CI_TORCH_INDEX_URL``, from
@@ -134,6 +135,14 @@ def _extras(*names: str) -> list[str]:
     return [req for name in names for req in optional.get(name, [])]
 
 
+def _requirements_hash() -> str:
+    """What an environment's contents depend on in pyproject.toml (not tool settings such as ruff's)."""
+    data = _pyproject()
+    relevant = {"project": {k: data["project"].get(k) for k in ("dependencies", "optional-dependencies")},
+                "dependency-groups": data.get("dependency-groups")}
+    return hashlib.sha256(json.dumps(relevant, sort_keys=True).encode()).hexdigest()
+
+
 def _pins() -> dict[str, str]:
     """torch/triton pins: CI passes the catalog's through the environment; locally the CPU default."""
     pins = {k: os.environ[k] for k in ("CI_TORCH_VERSION", "CI_TRITON_VERSION", "CI_TORCH_INDEX_URL")
@@ -149,8 +158,7 @@ def _ensure(session: nox.Session, name: str, key: dict, extras: tuple[str, ...],
     env = ROOT / ".nox" / f"shared-{name}"
     python = env / "bin" / "python"
     stamp = env / "dspark-env.json"
-    key = {**key, "python": sys.executable, "system_site": system_site,
-           "pyproject": hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()}
+    key = {**key, "python": sys.executable, "system_site": system_site, "requirements": _requirements_hash()}
     state = json.loads(stamp.read_text()) if stamp.is_file() else {}
     if state.get("key") != key:
         if env.exists():
