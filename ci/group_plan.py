@@ -44,11 +44,12 @@ def _times(job: Job) -> dict[str, float]:
 def _from_registry_api(registry: Registry) -> list[GroupView]:
     out = []
     for gid, group in registry.groups.items():   # type: ignore[attr-defined]
+        items = registry.group_items(gid) if hasattr(registry, "group_items") else {}  # measured, else est_time
         seconds = []
         for index in range(1, group.shards + 1):
             total = 0.0
             for job, nodes in registry.group_shard(gid, index, group.shards):  # type: ignore[attr-defined]
-                times = _times(job)
+                times = dict(items.get(job.id, ())) or _times(job)
                 total += sum(times.get(n, 0.0) for n in nodes)
             seconds.append(total)
         out.append(GroupView(gid, group.schedule, registry.catalog.get(group.hardware)
