@@ -9,7 +9,7 @@
     nox -s nightly_mi35x [-- --emulate]         the MI35x nightly jobs (refused elsewhere unless --emulate)
     nox -s coverage_gap -- --base REV [--report-only]
     nox -s liveness [-- --repo O/N]             every registered job ran lately (GitHub API; needs GITHUB_TOKEN)
-    nox -s durations -- ARTIFACTS...            refresh ci/durations.json from JUnit files of a run
+    nox -s durations -- --from DIR              refresh ci/durations.json from the JUnit files of a run
     nox -s bench [-- ARGS]                      python -m impl.bench ARGS
 
 Environments. Two environments under ``.nox/`` are shared by every session: ``shared-torch``
@@ -312,10 +312,10 @@ def liveness(session: nox.Session) -> None:
 
 @nox.session
 def durations(session: nox.Session) -> None:
-    """Refresh ci/durations.json from the JUnit files of a run: -- ARTIFACT_DIR_OR_XML..."""
+    """Refresh ci/durations.json from the JUnit files of a run: -- --from DIR (downloaded ci-results-*)."""
     args = session_args(session)
     if not args:
-        session.error("durations: name the downloaded ci-results artifacts (folders or JUnit XML files)")
+        session.error("durations: pass -- --from DIR, a folder holding a run's downloaded ci-results-* artifacts")
     run_in(session, [tools_env(session)], "-m", "ci.durations", *args)
 
 
