@@ -45,6 +45,10 @@ class Toolchain:
     triton: str | None = None
     index_url: str | None = None
 
+    def get(self, key: str, default: Any = None) -> Any:
+        """Mapping-style read (``toolchain.get("torch")``) for callers that treat it as the YAML block."""
+        return getattr(self, key) if key in _TOOLCHAIN_KEYS else default
+
 
 @dataclass(frozen=True)
 class Hardware:
