@@ -1,142 +1,329 @@
 """dspark-suite sessions. ``nox -s pr`` is everything a pull request must pass.
 
-    nox -s pr                                   audit + workflow checks + every per-commit cpu job
-    nox -s suite -- --job ID [--shard I/N] [--dry-run] [--durations FILE]
-    nox -s audit                                registry audit table and rules
-    nox -s workflows [-- --check]               (re)generate .github/workflows/ or check drift
+    nox -s pr                                   lint + audit + workflow checks + every per-commit cpu job
+    nox -s suite -- --group G --shard I/N       what one generated GitHub job runs (or --job ID [--shard I/N])
     nox -s kernels                              op report + per-commit kernel jobs for this machine
-    nox -s nightly_mi35x [-- --emulate]         the MI35x nightly jobs (refuses elsewhere unless --emulate)
+    nox -s lint [-- --fix]                      ruff (rules in pyproject.toml)
+    nox -s audit                                registry audit table and rules
+    nox -s workflows [-- --check]               (re)generate .github/workflows/ or check drift, schema, linters
+    nox -s nightly_mi35x [-- --emulate]         the MI35x nightly jobs (refused elsewhere unless --emulate)
     nox -s coverage_gap -- --base REV [--report-only]
+    nox -s liveness [-- --repo O/N]             every registered job ran lately (GitHub API; needs GITHUB_TOKEN)
+    nox -s durations -- --from DIR              refresh ci/durations.json from the JUnit files of a run
     nox -s bench [-- ARGS]                      python -m impl.bench ARGS
 
-Installs: on a machine without a GPU (no nvidia-smi / rocm-smi / /dev/kfd) the
-venv gets the CPU build ``torch==2.13.0`` first, then ``-e .[test]``. On a GPU
-machine the venv sees the system site-packages, so the GPU build of torch (and
-ROCm's triton) already installed there is used, not replaced. Venvs are reused;
-``nox -R`` (``--reuse-existing-virtualenvs --no-install``) skips installs.
+Environments. Two environments under ``.nox/`` are shared by every session: ``shared-torch``
+(torch, triton, the project with its test extras; ``bench`` adds matplotlib to it) and
+``shared-tools`` (pyyaml, check-jsonschema, ruff, actionlint, zizmor: no torch). Each is
+installed once and reinstalled only when its key changes (pins, the requirements in
+pyproject.toml, Python),
+so ``nox -s kernels`` then ``nox -s pr`` installs torch once. On a machine without a GPU
+torch is ``torch==2.13.0`` (the CPU build on disk here); CI passes the catalog's pins
+(``CI_TORCH_VERSION``, ``CI_TRITON_VERSION``, ``CI_TORCH_INDEX_URL``, from
+``ci/hardware.yaml``). On an NVIDIA machine the env sees the system site-packages and pip
+installs the pinned torch only when the system one differs; under ROCm the image's torch
+and triton are kept (no dependency resolution for them).
+
+Arguments after ``--``. With one session named, it gets them all. With several named
+(``nox -s audit workflows -- --check``), each session takes the options it declares in
+``OPTIONS`` below; the rest go to the named session that declares no option list (suite,
+kernels, coverage_gap, durations, bench); an argument no named session takes is an error.
+Refusals (bad arguments, no MI35x without --emulate, no GITHUB_TOKEN) happen before any install.
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import shutil
 import sys
 from pathlib import Path
+from typing import Callable
 
 import nox
 
-nox.options.reuse_venv = "yes"
-nox.options.default_venv_backend = "venv"
+nox.options.default_venv_backend = "none"
 nox.options.sessions = ["pr"]
 
 ROOT = Path(__file__).resolve().parent
-CPU_TORCH = "torch==2.13.0"
 NVIDIA = shutil.which("nvidia-smi") is not None
 ROCM = shutil.which("rocm-smi") is not None or os.path.exists("/dev/kfd")
 GPU_MACHINE = NVIDIA or ROCM
-VENV_PARAMS = ["--system-site-packages"] if GPU_MACHINE else []
+LOCAL_CPU_TORCH = "2.13.0"   # = ci/hardware.yaml cpu toolchain; on disk on the CI machines
+LOCAL_WHEELS = "/opt/wheels"
 
+# session -> {option: takes a value}; None = free-form (its program validates the arguments)
+OPTIONS: dict[str, dict[str, bool] | None] = {
+    "pr": {"--root": True, "--hardware": True},
+    "lint": {"--fix": False},
+    "audit": {"--root": True, "--today": True},
+    "workflows": {"--check": False, "--no-linters": False, "--root": True},
+    "nightly_mi35x": {"--emulate": False},
+    "liveness": {"--repo": True, "--today": True, "--root": True},
+    "suite": None, "kernels": None, "coverage_gap": None, "durations": None, "bench": None,
+}
+
+
+# ---------------------------------------------------------------- arguments
+
+def _named_sessions(session: nox.Session) -> list[str]:
+    """Sessions named on the command line (nox keeps them in its global config)."""
+    try:
+        named = session._runner.global_config.sessions   # noqa: SLF001 - nox has no public accessor
+    except AttributeError:
+        named = None
+    names = [n.split("(")[0] for n in (named or []) if n.split("(")[0] in OPTIONS]
+    return names or [session.name]
+
+
+def _tokens(args: list[str], takes_value: Callable[[str], bool]) -> list[list[str]]:
+    """Split posargs into option groups: ['--flag'], ['--key', 'value'], ['--key=value'], ['positional']."""
+    out: list[list[str]] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--":
+            out.append(args[i:])
+            break
+        if arg.startswith("--") and "=" not in arg and takes_value(arg) and i + 1 < len(args):
+            out.append([arg, args[i + 1]])
+            i += 2
+            continue
+        out.append([arg])
+        i += 1
+    return out
+
+
+def session_args(session: nox.Session) -> list[str]:
+    """This session's share of the posargs (see the module docstring); errors before any install."""
+    mine = OPTIONS[session.name]
+    named = _named_sessions(session)
+    posargs = list(session.posargs)
+    if len(named) <= 1 or session.name not in named:
+        if mine is not None:
+            tokens = _tokens(posargs, lambda a: mine.get(a, False))
+            unknown = [t[0] for t in tokens if t[0].split("=")[0] not in mine]
+            if unknown:
+                session.error(f"nox -s {session.name}: unknown argument(s) {unknown}; accepted: {sorted(mine)}")
+        return posargs
+    declared = {n: OPTIONS[n] for n in named if OPTIONS[n] is not None}
+    free = [n for n in named if OPTIONS[n] is None]
+    tokens = _tokens(posargs, lambda a: any(opts.get(a, False) for opts in declared.values()))
+    out: list[str] = []
+    for token in tokens:
+        flag = token[0].split("=")[0]
+        owners = [n for n, opts in declared.items() if flag in opts]
+        if not owners and not free:
+            session.error(f"argument {token[0]!r} is accepted by none of the sessions {named}")
+        if session.name in owners or (not owners and session.name == (free[0] if free else None)):
+            out.extend(token)
+    return out
+
+
+# ---------------------------------------------------------------- shared environments
 
 def _pyproject() -> dict:
-    import tomllib  # Python >= 3.11; the GPU containers' older Pythons use the fallback below
-
-    with open(ROOT / "pyproject.toml", "rb") as fh:
-        return tomllib.load(fh)
+    return nox.project.load_toml(ROOT / "pyproject.toml")
 
 
-def _extra_requirements(*extras: str) -> list[str]:
-    try:
-        optional = _pyproject()["project"]["optional-dependencies"]
-    except ImportError:
-        return []
-    return [req for extra in extras for req in optional.get(extra, [])]
+def _group(*names: str) -> list[str]:
+    return list(nox.project.dependency_groups(_pyproject(), *names))
 
 
-def install(session: nox.Session, *extras: str) -> None:
-    """torch first (CPU build on CPU machines), then the project with ``extras``."""
-    extras = ("test", *extras)
+def _extras(*names: str) -> list[str]:
+    optional = _pyproject()["project"].get("optional-dependencies", {})
+    return [req for name in names for req in optional.get(name, [])]
+
+
+def _requirements_hash() -> str:
+    """What an environment's contents depend on in pyproject.toml (not tool settings such as ruff's)."""
+    data = _pyproject()
+    relevant = {"project": {k: data["project"].get(k) for k in ("dependencies", "optional-dependencies")},
+                "dependency-groups": data.get("dependency-groups")}
+    return hashlib.sha256(json.dumps(relevant, sort_keys=True).encode()).hexdigest()
+
+
+def _pins() -> dict[str, str]:
+    """torch/triton pins: CI passes the catalog's through the environment; locally the CPU default."""
+    pins = {k: os.environ[k] for k in ("CI_TORCH_VERSION", "CI_TRITON_VERSION", "CI_TORCH_INDEX_URL")
+            if os.environ.get(k)}
     if not GPU_MACHINE:
-        # The CPU build lies on disk on CI machines; point pip at it even if PIP_FIND_LINKS is unset.
-        local = [f"--find-links={d}" for d in ("/opt/wheels",) if Path(d).is_dir()]
-        session.install(*local, CPU_TORCH)
-        session.install("-e", f".[{','.join(extras)}]")
-    elif ROCM:
-        # keep ROCm's torch and triton (pytorch-triton-rocm): no dependency resolution for them
-        session.install("-e", ".", "--no-deps")
-        reqs = _extra_requirements(*extras) or ["pytest", "pytest-xdist", "hypothesis", "coverage", "check-jsonschema"]
-        session.install("numpy", "pyyaml", *reqs)
-    else:
-        session.install("-e", f".[{','.join(extras)}]")
+        pins.setdefault("CI_TORCH_VERSION", LOCAL_CPU_TORCH)
+    return pins
 
 
-def install_light(session: nox.Session, *packages: str) -> None:
-    """Registry tooling needs no torch: ci/ reads syntax trees and YAML only."""
-    session.install("pyyaml", *packages)
+def _ensure(session: nox.Session, name: str, key: dict, extras: tuple[str, ...],
+            install: Callable[[Callable[..., None], tuple[str, ...]], None], *, system_site: bool = False) -> Path:
+    """Create/refresh ``.nox/shared-<name>``: reinstall when ``key`` changed, add missing ``extras``."""
+    env = ROOT / ".nox" / f"shared-{name}"
+    python = env / "bin" / "python"
+    stamp = env / "dspark-env.json"
+    key = {**key, "python": sys.executable, "system_site": system_site, "requirements": _requirements_hash()}
+    state = json.loads(stamp.read_text()) if stamp.is_file() else {}
+    if state.get("key") != key:
+        if env.exists():
+            session.log(f"{env.relative_to(ROOT)}: key changed, rebuilding")
+            shutil.rmtree(env)
+        session.run_install(sys.executable, "-m", "venv", *(["--system-site-packages"] if system_site else []),
+                            str(env), external=True)
+        state = {"key": key, "extras": []}
+    missing = tuple(e for e in extras if e not in state["extras"])
+    if not missing and state["extras"]:
+        session.log(f"{env.relative_to(ROOT)}: up to date ({', '.join(state['extras'])}); nothing installed")
+        return env
+
+    def pip(*args: str) -> None:
+        session.run_install(str(python), "-m", "pip", "install", "--disable-pip-version-check", *args, external=True)
+
+    stamp.unlink(missing_ok=True)
+    install(pip, missing or extras)
+    state["extras"] = sorted(set(state["extras"]) | set(extras))
+    stamp.write_text(json.dumps(state, sort_keys=True))
+    return env
 
 
-@nox.session(venv_params=VENV_PARAMS)
+def torch_env(session: nox.Session, *extras: str) -> Path:
+    extras = ("test", *extras)
+    pins = _pins()
+
+    def install(pip: Callable[..., None], todo: tuple[str, ...]) -> None:
+        if "test" in todo:
+            if ROCM:    # keep ROCm's torch and triton (pytorch-triton-rocm): no resolution for them
+                pip("-e", ".", "--no-deps")
+                base = [r for r in _pyproject()["project"]["dependencies"] if not r.startswith(("torch", "triton"))]
+                pip(*base, *_extras("test"))
+            else:
+                index = ["--index-url", pins["CI_TORCH_INDEX_URL"]] if "CI_TORCH_INDEX_URL" in pins else \
+                    [f"--find-links={LOCAL_WHEELS}"] if Path(LOCAL_WHEELS).is_dir() else []
+                if "CI_TORCH_VERSION" in pins:
+                    pip(*index, f"torch=={pins['CI_TORCH_VERSION']}")
+                if "CI_TRITON_VERSION" in pins:
+                    pip(f"triton=={pins['CI_TRITON_VERSION']}")
+                pip("-e", ".[test]")
+        rest = [e for e in todo if e != "test"]
+        if rest:
+            pip(*_extras(*rest))
+
+    return _ensure(session, "torch", {"pins": pins, "rocm": ROCM}, extras, install, system_site=GPU_MACHINE)
+
+
+def tools_env(session: nox.Session) -> Path:
+    def install(pip: Callable[..., None], todo: tuple[str, ...]) -> None:
+        pip(*_group(*todo))
+
+    return _ensure(session, "tools", {}, ("lint", "workflows"), install)
+
+
+def run_in(session: nox.Session, envs: list[Path], *cmd: str) -> None:
+    """``python CMD`` with the first env's interpreter and every env's bin/ on PATH."""
+    path = os.pathsep.join([str(e / "bin") for e in envs] + [os.environ.get("PATH", "")])
+    session.run(str(envs[0] / "bin" / "python"), *cmd, external=True,
+                env={"PATH": path, "VIRTUAL_ENV": str(envs[0])})
+
+
+# ---------------------------------------------------------------- sessions
+
+@nox.session
 def suite(session: nox.Session) -> None:
-    """Run one registry job or shard: -- --job ID [--shard I/N] [--dry-run] [--durations FILE]."""
-    install(session)
-    session.run("python", "-m", "ci.run_suite", *session.posargs)
+    """Run one group shard (--group G --shard I/N) or one registry job (--job ID [--shard I/N])."""
+    args = session_args(session)
+    run_in(session, [torch_env(session)], "-m", "ci.run_suite", *args)
 
 
-@nox.session(venv_params=VENV_PARAMS)
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff over the repository (rules in pyproject.toml); -- --fix applies the safe fixes."""
+    args = session_args(session)
+    run_in(session, [tools_env(session)], "-m", "ruff", "check", *args, ".")
+
+
+@nox.session
 def audit(session: nox.Session) -> None:
     """Registry audit: job table, dormant suites, unknown job refs, gate coverage, ops, disabled."""
-    install_light(session)
-    session.run("python", "-m", "ci.audit", *session.posargs)
+    args = session_args(session)
+    run_in(session, [tools_env(session)], "-m", "ci.audit", *args)
 
 
-@nox.session(venv_params=VENV_PARAMS)
+@nox.session
 def workflows(session: nox.Session) -> None:
-    """Write .github/workflows/ from the registry; -- --check fails on drift / schema / actionlint."""
-    install_light(session, "check-jsonschema")
-    session.run("python", "-m", "ci.workflows", *session.posargs)
+    """Write .github/workflows/; -- --check: drift, schema, actionlint, zizmor, toolchain pins."""
+    args = session_args(session)
+    run_in(session, [tools_env(session)], "-m", "ci.workflows", *args)
 
 
-@nox.session(venv_params=VENV_PARAMS)
+@nox.session
 def pr(session: nox.Session) -> None:
-    """Every per-commit check: audit, workflow checks, every per-commit cpu job (all variants, shards)."""
-    install(session)
-    session.run("python", "-m", "ci.pr", *session.posargs)
+    """Every per-commit check: ruff, audit, workflow checks, every per-commit cpu job."""
+    args = session_args(session)
+    tools = tools_env(session)
+    env = torch_env(session)
+    run_in(session, [tools], "-m", "ruff", "check", ".")
+    run_in(session, [env, tools], "-m", "ci.pr", *args)
 
 
-@nox.session(venv_params=VENV_PARAMS)
+def _op_report_module() -> str:
+    for module in ("impl.testing.op_report", "registered.op_report"):
+        if (ROOT / (module.replace(".", "/") + ".py")).is_file():
+            return module
+    raise FileNotFoundError("no op report module (impl/testing/op_report.py)")
+
+
+@nox.session
 def kernels(session: nox.Session) -> None:
     """Op report, then the per-commit kernel jobs for this machine (cpu / h200-1 / mi35x-1)."""
-    install(session)
-    if not (ROOT / "registered" / "op_report.py").is_file():
-        session.error("registered/op_report.py is missing: the op table report cannot run")
-    session.run("python", "-m", "registered.op_report")
-    session.run("python", "-m", "ci.run_many", "--schedule", "per-commit", "--hardware", "auto-kernels",
-                "--suite-prefix", "kernels", *session.posargs)
+    args = session_args(session)
+    try:
+        report = _op_report_module()
+    except FileNotFoundError as exc:
+        session.error(str(exc))
+    env = torch_env(session)
+    run_in(session, [env], "-m", report)
+    run_in(session, [env], "-m", "ci.run_many", "--schedule", "per-commit", "--hardware", "auto-kernels",
+           "--suite-prefix", "kernels", *args)
 
 
-@nox.session(venv_params=VENV_PARAMS)
+@nox.session
 def nightly_mi35x(session: nox.Session) -> None:
-    """The nightly MI35x jobs. Elsewhere refused, unless -- --emulate (DSPARK_PLATFORM=hip emulation)."""
-    install(session)
-    args = ["--schedule", "nightly", "--hardware-prefix", "mi35x", "--require-mi35x"]
-    if "--emulate" in session.posargs:
-        args.append("--emulate")
-    unknown = [a for a in session.posargs if a != "--emulate"]
-    if unknown:
-        session.error(f"unknown argument(s) {unknown}; only --emulate is accepted")
-    session.run("python", "-m", "ci.run_many", *args)
+    """The nightly MI35x jobs. Refused (before installing) off ROCm, unless -- --emulate."""
+    args = session_args(session)
+    emulate = "--emulate" in args
+    if not ROCM and not emulate:
+        session.error("nightly_mi35x: this machine has no ROCm device (/dev/kfd, rocm-smi); "
+                      "run it on an MI35x, or pass -- --emulate to emulate HIP here")
+    cmd = ["--schedule", "nightly", "--hardware-prefix", "mi35x", "--require-mi35x"]
+    run_in(session, [torch_env(session)], "-m", "ci.run_many", *cmd, *(["--emulate"] if emulate else []))
 
 
-@nox.session(venv_params=VENV_PARAMS)
+@nox.session
 def coverage_gap(session: nox.Session) -> None:
     """Changed impl/ lines no per-commit cpu job executes: -- --base REV [--report-only]."""
-    install(session)
-    session.run("python", "-m", "ci.coverage_gap", *session.posargs)
+    args = session_args(session)
+    run_in(session, [torch_env(session)], "-m", "ci.coverage_gap", *args)
 
 
-@nox.session(venv_params=VENV_PARAMS)
+@nox.session
+def liveness(session: nox.Session) -> None:
+    """Fail when a registered job has not run lately (GitHub Actions history; GITHUB_TOKEN)."""
+    args = session_args(session)
+    if not os.environ.get("GITHUB_TOKEN"):
+        session.error("liveness: GITHUB_TOKEN is not set (a token that may read this repository's Actions history)")
+    run_in(session, [tools_env(session)], "-m", "ci.liveness", *args)
+
+
+@nox.session
+def durations(session: nox.Session) -> None:
+    """Refresh ci/durations.json from the JUnit files of a run: -- --from DIR (downloaded ci-results-*)."""
+    args = session_args(session)
+    if not args:
+        session.error("durations: pass -- --from DIR, a folder holding a run's downloaded ci-results-* artifacts")
+    run_in(session, [tools_env(session)], "-m", "ci.durations", *args)
+
+
+@nox.session
 def bench(session: nox.Session) -> None:
     """Benchmarks: python -m impl.bench ARGS."""
-    install(session, "bench")
-    session.run("python", "-m", "impl.bench", *session.posargs)
+    args = session_args(session)
+    run_in(session, [torch_env(session, "bench")], "-m", "impl.bench", *args)
 
 
 if __name__ == "__main__":

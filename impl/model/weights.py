@@ -13,7 +13,7 @@ DSpark heads do) and own everything else.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 
 import torch
 
