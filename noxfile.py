@@ -56,7 +56,8 @@ LOCAL_WHEELS = "/opt/wheels"
 OPTIONS: dict[str, dict[str, bool] | None] = {
     "pr": {"--root": True, "--hardware": True},
     "lint": {"--fix": False},
-    "audit": {"--root": True, "--today": True},
+    "audit": {"--root": True, "--today": True, "--format": True, "--adapter": True, "--repository": True,
+              "--pytest-collection": False},
     "workflows": {"--check": False, "--no-linters": False, "--root": True},
     "nightly_mi35x": {"--emulate": False},
     "liveness": {"--repo": True, "--today": True, "--root": True},
