@@ -210,3 +210,22 @@ def test_launch_cache_reuses_the_compiled_kernel_per_key():
     kinds = [entry[0] for entry in kernel.log]
     assert kinds == ["ordinary", "direct", "ordinary", "ordinary"]
     assert kernel.log[1][1] == (3, 2, 1, stream, "fn", "meta", None, None, None, "y", 7, 64, True)
+
+
+@register(suite="kernels", hardware=["cpu"], schedule="per-commit", est_time=1)
+def test_backend_gate_cache_follows_the_environment(monkeypatch):
+    """launch_mode caches the kernel_backend gate per raw environment value: a changed, invalid or
+    removed variable takes effect on the very next call (nothing to refresh)."""
+    from impl.gates import GateError
+    from impl.kernels._backend import launch_mode
+
+    probs = torch.rand(2, 8)
+    monkeypatch.setenv("DSPARK_KERNEL_BACKEND", "torch")
+    assert launch_mode(probs) == "torch"
+    monkeypatch.setenv("DSPARK_KERNEL_BACKEND", "bogus")
+    with pytest.raises(GateError, match="DSPARK_KERNEL_BACKEND"):
+        launch_mode(probs)
+    monkeypatch.setenv("DSPARK_KERNEL_BACKEND", "triton-interpret")
+    assert launch_mode(probs) == "triton"
+    monkeypatch.setenv("DSPARK_KERNEL_BACKEND", "torch")
+    assert launch_mode(probs) == "torch"

@@ -179,6 +179,6 @@ def fused_norm_rope_(kv, weight, eps, cos, sin, positions, *, rope_dim):
         rows, warps = _launch_config(block_d, num_rows)
         kernel = _norm_rope_kernel
         meta = dict(D=d, ROPE=rope_dim, ROWS=rows, BLOCK_D=block_d, num_warps=warps)
-    key = (kernel is _norm_rope_kernel, *meta.values(), *specialization_key(*args))
+    key = (kv.device.index, kernel is _norm_rope_kernel, *meta.values(), *specialization_key(*args))
     _COMPILED.launch(key, _COMPILED.stream(kv.device.index), kernel, (cdiv(num_rows, rows),), args, meta)
     return kv
