@@ -7,15 +7,13 @@ from __future__ import annotations
 
 import torch
 
-
-def _bits(t: torch.Tensor) -> torch.Tensor:
-    return t.view({1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()])
+from reference.bits import bits_view
 
 
 def scatter_into_unified(kv, loc, unified, *, check=None):
     """For each row i with loc[i] >= 0: unified[loc[i]] = kv[i], bit for bit."""
     seen = set()
-    src, dst = _bits(kv), _bits(unified)
+    src, dst = bits_view(kv), bits_view(unified)
     for i in range(kv.shape[0]):
         target = int(loc[i])
         if target < 0:

@@ -16,14 +16,11 @@ import impl.kernels.renorm as renorm
 import reference as R
 from ci.registration import register
 from impl.platform import default_device
-from registered.op_table import NORM_ROPE, RENORM, mismatch
+from impl.testing.op_table import NORM_ROPE, RENORM, mismatch
+from reference.bits import bits_view
 
 DEV = default_device()
 BOUNDED = settings(max_examples=25, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
-
-
-def _bits(t):
-    return t.cpu().view(torch.uint8)
 
 
 @st.composite
@@ -50,7 +47,7 @@ def test_scatter_matches_oracle(args):
     kv, loc, unified = args
     want = R.scatter_into_unified(kv, loc, unified.clone())
     got = K.scatter_into_unified(kv.to(DEV), loc.to(DEV), unified.to(DEV))
-    assert torch.equal(_bits(got), _bits(want))
+    assert torch.equal(bits_view(got.cpu()), bits_view(want))
 
 
 @st.composite
@@ -80,7 +77,7 @@ def swa_inputs(draw):
 def test_store_swa_matches_oracle(kw):
     want = R.store_swa_into_unified(**{**kw, "unified": kw["unified"].clone()})
     got = K.store_swa_into_unified(**{k: v.to(DEV) if isinstance(v, torch.Tensor) else v for k, v in kw.items()})
-    assert torch.equal(_bits(got), _bits(want))
+    assert torch.equal(bits_view(got.cpu()), bits_view(want))
 
 
 @register(suite="kernels-properties", hardware=["cpu", "h200-1", "mi35x-1"], schedule="per-commit", est_time=1)
