@@ -4,6 +4,10 @@ Sort the row, find the pivot, keep entries >= pivot (ties kept), divide by the
 kept mass (zero mass -> zeros). Fractions make the cumulative-mass test exact.
 top-p measures mass relative to the row's total (identical to SPEC's "1 - p"
 for rows that sum to 1); a scalar p is taken at fp32 precision like the kernel's.
+At an exact boundary (cumulative mass == target) the entry reaching it survives.
+Out-of-contract values (decided once, the same on every backend): NaN and negative
+entries weigh 0 and are never kept; a row with no positive mass gives zeros; a NaN
+in a tensor p means 1 (keep every positive entry).
 """
 from __future__ import annotations
 
@@ -18,27 +22,35 @@ def _per_row(param, bs, cast):
     return [cast(param)] * bs
 
 
+def _clean(row: list[float]) -> list[float]:
+    return [x if x > 0 else 0.0 for x in row]  # NaN > 0 is False: NaN weighs 0 too
+
+
 def _renormalise(row: list[float], pivot: float) -> list[float]:
     kept = [Fraction(x) if x >= pivot else Fraction(0) for x in row]
     mass = sum(kept)
     return [float(x / mass) if mass > 0 else 0.0 for x in kept]
 
 
-def top_k_renorm(probs, k):
+def top_k_renorm(probs, k, *, tuning=None):
+    """``tuning`` (the kernels' launch plan) is accepted and ignored: the oracle has none."""
     out = []
     for row, k_r in zip(probs.tolist(), _per_row(k, probs.shape[0], int)):
+        row = _clean(row)
         k_r = min(max(k_r, 1), len(row))
         pivot = sorted(row, reverse=True)[k_r - 1]  # the k-th largest
         out.append(_renormalise(row, pivot))
     return torch.tensor(out, dtype=torch.float32).reshape(probs.shape)
 
 
-def top_p_renorm(probs, p):
+def top_p_renorm(probs, p, *, tuning=None):
+    """``tuning`` (the kernels' launch plan) is accepted and ignored: the oracle has none."""
     fp32 = lambda v: float(torch.tensor(float(v), dtype=torch.float32))  # noqa: E731
     cast = float if isinstance(p, torch.Tensor) else fp32
     out = []
     for row, p_r in zip(probs.tolist(), _per_row(p, probs.shape[0], cast)):
-        p_r = min(max(p_r, 0.0), 1.0)
+        row = _clean(row)
+        p_r = 1.0 if p_r != p_r else min(max(p_r, 0.0), 1.0)  # NaN p: keep the whole row
         target = (1 - Fraction(p_r)) * sum(Fraction(x) for x in row)
         pivot, cumulative = float("inf"), Fraction(0)
         for x in sorted(row):  # ascending: the smallest entries go first

@@ -99,3 +99,27 @@ def test_cuda_graph_replay_with_changed_inputs_equals_eager(case, backend, monke
     for i, (e, w) in enumerate(zip(eager, run_reference(op, second), strict=True)):
         problem = mismatch(op.compare, e, w)  # the varied inputs were valid
         assert problem is None, f"{op.name} output {i} (varied inputs): {problem}"
+
+
+@register(suite="kernels-cuda", hardware=["h200-1"], schedule="per-commit", est_time=20)
+@requires_gpu()
+@pytest.mark.parametrize("name", ["top_k_renorm", "top_p_renorm", "fused_norm_rope_"])
+def test_repeated_eager_calls_reuse_compiled_kernels_correctly(name):
+    """After the first call, eager launches go straight to the compiled kernels (LaunchCache,
+    impl/kernels/_backend.py). Later calls with new values, with a misaligned input (another
+    specialization) and inside a CUDA graph must still match the oracle."""
+    op, sample = next(c for c in LARGE if c[0].name == name)
+    g = torch.Generator().manual_seed(3)
+    kwargs = sample.make(torch.device("cuda"))
+    for attempt in range(4):
+        kw = _vary(name, kwargs, g) if attempt else kwargs
+        if attempt == 3:  # a view one element in: not 16-byte aligned, a different specialization
+            key = "probs" if "probs" in kw else "kv"
+            padded = torch.empty(kw[key].numel() + 1, dtype=kw[key].dtype, device="cuda")
+            kw = {**kw, key: padded[1:].view(kw[key].shape).copy_(kw[key])}
+            assert kw[key].data_ptr() % 16 != 0
+        want = run_reference(op, kw)  # from copies, before an in-place op changes kw
+        got = run_op(op, op.impl, kw if attempt == 3 else clone_kwargs(kw))  # a clone would realign the view
+        for i, (o, w) in enumerate(zip(got, want, strict=True)):
+            problem = mismatch(op.compare, o, w)
+            assert problem is None, f"{name} call {attempt} output {i}: {problem}"

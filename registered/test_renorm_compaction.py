@@ -1,8 +1,8 @@
 """top_k / top_p renorm: compaction, the finish kernel, the plain passes, the first split's ranges.
 
-Batches of impl.kernels.renorm.FINISH_MIN_ROWS rows or more try, after the first pass and after
+Batches of RenormTuning.finish_min_rows rows or more try, after the first pass and after
 each full pass that follows, to copy a row's keys in its current range into a scratch of
-CANDIDATE_CAPACITY values; the finish kernel then completes each row from its candidates, or
+candidate_capacity values; the finish kernel then completes each row from its candidates, or
 from its full row when it never fit. Smaller batches compact once into a whole-row scratch. With a tiny capacity, one batch holds rows compacted by the
 first attempt, rows compacted later, and rows never compacted; the per-row state (which attempt
 compacted the row) proves each path really ran, and the result must still match the exact
@@ -11,6 +11,9 @@ running range passes over them: both are forced and checked the same way. Rows a
 table's samples are small batches (the plain path); here they also run through the finish path.
 """
 from __future__ import annotations
+
+import dataclasses
+import functools
 
 import pytest
 import torch
@@ -50,45 +53,51 @@ def _params(top_p: bool) -> torch.Tensor:
     return torch.tensor([3, 20, 40, 7, 150, 9, 64])
 
 
-def _compacted_by(probs: torch.Tensor, param: torch.Tensor, top_p: bool) -> list[int]:
+def _tuning(**changes) -> renorm.RenormTuning:
+    return dataclasses.replace(renorm.DEFAULT_TUNING, **changes)
+
+
+def _state(probs: torch.Tensor, param: torch.Tensor, top_p: bool, tuning: renorm.RenormTuning) -> torch.Tensor:
+    plan = renorm._plan(probs.shape[0], probs.shape[1], top_p, True, tuning)
+    return renorm._select(probs, None, param, plan)[0]
+
+
+def _compacted_by(probs: torch.Tensor, param: torch.Tensor, top_p: bool, tuning: renorm.RenormTuning) -> list[int]:
     """The pass that compacted each row (0: never), read from the select's state."""
-    state = renorm._select(probs, None, param, top_p=top_p)
-    return state[:, rk.COMPACTED].tolist()
+    return _state(probs, param, top_p, tuning)[:, int(rk.COMPACTED)].tolist()
 
 
 @register(suite="kernels", hardware=["cpu", "h200-1"], schedule="per-commit", est_time=25)
 @pytest.mark.parametrize("top_p", [False, True], ids=["top_k", "top_p"])
 @pytest.mark.parametrize("seed", [1, 2])
-def test_compaction_paths_match_the_oracle(monkeypatch, seed, top_p):
-    monkeypatch.setattr(renorm, "CANDIDATE_CAPACITY", CAP)
-    monkeypatch.setattr(renorm, "FINISH_MIN_ROWS", 2)
+def test_compaction_paths_match_the_oracle(seed, top_p):
+    tuning = _tuning(candidate_capacity=CAP, finish_min_rows=2, compact_attempts=3)  # three chances to fit
     probs, param = _rows(seed), _params(top_p)
-    by = _compacted_by(probs.to(DEV), param.to(DEV), top_p)
+    by = _compacted_by(probs.to(DEV), param.to(DEV), top_p, tuning)
     assert by[0] == 1, f"row 0 should fit from the first attempt: {by}"
     assert by[1] > 1, f"row 1 should fit only on a later attempt: {by}"
     assert by[2] == by[3] == 0, f"tied and zero rows must never fit {CAP} slots: {by}"
-    assert renorm._split(len(probs), VOCAB)[1] >= 3, "rows should span several chunks"
+    assert renorm._split(len(probs), VOCAB, tuning)[1] >= 3, "rows should span several chunks"
     oracle, op = (R.top_p_renorm, K.top_p_renorm) if top_p else (R.top_k_renorm, K.top_k_renorm)
-    problem = mismatch(RENORM, op(probs.to(DEV), param.to(DEV)), oracle(probs, param))
+    problem = mismatch(RENORM, op(probs.to(DEV), param.to(DEV), tuning=tuning), oracle(probs, param))
     assert problem is None, f"compacted by pass {by}: {problem}"
 
 
 @register(suite="kernels", hardware=["cpu", "h200-1"], schedule="per-commit", est_time=20)
 @pytest.mark.parametrize("top_p", [False, True], ids=["top_k", "top_p"])
-def test_finish_and_small_batch_paths_agree(monkeypatch, top_p):
+def test_finish_and_small_batch_paths_agree(top_p):
     """Same batch through compaction + finish (rows that never fit included) and through the
     small-batch passes (one compaction into a whole-row scratch, then (chunk, row) programs)."""
-    monkeypatch.setattr(renorm, "CANDIDATE_CAPACITY", CAP)
     probs, param = _rows(5).to(DEV), _params(top_p).to(DEV)
     op = K.top_p_renorm if top_p else K.top_k_renorm
-    monkeypatch.setattr(renorm, "FINISH_MIN_ROWS", 2)
-    by = _compacted_by(probs, param, top_p)
+    finish = _tuning(candidate_capacity=CAP, finish_min_rows=2)
+    by = _compacted_by(probs, param, top_p, finish)
     assert 0 in by and 1 in by, f"need compacted and never-fitting rows: {by}"
-    finished = op(probs, param)
-    monkeypatch.setattr(renorm, "FINISH_MIN_ROWS", 10**9)
-    by = _compacted_by(probs, param, top_p)
+    finished = op(probs, param, tuning=finish)
+    small = _tuning(candidate_capacity=CAP, finish_min_rows=10**9)
+    by = _compacted_by(probs, param, top_p, small)
     assert set(by) == {1}, f"the small-batch scratch holds any row: {by}"
-    assert torch.equal(finished, op(probs, param))
+    assert torch.equal(finished, op(probs, param, tuning=small))
     oracle = R.top_p_renorm if top_p else R.top_k_renorm
     problem = mismatch(RENORM, finished, oracle(probs.cpu(), param.cpu()))
     assert problem is None, problem
@@ -99,53 +108,105 @@ RENORM_CASES = [c for c in cases(large=False) if c[0].name in ("top_k_renorm", "
 
 @register(suite="kernels", hardware=["cpu", "h200-1"], schedule="per-commit", est_time=40)
 @pytest.mark.parametrize("case", RENORM_CASES, ids=case_id)
-def test_op_samples_through_the_finish_path(monkeypatch, case):
+def test_op_samples_through_the_finish_path(case):
     """Every op-table edge case (ties, clamped k and p, scalars, zero rows) via compaction + finish."""
-    monkeypatch.setattr(renorm, "FINISH_MIN_ROWS", 1)
+    tuning = _tuning(finish_min_rows=1)
     op, sample = case
     kwargs = sample.make(DEV)
-    assert renorm._plan(len(kwargs["probs"]), op.name == "top_p_renorm")[-1][0] == "finish"
-    got = run_op(op, op.impl, clone_kwargs(kwargs))
+    assert renorm._steps(len(kwargs["probs"]), op.name == "top_p_renorm", tuning)[-1][0] == "finish"
+    got = run_op(op, functools.partial(op.impl, tuning=tuning), clone_kwargs(kwargs))
     for g, w in zip(got, run_reference(op, kwargs), strict=True):
         problem = mismatch(op.compare, g, w)
         assert problem is None, problem
 
 
-def _finished_by(probs: torch.Tensor, param: torch.Tensor, top_p: bool) -> list[int]:
+def _finished_by(probs: torch.Tensor, param: torch.Tensor, top_p: bool, tuning: renorm.RenormTuning) -> list[int]:
     """How the small-batch gather found each row's pivot (0: its range was one key already)."""
-    state = renorm._select(probs, None, param, top_p=top_p)
-    return state[:, rk.FINISHED_BY].tolist()
+    return _state(probs, param, top_p, tuning)[:, int(rk.FINISHED_BY)].tolist()
 
 
 @register(suite="kernels", hardware=["cpu", "h200-1"], schedule="per-commit", est_time=20)
 @pytest.mark.parametrize("top_p", [False, True], ids=["top_k", "top_p"])
-def test_small_batch_gather_paths_match_the_oracle(monkeypatch, top_p):
+def test_small_batch_gather_paths_match_the_oracle(top_p):
     """Small batches gather the keys their passes left in range, then sort them (at most
     SORT_CAPACITY) or run range passes over them. One pass leaves many keys in range; with 4 sort
     slots those rows loop, with room for a whole row every row sorts. The state proves which ran; both agree with
     each other and with the exact oracle."""
-    monkeypatch.setattr(renorm, "FINISH_MIN_ROWS", 10**9)
-    monkeypatch.setattr(renorm, "SMALL_BATCH_PASSES", 1)
     probs, param = _rows(3).to(DEV), _params(top_p).to(DEV)
     op = K.top_p_renorm if top_p else K.top_k_renorm
     outputs = {}
-    for sort_cap, path in ((4, rk.LOOPED), (4096, rk.SORTED)):
-        monkeypatch.setattr(renorm, "SORT_CAPACITY", sort_cap)
-        by = _finished_by(probs, param, top_p)
+    sorted_, looped = int(rk.SORTED), int(rk.LOOPED)
+    for sort_cap, path in ((4, looped), (4096, sorted_)):
+        tuning = _tuning(finish_min_rows=10**9, small_batch_passes=1, sort_capacity=sort_cap)
+        by = _finished_by(probs, param, top_p, tuning)
         assert path in by, f"sort capacity {sort_cap}: finished by {by}"
-        assert sort_cap < VOCAB or rk.LOOPED not in by, f"every row fits {sort_cap} sort slots: {by}"
-        outputs[path] = op(probs, param)
-    assert torch.equal(outputs[rk.LOOPED], outputs[rk.SORTED])
+        assert sort_cap < VOCAB or looped not in by, f"every row fits {sort_cap} sort slots: {by}"
+        outputs[path] = op(probs, param, tuning=tuning)
+    assert torch.equal(outputs[looped], outputs[sorted_])
     oracle = R.top_p_renorm if top_p else R.top_k_renorm
-    problem = mismatch(RENORM, outputs[rk.SORTED], oracle(probs.cpu(), param.cpu()))
+    problem = mismatch(RENORM, outputs[sorted_], oracle(probs.cpu(), param.cpu()))
     assert problem is None, problem
 
 
 @register(suite="kernels", hardware=["cpu"], schedule="per-commit", est_time=1)
-@pytest.mark.parametrize("name, value", [("SMALL_BATCH_PASSES", 0), ("SORT_CAPACITY", 1000), ("SHORT_SORT", 0)])
-def test_small_batch_plan_refuses_bad_settings(monkeypatch, name, value):
-    """The gather places its keys by the last pass's per-chunk counts (a plan needs a pass), and
-    tl.sort sizes are powers of two: a bad module setting is refused by name, not run."""
-    monkeypatch.setattr(renorm, name, value)
-    with pytest.raises(ValueError, match=name):
-        renorm._plan(1, True)
+@pytest.mark.parametrize("name, value", [("small_batch_passes", 0), ("sort_capacity", 1000), ("short_sort", 0),
+                                         ("wide_split", 32), ("finish_split", (16, 3)), ("candidate_capacity", 0),
+                                         ("write", (1000, 8)), ("finish_min_rows", (4, 0)),
+                                         ("small_batch_programs", 0)])
+def test_tuning_refuses_bad_settings(name, value):
+    """The gather places its keys by the last pass's per-chunk counts (a plan needs a pass), tl.sort
+    sizes and launch shapes are powers of two, passes split at most NB_MAX ways: a bad setting is
+    refused by name when the tuning is built, never run."""
+    with pytest.raises(ValueError, match=name if name != "write" else "launch shape"):
+        _tuning(**{name: value})
+
+
+@register(suite="kernels", hardware=["cpu"], schedule="per-commit", est_time=1)
+def test_ops_refuse_a_tuning_of_the_wrong_type():
+    probs = torch.rand(2, 8, device=DEV)
+    with pytest.raises(TypeError, match="tuning"):
+        K.top_k_renorm(probs, 2, tuning={"finish_min_rows": 1})
+
+
+class _FakeCompiled:
+    function, packed_metadata = "fn", "meta"
+
+    def __init__(self, log):
+        self.log = log
+
+    def run(self, *call):
+        self.log.append(("direct", call))
+
+
+class _FakeKernel:
+    """Stands in for a jitted kernel: ``kernel[grid](*args, **meta)`` compiles, launches, returns the
+    compiled kernel (as JITFunction.run does)."""
+    arg_names = ["x_ptr", "n", "BLOCK", "FLAG"]
+
+    def __init__(self):
+        self.log = []
+
+    def __getitem__(self, grid):
+        def launch(*args, **meta):
+            self.log.append(("ordinary", grid, args, meta))
+            return _FakeCompiled(self.log)
+        return launch
+
+
+@register(suite="kernels", hardware=["cpu"], schedule="per-commit", est_time=1)
+def test_launch_cache_reuses_the_compiled_kernel_per_key():
+    """The first launch of a key goes through kernel[grid] and keeps the compiled kernel; later
+    launches of that key call its launcher with the grid padded to 3-D, the stream, and every
+    argument followed by the constexprs in parameter order; another key compiles again; without
+    a stream (interpreter, launch hooks) every launch is ordinary."""
+    from impl.kernels._backend import LaunchCache
+
+    kernel, cache, stream = _FakeKernel(), LaunchCache(), object()
+    meta = {"FLAG": True, "BLOCK": 64, "num_warps": 4}
+    cache.launch("a", stream, kernel, (3, 2), ("x", 7), meta)
+    cache.launch("a", stream, kernel, (3, 2), ("y", 7), meta)
+    cache.launch("b", stream, kernel, (5,), ("z", 1), meta)
+    cache.launch("a", None, kernel, (3, 2), ("w", 7), meta)
+    kinds = [entry[0] for entry in kernel.log]
+    assert kinds == ["ordinary", "direct", "ordinary", "ordinary"]
+    assert kernel.log[1][1] == (3, 2, 1, stream, "fn", "meta", None, None, None, "y", 7, 64, True)

@@ -1,4 +1,10 @@
-"""``python -m impl.bench [--smoke] [--out DIR] [--only scatter,norm_rope,...]``."""
+"""``python -m impl.bench [--smoke] [--out DIR] [--only top_k,top_p,...]``.
+
+Results go to ``bench-results/<date>_<device>/`` at the repository root (outside the
+package) unless ``--out`` says otherwise. An existing ``bench.json`` there is merged, never
+shrunk: rows this run measured replace the same (op, shape, variant) rows, every other
+row is kept, so a narrower run (``--only``) cannot lose earlier results.
+"""
 from __future__ import annotations
 
 import argparse
@@ -13,6 +19,8 @@ import torch
 from impl.bench import cases, report, timing
 
 GRAPH_REPLAY_MAX_ROWS = 1024
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SELECTIONS = [*cases.GPU_SWEEP, "verify_step"]
 
 
 def _device_name() -> str:
@@ -30,7 +38,7 @@ def measure(sweep: dict, device: str, only: set[str] | None) -> list[dict]:
             case = make(*size, device, gen, with_compile=on_gpu)
             times = {}
             for variant, fn in case.variants.items():
-                small = on_gpu and case.rows <= GRAPH_REPLAY_MAX_ROWS and variant != "torch.compile"
+                small = on_gpu and case.rows <= GRAPH_REPLAY_MAX_ROWS and "torch.compile" not in variant
                 times[variant] = timing.graph_replay_us(fn) if small else timing.median_us(fn)
             for variant, us in times.items():
                 rows.append({
@@ -43,19 +51,32 @@ def measure(sweep: dict, device: str, only: set[str] | None) -> list[dict]:
     return rows
 
 
+def _selection(text: str | None, parser: argparse.ArgumentParser) -> set[str] | None:
+    if text is None:
+        return None
+    chosen = {s.strip() for s in text.split(",") if s.strip()}
+    unknown = sorted(chosen - set(SELECTIONS))
+    if unknown or not chosen:
+        parser.error(f"--only: unknown selection {', '.join(unknown) or repr(text)}; choose from {', '.join(SELECTIONS)}")
+    return chosen
+
+
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__)
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--smoke", action="store_true", help="tiny sizes (default when no GPU)")
-    ap.add_argument("--out", type=Path, help="results folder (default impl/bench/results/<date>_<device>)")
-    ap.add_argument("--only", help="comma-separated subset of: " + ",".join([*cases.GPU_SWEEP, "verify_step"]))
+    ap.add_argument("--out", type=Path, help="results folder (default bench-results/<date>_<device> at the repo root)")
+    ap.add_argument("--only", help="comma-separated subset of: " + ",".join(SELECTIONS))
+    ap.add_argument("--flashinfer-aot", help="folder of FlashInfer's prebuilt modules (for its contender rows)")
     args = ap.parse_args(argv)
+    only = _selection(args.only, ap)  # before any work: a bad selection exits 2
     gpu = torch.cuda.is_available()
     if not gpu:
         print("[bench] no GPU on this machine: running the tiny CPU smoke mode (Triton interpreter); "
               "numbers are not performance figures.", flush=True)
     sweep = cases.CPU_SMOKE_SWEEP if (args.smoke or not gpu) else cases.GPU_SWEEP
     device = "cuda" if gpu else "cpu"
-    only = set(args.only.split(",")) if args.only else None
+    if gpu and not cases.flashinfer_available(args.flashinfer_aot):
+        print("[bench] flashinfer is not importable: its contender rows (top_k / top_p) are skipped", flush=True)
     rows = measure(sweep, device, only)
     step_rows = []
     if not only or "verify_step" in only:
@@ -66,15 +87,17 @@ def main(argv: list[str] | None = None) -> int:
         "device": name, "torch": torch.__version__, "triton": __import__("triton").__version__,
         "date": dt.date.today().isoformat(), "mode": "smoke" if sweep is cases.CPU_SMOKE_SWEEP else "full",
     }
-    out = args.out or Path(__file__).parent / "results" / f"{meta['date']}_{re.sub(r'[^A-Za-z0-9]+', '-', name)}"
+    out = args.out or REPO_ROOT / "bench-results" / f"{meta['date']}_{re.sub(r'[^A-Za-z0-9]+', '-', name)}"
     out.mkdir(parents=True, exist_ok=True)
-    report.write_json(out / "bench.json", meta, rows + step_rows)
-    plotted = report.write_plot(out / "bench.png", rows, f"{name} - torch {meta['torch']}, triton {meta['triton']}")
+    all_rows, kept = report.merge_json(out / "bench.json", meta, rows + step_rows)
+    plot_rows = [r for r in all_rows if "gbps" in r]
+    plotted, why_not = report.write_plot(out / "bench.png", plot_rows, f"{name} - torch {meta['torch']}, triton {meta['triton']}")
     print(f"device: {name}  torch {meta['torch']}  triton {meta['triton']}  mode {meta['mode']}")
     print(report.format_table(rows))
     for r in step_rows:
         print(f"verify step {r['shape']} ({r['variant']}): {r['us']:.1f} us, host syncs in eager run: {r['host_syncs']}")
-    print(f"wrote {out / 'bench.json'}" + (f" and {out / 'bench.png'}" if plotted else ""))
+    print(f"wrote {out / 'bench.json'} ({len(rows) + len(step_rows)} rows measured now, {kept} kept from before)")
+    print(f"wrote {out / 'bench.png'}" if plotted else f"no plot: {why_not}")
     return 0
 
 

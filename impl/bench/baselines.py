@@ -6,7 +6,10 @@
 - ``scatter_index_copy``: graph-safe torch: skipped rows go to a trash row.
 - ``norm_rope_torch``: vectorised eager torch RMSNorm + interleaved RoPE (and
   its ``torch.compile``).
+- ``norm_rope_fp32_simple``: the straightforward fp32 formula (strided writes, no cat), for
+  ``torch.compile``.
 - ``renorm_sort_top_k`` / ``renorm_sort_top_p``: sort-based renormalisation.
+- ``flashinfer_sampling``: FlashInfer's sampling module when importable (the renorm peer).
 """
 from __future__ import annotations
 
@@ -50,6 +53,37 @@ def norm_rope_torch(kv, weight, eps, cos, sin, positions, rope_dim: int):
     rotated = torch.cat([even * c - odd * s, even * s + odd * c], dim=-1).flatten(-2)
     kv.copy_(torch.cat([x[..., :-rope_dim], rotated], dim=-1).to(kv.dtype))
     return kv
+
+
+def norm_rope_fp32_simple(kv, weight, eps, cos, sin, positions, rope_dim: int):
+    x = kv.float()
+    y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight.float()
+    out = y.clone()
+    even, odd = y[:, -rope_dim::2], y[:, -rope_dim + 1::2]
+    c, s = cos[positions], sin[positions]
+    out[:, -rope_dim::2] = even * c - odd * s
+    out[:, -rope_dim + 1::2] = even * s + odd * c
+    kv.copy_(out)
+    return kv
+
+
+def flashinfer_sampling(aot_dir: str | None = None):
+    """``flashinfer.sampling`` with its module loaded, or None (printing why) when it cannot be used.
+    ``aot_dir``: where prebuilt modules live (FlashInfer JIT-builds with nvcc otherwise)."""
+    try:
+        import flashinfer.sampling as fs
+
+        if aot_dir:
+            from pathlib import Path
+
+            from flashinfer.jit import env as jit_env
+
+            jit_env.FLASHINFER_AOT_DIR = Path(aot_dir)
+        fs.get_sampling_module()
+        return fs
+    except Exception as exc:  # noqa: BLE001  (absent, or present but unloadable: the row is skipped)
+        print(f"[bench] flashinfer unavailable ({type(exc).__name__}: {str(exc)[:120]})", flush=True)
+        return None
 
 
 def renorm_sort_top_k(probs: torch.Tensor, k: torch.Tensor) -> torch.Tensor:

@@ -89,6 +89,12 @@ def store_swa_case(rows: int, dim: int, device: str, gen: torch.Generator, with_
 
 
 def norm_rope_case(rows: int, dim: int, device: str, gen: torch.Generator, with_compile: bool) -> Case:
+    """Two ceilings (see bench-results/README.md): "copy" moves the bytes counted for the op (kv read
+    + write, the 8-byte position and the rope_dim fp32 cos/sin values each row gathers: 2312 B a row
+    at dim 512), "copy_ same-size kv" is ``torch.Tensor.copy_`` of a kv-shaped bf16 tensor (2048 B a
+    row: the HBM floor, since the 1 MiB cos/sin table stays in L2). Two compiled baselines, both
+    ``torch.compile(dynamic=False)``, default mode: the bench formula (fp32, cat, copy_ into kv) and a
+    straightforward fp32 formula (strided even/odd writes into a clone)."""
     rope_dim, max_pos = 64, 4096
     kv = torch.randn(rows, dim, generator=gen).to(device=device, dtype=torch.bfloat16)
     weight = (1 + 0.1 * torch.randn(dim, generator=gen)).to(device)
@@ -97,14 +103,18 @@ def norm_rope_case(rows: int, dim: int, device: str, gen: torch.Generator, with_
     cos, sin = ang.cos().float().to(device), ang.sin().float().to(device)
     positions = torch.randint(0, max_pos, (rows,), generator=gen).to(device)
     nbytes = rows * dim * 2 * 2 + rows * (8 + rope_dim * 4)
+    same_size = torch.empty_like(kv)
     variants = {
         "copy": _copy_variant(nbytes, device),
+        "copy_ same-size kv": lambda: same_size.copy_(kv),
         "project": lambda: impl.fused_norm_rope_(kv, weight, 1e-6, cos, sin, positions, rope_dim=rope_dim),
         "torch eager": lambda: baselines.norm_rope_torch(kv, weight, 1e-6, cos, sin, positions, rope_dim),
     }
-    if with_compile:
+    if with_compile and rows >= 262144:  # the compiled baselines matter where the op is bandwidth-bound
         compiled = torch.compile(baselines.norm_rope_torch, dynamic=False)
         variants["torch.compile"] = lambda: compiled(kv, weight, 1e-6, cos, sin, positions, rope_dim)
+        simple = torch.compile(baselines.norm_rope_fp32_simple, dynamic=False)
+        variants["torch.compile (straightforward fp32)"] = lambda: simple(kv, weight, 1e-6, cos, sin, positions, rope_dim)
     return Case("fused_norm_rope_", f"{rows}x{dim} bf16", rows, nbytes, variants)
 
 
@@ -116,32 +126,52 @@ def _renorm_inputs(batch: int, vocab: int, device: str, gen: torch.Generator):
     return probs, k, p
 
 
-def top_k_case(batch: int, vocab: int, device: str, gen: torch.Generator, with_compile: bool) -> Case:
-    probs, k, _ = _renorm_inputs(batch, vocab, device, gen)
-    nbytes = batch * vocab * 4 * 2
-    return Case("top_k_renorm", f"{batch}x{vocab} fp32", batch, nbytes, {
-        "copy": _copy_variant(nbytes, device),
-        "project": lambda: impl.top_k_renorm(probs, k),
-        "sort-based": lambda: baselines.renorm_sort_top_k(probs, k),
-    })
+_FLASHINFER: list = []  # [module or None], resolved once
 
 
-def top_p_case(batch: int, vocab: int, device: str, gen: torch.Generator, with_compile: bool) -> Case:
-    probs, _, p = _renorm_inputs(batch, vocab, device, gen)
+def flashinfer_available(aot_dir: str | None = None) -> bool:
+    """Whether FlashInfer's sampling module loads (not a project dependency): its renorm kernels
+    are the contender rows. ``aot_dir``: a folder of prebuilt modules (``--flashinfer-aot``);
+    the first call decides, later calls reuse the answer."""
+    if not _FLASHINFER:
+        _FLASHINFER.append(baselines.flashinfer_sampling(aot_dir))
+    return _FLASHINFER[0] is not None
+
+
+def top_k_case(batch: int, vocab: int, device: str, gen: torch.Generator, with_compile: bool, k: int = 50) -> Case:
+    probs, _, _ = _renorm_inputs(batch, vocab, device, gen)
+    k_t = torch.full((batch,), k, dtype=torch.int32, device=device)
     nbytes = batch * vocab * 4 * 2
-    return Case("top_p_renorm", f"{batch}x{vocab} fp32", batch, nbytes, {
+    variants = {
         "copy": _copy_variant(nbytes, device),
-        "project": lambda: impl.top_p_renorm(probs, p),
-        "sort-based": lambda: baselines.renorm_sort_top_p(probs, p),
-    })
+        "project": lambda: impl.top_k_renorm(probs, k_t),
+        "sort-based": lambda: baselines.renorm_sort_top_k(probs, k_t),
+    }
+    if device == "cuda" and flashinfer_available():
+        variants["flashinfer"] = lambda: _FLASHINFER[0].top_k_renorm_probs(probs, k_t)
+    return Case("top_k_renorm", f"{batch}x{vocab} fp32 k={k}", batch, nbytes, variants)
+
+
+def top_p_case(batch: int, vocab: int, device: str, gen: torch.Generator, with_compile: bool, p: float = 0.9) -> Case:
+    probs, _, _ = _renorm_inputs(batch, vocab, device, gen)
+    p_t = torch.full((batch,), p, dtype=torch.float32, device=device)
+    nbytes = batch * vocab * 4 * 2
+    variants = {
+        "copy": _copy_variant(nbytes, device),
+        "project": lambda: impl.top_p_renorm(probs, p_t),
+        "sort-based": lambda: baselines.renorm_sort_top_p(probs, p_t),
+    }
+    if device == "cuda" and flashinfer_available():
+        variants["flashinfer"] = lambda: _FLASHINFER[0].top_p_renorm_probs(probs, p_t)
+    return Case("top_p_renorm", f"{batch}x{vocab} fp32 p={p}", batch, nbytes, variants)
 
 
 GPU_SWEEP = {
     "scatter": (scatter_case, [(r, 512) for r in (256, 1024, 16384, 262144, 1048576)]),
     "store_swa": (store_swa_case, [(r, 512) for r in (256, 1024, 16384, 262144, 1048576)]),
     "norm_rope": (norm_rope_case, [(r, 512) for r in (256, 1024, 16384, 262144, 1048576)]),
-    "top_k": (top_k_case, [(1, 129280), (256, 129280)]),
-    "top_p": (top_p_case, [(1, 129280), (256, 129280)]),
+    "top_k": (top_k_case, [(1, 129280), (64, 129280), (256, 129280)]),
+    "top_p": (top_p_case, [(1, 129280), (64, 129280), (256, 129280)]),
 }
 
 CPU_SMOKE_SWEEP = {

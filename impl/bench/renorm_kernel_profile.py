@@ -1,28 +1,35 @@
-"""Per-kernel GPU time of one top-k and one top-p renorm call, and a launch-shape sweep (GPU only).
+"""Per-kernel GPU time of one top-k and one top-p renorm call, and a tuning sweep (GPU only).
 
-`python -m impl.bench.renorm_kernel_profile [--rows 256] [--vocab 129280] [--sweep]`
+`python -m impl.bench.renorm_kernel_profile [--rows 256] [--vocab 129280] [--sweep] [--batches 1,64,256]`
 
 The profile lists each kernel's device time (torch.profiler) so a change can be
-pinned to the pass it sped up; `--sweep` times whole calls as CUDA-graph replays
-for a few launch shapes (module constants of impl.kernels.renorm) at the given
-batch and at batch 1.
+pinned to the pass it sped up; `--sweep` times whole calls as CUDA-graph replays for
+a few RenormTuning variants (passed explicitly with ``tuning=``) at each batch of
+`--batches`, with k in {50, 1000} and p in {0.9, 0.95} (the peer benchmark's cells).
 """
 from __future__ import annotations
 
 import argparse
+import dataclasses
+
 import torch
 
-import impl
-import impl.kernels.renorm as renorm
 from impl.bench.timing import graph_replay_us
+from impl.kernels.renorm import DEFAULT_TUNING, top_k_renorm, top_p_renorm
 
-SWEEP = [  # constants of impl.kernels.renorm to try; the first is the module's own
+SMALL_SWEEP = [  # RenormTuning changes to try at batches below finish_min_rows; the first is the default
     {},
-    {"SMALL_BATCH_PASSES": 2},
-    {"SHORT_SORT": 128},
-    {"SMALL_BATCH_PASSES": 2, "SHORT_SORT": 128},
-    {"SORT_CAPACITY": 2048},
-    {"SMALL_BATCH_CHUNKS": {False: 16, True: 64}},
+    {"small_batch_passes": 2},
+    {"short_sort": 128},
+    {"small_batch_chunks": (16, 64)},
+]
+LARGE_SWEEP = [  # and at larger batches
+    {},
+    {"target_programs": 2640},
+    {"finish": (512, 4)},
+    {"compact_attempts": 2},
+    {"finish_min_rows": 10**9},
+    {"finish_min_rows": 10**9, "small_batch_chunks": (4, 16)},
 ]
 
 
@@ -47,26 +54,19 @@ def _profile(fn, label: str) -> None:
         print(f"  {event.device_time_total:8.1f} us  {event.name[:80]}")
 
 
-def _sweep(rows: int, vocab: int) -> None:
-    for batch in sorted({rows, 1}):
-        probs, k, p = _inputs(batch, vocab)
-        # near-uniform rows (a hot temperature): every key within a few percent of 1 / vocab
-        flat = torch.softmax(0.05 * torch.randn(batch, vocab, generator=torch.Generator().manual_seed(1)), -1).cuda()
-        for overrides in SWEEP:
-            saved = {name: getattr(renorm, name) for name in overrides}
-            try:
-                for name, value in overrides.items():
-                    setattr(renorm, name, value)
-                tk = graph_replay_us(lambda: impl.top_k_renorm(probs, k), calls_per_graph=5, replays=10)
-                tp = graph_replay_us(lambda: impl.top_p_renorm(probs, p), calls_per_graph=5, replays=10)
-                hard = torch.full_like(p, 0.95)  # a flat pivot range: many candidates after the first pass
-                tph = graph_replay_us(lambda: impl.top_p_renorm(probs, hard), calls_per_graph=5, replays=10)
-                tpf = graph_replay_us(lambda: impl.top_p_renorm(flat, p), calls_per_graph=5, replays=10)
-                print(f"sweep {batch}x{vocab} top_k {tk:7.1f} us  top_p {tp:7.1f} us  top_p(0.95) {tph:7.1f} us  "
-                      f"top_p(flat row) {tpf:7.1f} us  {overrides or 'module defaults'}")
-            finally:
-                for name, value in saved.items():
-                    setattr(renorm, name, value)
+def _sweep(batches: list[int], vocab: int) -> None:
+    for batch in batches:
+        probs, _, _ = _inputs(batch, vocab)
+        params = {f"k={k}": (top_k_renorm, torch.full((batch,), k, dtype=torch.int32, device="cuda")) for k in (50, 1000)}
+        params |= {f"p={p}": (top_p_renorm, torch.full((batch,), p, device="cuda")) for p in (0.9, 0.95)}
+        sweep = SMALL_SWEEP if batch < DEFAULT_TUNING.finish_min_rows else LARGE_SWEEP
+        for changes in sweep:
+            tuning = dataclasses.replace(DEFAULT_TUNING, **changes)
+            cells = []
+            for name, (op, param) in params.items():
+                us = graph_replay_us(lambda op=op, param=param: op(probs, param, tuning=tuning), calls_per_graph=5, replays=10)
+                cells.append(f"{name} {us:7.1f}")
+            print(f"sweep {batch}x{vocab}  " + "  ".join(cells) + f"  us  {changes or 'defaults'}", flush=True)
 
 
 def main() -> None:
@@ -74,14 +74,15 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=256)
     parser.add_argument("--vocab", type=int, default=129280)
     parser.add_argument("--sweep", action="store_true")
+    parser.add_argument("--batches", default="1,64,256", help="batches the sweep times (comma-separated)")
     args = parser.parse_args()
     if not torch.cuda.is_available():
         raise SystemExit("renorm_kernel_profile needs a GPU")
     probs, k, p = _inputs(args.rows, args.vocab)
-    _profile(lambda: impl.top_k_renorm(probs, k), f"top_k {args.rows}x{args.vocab}")
-    _profile(lambda: impl.top_p_renorm(probs, p), f"top_p {args.rows}x{args.vocab}")
+    _profile(lambda: top_k_renorm(probs, k), f"top_k {args.rows}x{args.vocab}")
+    _profile(lambda: top_p_renorm(probs, p), f"top_p {args.rows}x{args.vocab}")
     if args.sweep:
-        _sweep(args.rows, args.vocab)
+        _sweep([int(b) for b in args.batches.split(",")], args.vocab)
 
 
 if __name__ == "__main__":

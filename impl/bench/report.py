@@ -1,4 +1,4 @@
-"""Table, JSON and plot for a benchmark run."""
+"""Table, JSON (merged, never shrunk) and plot for a benchmark run."""
 from __future__ import annotations
 
 import json
@@ -13,31 +13,51 @@ def format_table(rows: list[dict]) -> str:
         for r in rows
     ]
     widths = [max(len(str(x)) for x in col) for col in zip(head, *body)]
-    line = lambda cells: "  ".join(str(c).ljust(w) for c, w in zip(cells, widths)).rstrip()
+    line = lambda cells: "  ".join(str(c).ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
     return "\n".join([line(head), line(["-" * w for w in widths])] + [line(b) for b in body])
 
 
-def write_json(path: Path, meta: dict, rows: list[dict]) -> None:
-    path.write_text(json.dumps({"meta": meta, "results": rows}, indent=2) + "\n")
+def _key(row: dict) -> tuple:
+    return row.get("op"), row.get("shape"), row.get("variant")
 
 
-def write_plot(path: Path, rows: list[dict], title: str) -> bool:
+def merge_json(path: Path, meta: dict, rows: list[dict]) -> tuple[list[dict], int]:
+    """Write ``rows`` to ``path``, keeping every earlier row this run did not re-measure (same op,
+    shape and variant). Returns (all rows written, how many were kept from before). An existing
+    file that is not a results file is refused, not overwritten."""
+    old_rows: list[dict] = []
+    if path.exists():
+        try:
+            old = json.loads(path.read_text())
+            old_rows = list(old["results"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise SystemExit(f"{path} exists but is not a bench results file ({exc}); not overwriting it") from None
+    fresh = {_key(r) for r in rows}
+    kept = [r for r in old_rows if _key(r) not in fresh]
+    merged = kept + rows
+    path.write_text(json.dumps({"meta": meta, "results": merged}, indent=2) + "\n")
+    return merged, len(kept)
+
+
+def write_plot(path: Path, rows: list[dict], title: str) -> tuple[bool, str]:
+    """One panel per op: GB/s against rows, one line per variant (points when an op has one size).
+    Returns (written, why not)."""
     try:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        return False
-    ops = [op for op in dict.fromkeys(r["op"] for r in rows) if len({x["rows"] for x in rows if x["op"] == op}) > 1]
+        return False, "matplotlib is not installed (pip install matplotlib)"
+    ops = list(dict.fromkeys(r["op"] for r in rows))
     if not ops:
-        return False
+        return False, "no rows were measured"
     fig, axes = plt.subplots(1, len(ops), figsize=(5 * len(ops), 4), squeeze=False)
     for ax, op in zip(axes[0], ops):
         for variant in dict.fromkeys(r["variant"] for r in rows if r["op"] == op):
             pts = sorted((r["rows"], r["gbps"]) for r in rows if r["op"] == op and r["variant"] == variant)
             ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=variant,
-                    linestyle="--" if variant == "copy" else "-")
+                    linestyle="--" if variant.startswith("copy") else "-")
         ax.set_xscale("log")
         ax.set_xlabel("rows")
         ax.set_ylabel("GB/s (bytes really moved)")
@@ -48,4 +68,4 @@ def write_plot(path: Path, rows: list[dict], title: str) -> bool:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
-    return True
+    return True, ""

@@ -11,10 +11,11 @@ from __future__ import annotations
 import torch
 
 from impl.kernels import _checks
-from impl.kernels._backend import launch_mode, next_pow2, tl, triton
+from impl.kernels._backend import LaunchCache, cdiv, launch_mode, next_pow2, specialization_key, tl, triton
 from impl.validation import check_mode_enabled, check_tensor
 
 KV_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
+_COMPILED = LaunchCache()  # eager calls launch the compiled kernel directly (impl/kernels/_backend.py)
 
 
 @triton.jit
@@ -116,13 +117,14 @@ def _norm_rope_strided_kernel(
 
 
 def _launch_config(block_d: int, num_rows: int) -> tuple[int, int]:
-    """(rows per program, num_warps): 2048 elements (4 KB of bf16) per program, 4 warps.
+    """(rows per program, num_warps): 1024 elements (2 KB of bf16) per program, 2 warps at D = 512.
 
-    On the H200 at 1M x 512 bf16: 4 rows/4 warps 555 us (= copy speed), 8/4 574 us,
-    16/4 670 us, 16/8 672 us, 32/8 1063 us.
+    On the H200 at 1M x 512 bf16 (do_bench median, one run, 2026-12-01; torch copy_ of the same
+    tensor 506 us): 2 rows/2 warps 554 us (91% of copy_), 4/4 601 us, 1/1 642, 1/2 646, 2/4 645,
+    4/8 664, 8/8 628 (session 1 had measured 4/4 at 555 us: runs differ by ~8%).
     """
-    rows = max(1, min(32, 2048 // block_d))
-    return rows, 4
+    rows = max(1, min(32, 1024 // block_d))
+    return rows, max(2, min(8, rows * block_d // 512))
 
 
 def _norm_rope_torch(kv, weight, eps, cos, sin, positions, rope_dim) -> None:
@@ -170,13 +172,13 @@ def fused_norm_rope_(kv, weight, eps, cos, sin, positions, *, rope_dim):
     args = (kv, weight, cos, sin, positions, num_rows, heads, max(cos.shape[0], 1), eps)
     if rope_dim and (d - rope_dim) % 2:
         rows = max(1, min(16, 2048 // block_d))
-        _norm_rope_strided_kernel[(triton.cdiv(num_rows, rows),)](
-            *args, D=d, ROPE=rope_dim, ROWS=rows, BLOCK_D=block_d, BLOCK_HALF=next_pow2(max(rope_dim // 2, 1)),
-            num_warps=4 if block_d <= 256 else 8,
-        )
-        return kv
-    rows, warps = _launch_config(block_d, num_rows)
-    _norm_rope_kernel[(triton.cdiv(num_rows, rows),)](
-        *args, D=d, ROPE=rope_dim, ROWS=rows, BLOCK_D=block_d, num_warps=warps,
-    )
+        kernel = _norm_rope_strided_kernel
+        meta = dict(D=d, ROPE=rope_dim, ROWS=rows, BLOCK_D=block_d, BLOCK_HALF=next_pow2(max(rope_dim // 2, 1)),
+                    num_warps=4 if block_d <= 256 else 8)
+    else:
+        rows, warps = _launch_config(block_d, num_rows)
+        kernel = _norm_rope_kernel
+        meta = dict(D=d, ROPE=rope_dim, ROWS=rows, BLOCK_D=block_d, num_warps=warps)
+    key = (kernel is _norm_rope_kernel, *meta.values(), *specialization_key(*args))
+    _COMPILED.launch(key, _COMPILED.stream(kv.device.index), kernel, (cdiv(num_rows, rows),), args, meta)
     return kv

@@ -2,10 +2,14 @@
 
 Pivot semantics: a row keeps every entry ``>= pivot`` (ties at the pivot all
 survive), then is divided by its kept mass (zero mass -> zeros, never NaN).
+NaN and negative entries weigh 0 and are never kept (output 0); a row with no positive
+mass returns zeros; a NaN in a tensor ``p`` means 1 (keep every positive entry).
   top-k: pivot = the k-th largest entry, k clamped to [1, V].
   top-p: drop the smallest entries whose cumulative mass is < (1 - p) * row mass,
          p clamped to [0, 1]; for a row summing to 1 this is SPEC's "< 1 - p".
          p = 1 is a no-op, p = 0 keeps the largest entries (and their ties).
+         At an exact boundary (the dropped mass would reach the target exactly) the pivot
+         entry survives: one level more than FlashInfer's kernel keeps (minimal nucleus).
 
 The Triton path finds the pivot without sorting the row, by a range select over keys:
 non-negative fp32 values order like their int32 bit patterns. Each row carries a
@@ -20,15 +24,17 @@ Candidate compaction: a row whose current range holds few enough keys copies the
 into a per-row scratch, and its later passes read only those. The pass before
 counted the keys per chunk, so every program knows where its candidates go: no
 atomics and no overflow.
-  >= FINISH_MIN_ROWS rows: attempts after the first pass and after each of two more
-    full 4-way passes (which skip compacted rows), into CANDIDATE_CAPACITY slots;
+Every knob below lives in the frozen RenormTuning (DEFAULT_TUNING is the H200 tuning); tests
+and benchmarks pass their own with ``tuning=``.
+  >= finish_min_rows rows: compact_attempts attempts, after the first pass and after each
+    full 4-way pass that follows (those skip compacted rows), into candidate_capacity slots;
     then one program per row runs every remaining pass in an in-kernel loop (no
     partials, tickets or launches) and sums top-k's kept mass. A row that never fit
     finishes from its full row: slower, still exact.
   smaller batches: one attempt after the first pass, into a whole-row scratch (any
-    row fits; the range shrinks to the keys copied), then SMALL_BATCH_PASSES 16-way
+    row fits; the range shrinks to the keys copied), then small_batch_passes 16-way
     passes over (chunk, row) programs; then the keys still in range are gathered
-    and the row's last program sorts them (at most SORT_CAPACITY; else it runs range
+    and the row's last program sorts them (at most sort_capacity; else it runs range
     passes over them) and reads the pivot off, as the sort-based definition does.
     Top-k then sums its kept mass in one more pass. Batch 1 is bound by launch
     latency (~4-8 us a launch), so this plan cuts launches: 6-7 instead of 11-12.
@@ -42,71 +48,188 @@ top-p), 10.2x / 8.8x a sort; batch 1 ~30 / ~33 us (notes/perf_log.md, v4).
 """
 from __future__ import annotations
 
+import functools
+from dataclasses import dataclass, field
+
 import torch
 
 from impl.kernels import renorm_kernels as rk
-from impl.kernels._backend import launch_mode, next_pow2, triton
+from impl.kernels._backend import LaunchCache, cdiv, launch_mode, next_pow2
 from impl.validation import INDEX_DTYPES, check_mode_enabled, check_tensor
 
-# Batches of at least this many rows try compaction three times (CANDIDATE_CAPACITY values per
-# row) and finish in one program per row; smaller batches compact once, into a scratch that
-# holds a whole row, and run the remaining passes over (chunk, row) programs (launch latency,
-# not bandwidth, bounds them). Set it huge to test the small-batch path on any batch.
-FINISH_MIN_ROWS = 8
-CANDIDATE_CAPACITY = 32768
-# Small batches: this many adaptive 16-way passes over the candidates, then the keys still in
-# range are gathered and the pivot found by sorting them if at most SORT_CAPACITY (a power of
-# two), else by one program's range passes over them.
-# Small batches' compaction also shrinks the range to the keys it copied (near-uniform rows
-# otherwise keep too many keys in range for the sort).
-SMALL_BATCH_PASSES = 3  # 2 is ~4 us faster on typical rows, but near-uniform rows then loop
-SORT_CAPACITY = 1024
-SHORT_SORT = 256  # a short sort first when the keys fit: sorting 1024 keys costs several us more
-COMPACT_ATTEMPTS = 3  # after the first pass and after each of the two full passes that follow
-# Sub-ranges per pass after the first: small-batch passes (tl.histogram counts; top-p's fp64 tile)
-# and the finish kernel's passes (top-p's 1-D accumulators need NB = 4).
-WIDE_SPLIT = {False: 16, True: 16}
-FINISH_SPLIT = {False: 16, True: 4}
-# Launch shapes (tuned on the H200): (BLOCK, warps) per kernel kind, and how many
-# (chunk, row) programs to aim for; chunks are whole multiples of CHUNK_ALIGN columns.
-NARROW_PASS = (1024, 8)  # NB = 4, 1-D accumulators
-WIDE_PASS = {False: (512, 4), True: (256, 4)}
-COMPACT = (1024, 8)
-FINISH = (1024, 8)
-GATHER_WARPS = 4  # the gather kernel's warps (its BLOCK is the wide passes')
-WRITE = (1024, 8)
-CHUNK_ALIGN = 1024
-TARGET_PROGRAMS = 1280
-# Small batches: the passes after the compaction read the candidates on this many programs per
-# row, by op {top_p: chunks}: top-k's histogram passes are latency-bound (fewer partials to
-# reduce is faster), top-p's fp64 tiles are compute-bound (spread them). H200 sweep, batch 1.
-SMALL_BATCH_CHUNKS = {False: 16, True: 128}
+_Shape = tuple[int, int]  # (BLOCK, warps)
 
 
-def _plan(bs: int, top_p: bool) -> list[tuple[str, int]]:
+@dataclass(frozen=True)
+class RenormTuning:
+    """How the renorm select is launched (the defaults: H200 sweeps, notes/perf_log.md).
+
+    Pairs indexed by op are (top-k, top-p). Launch shapes are (BLOCK, warps). Bad settings
+    raise ValueError naming the field when the object is built.
+    """
+
+    # Batches of at least this many rows (by op; one int sets both) try compaction compact_attempts
+    # times (candidate_capacity values per row) and finish in one program per row; smaller batches
+    # compact once, into a scratch that holds a whole row, and run the remaining passes over
+    # (chunk, row) programs (launch latency, not bandwidth, bounds them). A huge value forces the
+    # small-batch path. H200, 2026-12-01: at 64 rows top-k's small-batch path takes 99 us against
+    # the finish path's 113, top-p's 258 against 165; at 256 rows top-k's 293 against 285.
+    finish_min_rows: int | tuple[int, int] = (128, 8)
+    candidate_capacity: int = 32768
+    # After the first pass and after each full pass that follows: 2 beat 3 by 2-4% at 64 and 256 rows.
+    compact_attempts: int = 2
+    # Small batches: this many 16-way passes over the candidates, then the keys still in range are
+    # gathered and sorted if at most sort_capacity (a power of two; short_sort slots first when they
+    # fit: sorting 1024 keys costs several us more), else one program runs range passes over them.
+    # 2 passes are ~4 us faster on typical rows, but near-uniform rows then loop.
+    small_batch_passes: int = 3
+    sort_capacity: int = 1024
+    short_sort: int = 256
+    # Sub-ranges per pass after the first: the small-batch passes (tl.histogram counts, top-p's
+    # fp64 tile) and the finish kernel's, by op (top-p's 1-D accumulators need 4).
+    wide_split: int = 16
+    finish_split: tuple[int, int] = (16, 4)
+    narrow_pass: _Shape = (1024, 8)  # 4-way passes, 1-D accumulators
+    wide_pass: tuple[_Shape, _Shape] = ((512, 4), (256, 4))
+    compact: _Shape = (1024, 8)
+    finish: _Shape = (1024, 8)
+    gather_warps: int = 4  # the gather kernel's BLOCK is the wide passes'
+    write: _Shape = (1024, 8)
+    # (chunk, row) programs to aim for; chunks are whole multiples of chunk_align columns.
+    chunk_align: int = 1024
+    target_programs: int = 1280
+    # Small batches read the candidates on this many programs per row after the compaction: top-k's
+    # histogram passes are latency-bound (fewer partials to reduce), top-p's fp64 tiles
+    # compute-bound (spread them). H200 sweep, batch 1.
+    small_batch_chunks: tuple[int, int] = (16, 128)
+    small_batch_programs: int = 256  # and at most this many programs in all (64 rows: 4 chunks each)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.finish_min_rows, int) and not isinstance(self.finish_min_rows, bool):
+            object.__setattr__(self, "finish_min_rows", (self.finish_min_rows, self.finish_min_rows))
+        def refuse(name: str, why: str) -> None:
+            raise ValueError(f"RenormTuning.{name} {why}, got {getattr(self, name)!r}")
+
+        def pow2(v: int) -> bool:
+            return isinstance(v, int) and v >= 1 and not v & (v - 1)
+
+        for name in ("candidate_capacity", "compact_attempts", "chunk_align", "target_programs", "small_batch_programs"):
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
+                refuse(name, "must be an int >= 1")
+        rows = self.finish_min_rows
+        if not (isinstance(rows, tuple) and len(rows) == 2 and all(isinstance(r, int) and r >= 1 for r in rows)):
+            refuse("finish_min_rows", "must be an int >= 1 or a (top-k, top-p) pair of them")
+        if not isinstance(self.small_batch_passes, int) or self.small_batch_passes < 1:
+            refuse("small_batch_passes", "must be >= 1 (the gather places its keys by the last pass's counts)")
+        for name in ("sort_capacity", "short_sort"):  # tl.sort sizes
+            if not pow2(getattr(self, name)):
+                refuse(name, "must be a power of two")
+        if not pow2(self.wide_split) or not 2 <= self.wide_split <= int(rk.NB_MAX):
+            refuse("wide_split", f"must be a power of two in [2, {int(rk.NB_MAX)}]")
+        if any(not pow2(nb) or not 2 <= nb <= int(rk.NB_MAX) for nb in self.finish_split):
+            refuse("finish_split", f"must hold powers of two in [2, {int(rk.NB_MAX)}]")
+        if 2 * self.compact_attempts + 1 > rk.MAX_LAUNCHES or self.small_batch_passes + 4 > rk.MAX_LAUNCHES:
+            refuse("compact_attempts", f"leaves more reducing launches than the {rk.MAX_LAUNCHES} ticket words")
+        shapes = [self.narrow_pass, *self.wide_pass, self.compact, self.finish, self.write]
+        if any(not pow2(block) or not pow2(warps) for block, warps in shapes) or not pow2(self.gather_warps):
+            refuse("narrow_pass", "and every launch shape must be (power-of-two BLOCK, power-of-two warps)")
+
+
+DEFAULT_TUNING = RenormTuning()
+
+
+@dataclass(frozen=True)
+class _Launch:
+    kernel: object  # a jitted kernel of renorm_kernels
+    grid: tuple[int, ...]
+    args: str  # which argument list: "pass", "gather", "compact", "finish", "kept"
+    sizes: tuple[int, ...]
+    meta: dict  # constexpr and launch keywords
+
+
+@dataclass(frozen=True)
+class _Plan:
+    launches: tuple[_Launch, ...]
+    cap: int  # candidate slots per row
+    chunks: int
+    cand_rows: int  # 0: no candidate scratch
+    gathers: bool
+    write: _Launch
+    compiled: LaunchCache = field(default_factory=LaunchCache, compare=False)  # eager calls skip re-binding
+
+
+def _steps(bs: int, top_p: bool, t: RenormTuning) -> list[tuple[str, int]]:
     """Launch steps after the first pass: ("pass", NB), ("skip-compacted pass", NB),
     ("compact", 0), ("finish", NB), ("gather", NB), ("kept", 0)."""
-    if bs >= FINISH_MIN_ROWS:
+    if bs >= t.finish_min_rows[top_p]:
         steps = [("compact", 0)]
-        for _ in range(COMPACT_ATTEMPTS - 1):
+        for _ in range(t.compact_attempts - 1):
             steps += [("skip-compacted pass", 4), ("compact", 0)]
-        return steps + [("finish", FINISH_SPLIT[top_p])]
-    if SMALL_BATCH_PASSES < 1:  # the gather places its keys by the last pass's per-chunk counts
-        raise ValueError(f"SMALL_BATCH_PASSES must be >= 1, got {SMALL_BATCH_PASSES}")
-    for name, size in (("SORT_CAPACITY", SORT_CAPACITY), ("SHORT_SORT", SHORT_SORT)):
-        if size < 1 or size & (size - 1):  # tl.sort sizes
-            raise ValueError(f"{name} must be a power of two, got {size}")
-    nb = WIDE_SPLIT[top_p]
-    steps = [("compact", 0)] + [("pass", nb)] * SMALL_BATCH_PASSES + [("gather", nb)]
+        return steps + [("finish", t.finish_split[top_p])]
+    steps = [("compact", 0)] + [("pass", t.wide_split)] * t.small_batch_passes + [("gather", t.wide_split)]
     return steps if top_p else steps + [("kept", 0)]
 
 
-def _split(bs: int, vocab: int, most_chunks: int | None = None) -> tuple[int, int]:
+def _split(bs: int, vocab: int, t: RenormTuning, most_chunks: int | None = None) -> tuple[int, int]:
     """(chunk length, chunks): enough (chunk, row) programs to fill the GPU, at most most_chunks."""
-    steps = triton.cdiv(vocab, CHUNK_ALIGN)
-    chunks = max(1, min(steps, triton.cdiv(TARGET_PROGRAMS, bs), most_chunks or steps))
-    chunk_len = CHUNK_ALIGN * triton.cdiv(steps, chunks)
-    return chunk_len, triton.cdiv(vocab, chunk_len)
+    steps = cdiv(vocab, t.chunk_align)
+    chunks = max(1, min(steps, cdiv(t.target_programs, bs), most_chunks or steps))
+    chunk_len = t.chunk_align * cdiv(steps, chunks)
+    return chunk_len, cdiv(vocab, chunk_len)
+
+
+@functools.lru_cache(maxsize=256)
+def _plan(bs: int, vocab: int, top_p: bool, param_is_tensor: bool, t: RenormTuning) -> _Plan:
+    """Every launch of one call, worked out once per shape (eager calls pay only the launches)."""
+    chunk_len, chunks = _split(bs, vocab, t)
+    steps = [("first pass", 4)] + _steps(bs, top_p, t)
+    # Small batches compact once, so their scratch holds a whole row (a few MiB at most): every
+    # row fits. Large batches cap it and retry as the range narrows.
+    small = bs < t.finish_min_rows[top_p]
+    cap = vocab if small else min(t.candidate_capacity, vocab)
+    grid, sizes, chunks_p2 = (chunks, bs), (vocab, chunk_len, chunks, cap), next_pow2(chunks)
+    # Small batches switch to a narrower grid after their compaction (full rows that did not fit
+    # are still covered: any chunk length x chunks spanning the vocab will do).
+    small_len, small_chunks = _split(bs, vocab, t, min(t.small_batch_chunks[top_p], cdiv(t.small_batch_programs, bs)))
+    param = dict(TOP_P=top_p, PARAM_IS_TENSOR=param_is_tensor)
+    ticket, attempt, launches = int(rk.FIRST_TICKET), 0, []
+    for kind, nb in steps:
+        if kind in ("pass", "gather", "kept"):  # small-batch steps after the compaction
+            grid, sizes, chunks_p2 = (small_chunks, bs), (vocab, small_len, small_chunks, cap), next_pow2(small_chunks)
+        common = dict(TICKET=ticket, CHUNKS_P2=chunks_p2)
+        if kind in ("first pass", "pass", "skip-compacted pass"):
+            block, warps = t.narrow_pass if nb == 4 else t.wide_pass[top_p]
+            meta = dict(**param, **common, FIRST=kind == "first pass", SKIP_COMPACTED=kind == "skip-compacted pass",
+                        NB=nb, BLOCK=block, num_warps=warps)
+            launches.append(_Launch(rk._pass_kernel, grid, "pass", sizes, meta))
+        elif kind == "gather":  # the passes' BLOCK: the same shares of the candidates
+            meta = dict(**param, **common, NB=nb, SORT_CAP=t.sort_capacity, SHORT_SORT=min(t.short_sort, t.sort_capacity),
+                        BLOCK=t.wide_pass[top_p][0], num_warps=t.gather_warps)
+            launches.append(_Launch(rk._gather_finish_kernel, grid, "gather", sizes, meta))
+        elif kind == "compact":
+            attempt += 1
+            block, warps = t.compact
+            meta = dict(**common, TOP_P=top_p, ATTEMPT=attempt, ADAPT=small, BLOCK=block,
+                        num_warps=warps)
+            launches.append(_Launch(rk._compact_kernel, grid, "compact", sizes, meta))
+        elif kind == "finish":
+            block, warps = t.finish
+            launches.append(_Launch(rk._finish_kernel, (bs,), "finish", (vocab, cap),
+                                    dict(**param, NB=nb, BLOCK=block, num_warps=warps)))
+        else:  # "kept"
+            block, warps = t.narrow_pass
+            launches.append(_Launch(rk._kept_mass_kernel, grid, "kept", sizes, dict(**common, BLOCK=block, num_warps=warps)))
+        ticket += kind != "finish"
+    block, warps = t.write
+    write = _Launch(rk._write_kernel, (chunks, bs), "write", (vocab, chunk_len), dict(TOP_P=top_p, BLOCK=block,
+                                                                                       num_warps=warps))
+    compacts = any(kind == "compact" for kind, _ in steps)
+    return _Plan(tuple(launches), cap, chunks, bs if compacts else 0, any(k == "gather" for k, _ in steps), write)
+
+
+def _clean(probs: torch.Tensor) -> torch.Tensor:
+    """NaN and negative entries weigh 0 (the kernels' _load_probs)."""
+    return torch.where(probs > 0, probs, torch.zeros_like(probs))
 
 
 def _renormalise_torch(probs: torch.Tensor, pivot: torch.Tensor) -> torch.Tensor:
@@ -117,16 +240,19 @@ def _renormalise_torch(probs: torch.Tensor, pivot: torch.Tensor) -> torch.Tensor
 
 
 def _top_k_torch(probs: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    probs = _clean(probs)
     desc = probs.sort(dim=-1, descending=True).values
     k_idx = (k.to(torch.int64).clamp(1, probs.shape[1]) - 1)[:, None]
     return _renormalise_torch(probs, desc.gather(1, k_idx))
 
 
 def _top_p_torch(probs: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
+    probs = _clean(probs)
     asc = probs.sort(dim=-1).values
     cum = asc.double().cumsum(-1)
+    p = p.double().nan_to_num(nan=1.0).clamp(0.0, 1.0)  # a NaN p keeps every positive entry
     # The total is the cumsum's last entry, so p = 0 keeps exactly the largest entries.
-    target = (1.0 - p.double().clamp(0.0, 1.0))[:, None] * cum[:, -1:]
+    target = (1.0 - p)[:, None] * cum[:, -1:]
     dropped = (cum < target).sum(-1, keepdim=True)  # how many of the smallest go
     pivot = asc.gather(1, dropped.clamp(max=probs.shape[1] - 1))
     pivot = torch.where(dropped < probs.shape[1], pivot, torch.full_like(pivot, float("inf")))
@@ -138,6 +264,8 @@ def _param_tensor(name, value, bs, dtypes, kind, device) -> torch.Tensor | None:
         check_tensor(name, value, dtype=dtypes, shape=(bs,))
         if value.device != device:
             raise ValueError(f"{name} must be on device {device} (probs' device), got {value.device}")
+        if name == "p" and check_mode_enabled() and value.numel() and bool(value.isnan().any()):
+            raise ValueError("p must not hold NaN (check mode; with checks off a NaN p keeps the whole row)")
         return value
     if isinstance(value, bool) or not isinstance(value, kind):
         raise TypeError(f"{name} must be a {kind[-1].__name__} or a tensor of shape [bs], got {type(value).__name__}")
@@ -149,10 +277,10 @@ def _param_tensor(name, value, bs, dtypes, kind, device) -> torch.Tensor | None:
 def _check_probs(probs) -> None:
     check_tensor("probs", probs, dtype=torch.float32, ndim=2)
     if check_mode_enabled() and probs.numel() and not bool((probs >= 0).all()):
-        raise ValueError("probs must be non-negative and not NaN")
+        raise ValueError("probs must be non-negative and not NaN (check mode; with checks off such entries weigh 0)")
 
 
-def _run(probs, param, param_t, *, top_p: bool) -> torch.Tensor:
+def _run(probs, param, param_t, *, top_p: bool, tuning: RenormTuning) -> torch.Tensor:
     bs, vocab = probs.shape
     if probs.numel() == 0:
         return torch.zeros_like(probs)
@@ -161,92 +289,75 @@ def _run(probs, param, param_t, *, top_p: bool) -> torch.Tensor:
             # scalar p is used at fp32 precision, as the kernel receives it
             param_t = torch.full((bs,), param, dtype=torch.float32 if top_p else torch.int64, device=probs.device)
         return _top_p_torch(probs, param_t) if top_p else _top_k_torch(probs, param_t)
+    plan = _plan(bs, vocab, top_p, param_t is not None, tuning)
+    state, key, stream = _select(probs, param, param_t, plan)
     out = torch.empty_like(probs)
-    state = _select(probs, param, param_t, top_p=top_p)
-    block, warps = WRITE
-    chunk_len, _ = _split(bs, vocab)
-    rk._write_kernel[(triton.cdiv(vocab, chunk_len), bs)](
-        probs, out, state, state.view(torch.float64), vocab, chunk_len, TOP_P=top_p, W=rk.STATE_WORDS,
-        BLOCK=block, num_warps=warps,
-    )
+    w = plan.write
+    plan.compiled.launch((key, -1), stream, w.kernel, w.grid, (probs, out, state, state.view(torch.float64), *w.sizes),
+                         w.meta)
     return out
 
 
-def _select(probs, param, param_t, *, top_p: bool) -> torch.Tensor:
+def _specialization(probs, param, param_t) -> tuple:
+    """What Triton specializes on that the plan does not fix: the device, the caller's pointers'
+    16-byte alignment and dtype, an int k equal to 1 or divisible by 16 (p is never specialized)."""
+    if param_t is not None:
+        spec = (param_t.dtype, param_t.data_ptr() % 16 == 0)
+    else:
+        spec = (param == 1, param % 16 == 0) if isinstance(param, int) else ()
+    return probs.device.index, probs.data_ptr() % 16 == 0, spec
+
+
+def _select(probs, param, param_t, plan: _Plan):
     """Launch the first pass and the plan; returns the per-row state (pivot key in word LO,
-    kept mass, the compaction attempt that took the row or 0: COMPACTED)."""
+    kept mass, the compaction attempt that took the row or 0: COMPACTED), the launch key and stream."""
     bs, vocab = probs.shape
-    chunk_len, chunks = _split(bs, vocab)
-    plan = _plan(bs, top_p)
-    # Small batches compact once, so their scratch holds a whole row (a few MiB at most): every
-    # row fits. Large batches cap it and retry as the range narrows.
-    cap = vocab if bs < FINISH_MIN_ROWS else min(CANDIDATE_CAPACITY, vocab)
+    dev = probs.device
+    key = _specialization(probs, param, param_t)
+    stream = plan.compiled.stream(dev.index) if dev.type == "cuda" else None
     # One zero-filled buffer: per-row state (range, counts, fp64 masses, flags) and ticket counters.
-    state = torch.zeros((bs, rk.STATE_WORDS), dtype=torch.int64, device=probs.device)
+    state = torch.zeros((bs, int(rk.STATE_W)), dtype=torch.int64, device=dev)
     fstate = state.view(torch.float64)
-    part = torch.empty((bs, chunks, rk.PART_W), dtype=torch.float64, device=probs.device)
-    compacts = any(kind == "compact" for kind, _ in plan)
-    cand = torch.empty((bs, cap) if compacts else (1, 1), dtype=torch.float32, device=probs.device)
-    gathers = any(kind == "gather" for kind, _ in plan)
-    gath = torch.empty((bs, vocab) if gathers else (1, 1), dtype=torch.float32, device=probs.device)
-    grid = (chunks, bs)
-    sizes = (vocab, chunk_len, chunks, cap)
-    common = dict(W=rk.STATE_WORDS, CHUNKS_P2=next_pow2(chunks))
-    # Small batches switch to a narrower grid after their compaction (full rows that did not fit
-    # are still covered: any chunk length x chunks spanning the vocab will do).
-    small_len, small_chunks = _split(bs, vocab, SMALL_BATCH_CHUNKS[top_p])
-    small = ((small_chunks, bs), (vocab, small_len, small_chunks, cap),
-             dict(W=rk.STATE_WORDS, CHUNKS_P2=next_pow2(small_chunks)))
+    part = torch.empty((bs, plan.chunks, int(rk.PART_W)), dtype=torch.float64, device=dev)
+    cand = torch.empty((plan.cand_rows, plan.cap) if plan.cand_rows else (1, 1), dtype=torch.float32, device=dev)
+    gath = torch.empty((bs, vocab) if plan.gathers else (1, 1), dtype=torch.float32, device=dev)
     param_ptr, param_scalar = (probs, param) if param_t is None else (param_t, 0)
-    param_kw = dict(TOP_P=top_p, PARAM_IS_TENSOR=param_t is not None)
-    tickets = iter(range(rk.FIRST_TICKET, rk.STATE_WORDS))
-    attempts = iter(range(1, COMPACT_ATTEMPTS + 1))
-    steps = [("first pass", 4)] + plan
-    for kind, nb in steps:
-        if kind in ("pass", "gather", "kept"):  # small-batch steps after the compaction
-            grid, sizes, common = small
-        if kind in ("first pass", "pass", "skip-compacted pass"):
-            block, warps = NARROW_PASS if nb == 4 else WIDE_PASS[top_p]
-            rk._pass_kernel[grid](
-                probs, cand, part, state, fstate, param_ptr, param_scalar, *sizes, **param_kw,
-                FIRST=kind == "first pass", SKIP_COMPACTED=kind == "skip-compacted pass", NB=nb,
-                TICKET=next(tickets), BLOCK=block, num_warps=warps, **common,
-            )
-        elif kind == "gather":  # the passes' BLOCK: the same shares of the candidates
-            block, warps = WIDE_PASS[top_p][0], GATHER_WARPS
-            rk._gather_finish_kernel[grid](
-                probs, cand, gath, part, state, fstate, param_ptr, param_scalar, *sizes, **param_kw, NB=nb,
-                SORT_CAP=SORT_CAPACITY, SHORT_SORT=min(SHORT_SORT, SORT_CAPACITY), TICKET=next(tickets), BLOCK=block, num_warps=warps, **common,
-            )
-        elif kind == "compact":
-            block, warps = COMPACT
-            rk._compact_kernel[grid](probs, cand, part, state, fstate, *sizes, TOP_P=top_p, ATTEMPT=next(attempts),
-                                     ADAPT=bs < FINISH_MIN_ROWS, TICKET=next(tickets), BLOCK=block, num_warps=warps,
-                                     **common)
-        elif kind == "finish":
-            block, warps = FINISH
-            rk._finish_kernel[(bs,)](probs, cand, state, fstate, param_ptr, param_scalar, vocab, cap, **param_kw,
-                                     NB=nb, W=rk.STATE_WORDS, BLOCK=block, num_warps=warps)
-        else:  # "kept"
-            block, warps = NARROW_PASS
-            rk._kept_mass_kernel[grid](probs, cand, part, state, fstate, *sizes, TICKET=next(tickets), BLOCK=block,
-                                       num_warps=warps, **common)
-    return state
+    for i, step in enumerate(plan.launches):
+        if step.args == "pass":
+            args = (probs, cand, part, state, fstate, param_ptr, param_scalar, *step.sizes)
+        elif step.args == "gather":
+            args = (probs, cand, gath, part, state, fstate, param_ptr, param_scalar, *step.sizes)
+        elif step.args == "finish":
+            args = (probs, cand, state, fstate, param_ptr, param_scalar, *step.sizes)
+        else:  # "compact", "kept"
+            args = (probs, cand, part, state, fstate, *step.sizes)
+        plan.compiled.launch((key, i), stream, step.kernel, step.grid, args, step.meta)
+    return state, key, stream
 
 
-def top_k_renorm(probs, k):
-    """Keep each row's entries >= its k-th largest and renormalise (new tensor)."""
+def top_k_renorm(probs, k, *, tuning: RenormTuning | None = None):
+    """Keep each row's entries >= its k-th largest and renormalise (new tensor).
+    ``tuning``: how the kernels launch (None: DEFAULT_TUNING); never changes the result."""
     _check_probs(probs)
     k_t = _param_tensor("k", k, probs.shape[0], INDEX_DTYPES, (int,), probs.device)
     if k_t is None:
         k = min(max(k, 1), max(probs.shape[1], 1))  # host-side clamp keeps the scalar in range
-    return _run(probs, k, k_t, top_p=False)
+    return _run(probs, k, k_t, top_p=False, tuning=_tuning(tuning))
 
 
-def top_p_renorm(probs, p):
-    """Drop the smallest entries holding < (1 - p) of each row's mass and renormalise."""
+def top_p_renorm(probs, p, *, tuning: RenormTuning | None = None):
+    """Drop the smallest entries holding < (1 - p) of each row's mass and renormalise.
+    ``tuning``: how the kernels launch (None: DEFAULT_TUNING); never changes the result."""
     _check_probs(probs)
     p_t = _param_tensor("p", p, probs.shape[0], (torch.float32, torch.float64), (int, float), probs.device)
     if p_t is None:
         p = min(max(float(p), 0.0), 1.0)
-    return _run(probs, p, p_t, top_p=True)
+    return _run(probs, p, p_t, top_p=True, tuning=_tuning(tuning))
+
+
+def _tuning(tuning: object) -> RenormTuning:
+    if tuning is None:
+        return DEFAULT_TUNING
+    if not isinstance(tuning, RenormTuning):
+        raise TypeError(f"tuning must be a RenormTuning, got {type(tuning).__name__}")
+    return tuning

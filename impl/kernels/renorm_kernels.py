@@ -7,7 +7,9 @@ kernel's last program per row sorts what it gathered. Per-row
 state lives in one int64 buffer (fp64 words through a float64 view), addressed by
 the word offsets below; a "pass" shrinks the row's key range [lo, hi) to the
 sub-range holding the pivot. Keys are the int32 bit patterns of the (non-negative)
-fp32 values: they order like the values.
+fp32 values: they order like the values. Every load goes through _load_probs, which
+makes NaN and negative entries weigh 0, so they are never kept (the decided behaviour
+for out-of-contract values, the same on the torch backend and the oracle).
 
 Cross-program reductions use an atomic ticket: each program writes its partial
 result, then takes a ticket; the program drawing the last ticket of its row has
@@ -19,26 +21,47 @@ from __future__ import annotations
 
 from impl.kernels._backend import tl, triton
 
-# Per-row state words. FINISHED_BY: how the gather kernel found the pivot (0: the range was one
-# key already, SORTED: sorting the gathered keys, LOOPED: range passes over them).
-(LO, HI, ABOVE_COUNT, TARGET, BELOW_MASS, TOTAL, KEPT, CHOSEN, CHOSEN_COUNT, COMPACTED, NCAND, ABOVE_MASS,
- FINISHED_BY) = range(13)
-SORTED, LOOPED = 1, 2
-FIRST_TICKET = 13
-MAX_LAUNCHES = 24  # one ticket word per reducing launch
-STATE_WORDS = FIRST_TICKET + MAX_LAUNCHES
-NB_MAX = 16  # most sub-ranges one pass splits into
-PART_W = 2 * NB_MAX  # partial words per (row, chunk): counts [0, NB), fp64 masses [NB_MAX, NB_MAX + NB)
-# Slots 4-way passes leave free: their partial largest key (first pass), and the compaction's
-# partial smallest and largest copied key and top-k's above-mass.
-TOP_KEY_SLOT, MIN_KEY_SLOT, MAX_KEY_SLOT, ABOVE_SLOT = 30, 28, 29, 31
-KEY_NONE = 0x7FFFFFFF  # above every key (+inf's is 0x7F800000): "no key" for a minimum
+# Per-row state: one int64 buffer of STATE_W words per row, fp64 words read through a float64
+# view. Word offsets (constexpr, so kernels name them; host code reads them with int()):
+LO = tl.constexpr(0)  # the key range [LO, HI) known to hold the pivot
+HI = tl.constexpr(1)
+ABOVE_COUNT = tl.constexpr(2)  # top-k: keys above the range
+TARGET = tl.constexpr(3)  # top-p (fp64): the mass the dropped entries must stay below
+BELOW_MASS = tl.constexpr(4)  # top-p (fp64): mass of the keys below the range
+TOTAL = tl.constexpr(5)  # top-p (fp64): the row's mass
+KEPT = tl.constexpr(6)  # top-k (fp64): the kept mass
+CHOSEN = tl.constexpr(7)  # the last pass's chosen sub-range
+CHOSEN_COUNT = tl.constexpr(8)  # keys in it
+COMPACTED = tl.constexpr(9)  # 0, or the compaction attempt (from 1) that copied the row's candidates
+NCAND = tl.constexpr(10)  # candidates copied
+ABOVE_MASS = tl.constexpr(11)  # top-k (fp64): mass the compaction left above the candidates
+FINISHED_BY = tl.constexpr(12)  # how the gather kernel found the pivot: 0 (range was one key), SORTED, LOOPED
+SORTED = tl.constexpr(1)
+LOOPED = tl.constexpr(2)
+FIRST_TICKET = tl.constexpr(13)  # then one atomic ticket counter per reducing launch
+MAX_LAUNCHES = 24
+STATE_W = tl.constexpr(FIRST_TICKET + MAX_LAUNCHES)
+
+# Per-(row, chunk) partials, PART_W fp64 words: counts at [0, NB), masses at [MASS_AT, MASS_AT + NB).
+NB_MAX = tl.constexpr(16)  # most sub-ranges one pass splits into
+MASS_AT = NB_MAX
+PART_W = tl.constexpr(2 * 16)
+# Words 4-way passes leave free: the first pass's partial largest key; the compaction's partial
+# smallest and largest copied key and top-k's mass above the range.
+MIN_KEY_SLOT = tl.constexpr(28)
+MAX_KEY_SLOT = tl.constexpr(29)
+TOP_KEY_SLOT = tl.constexpr(30)
+ABOVE_SLOT = tl.constexpr(31)
+
+KEY_NONE = tl.constexpr(0x7FFFFFFF)  # above every key (+inf's is 0x7F800000): "no key" for a minimum
+KEY_END = tl.constexpr(0x7F800001)  # one past +inf's key
 # The first pass splits every key at fixed octave boundaries instead of evenly: probability rows
 # hold their mass, and their pivots, within a few octaves around 1/vocab, so after one pass the
 # pivot's range is 8 octaves wide, not 64. Keys of 2^-24, 2^-16, 2^-8; the last range ends past
 # the row's largest key (at most +inf).
-FIRST_SPLIT = (0x33800000, 0x37800000, 0x3B800000)
-KEY_END = 0x7F800001  # one past +inf's key
+SPLIT_1 = tl.constexpr(0x33800000)
+SPLIT_2 = tl.constexpr(0x37800000)
+SPLIT_3 = tl.constexpr(0x3B800000)
 
 
 @triton.jit
@@ -48,19 +71,64 @@ def _keys(x):
 
 
 @triton.jit
+def _load_probs(ptrs, mask):
+    # Probabilities as the select sees them: NaN and negative entries weigh 0 (never kept).
+    x = tl.load(ptrs, mask=mask, other=0.0)
+    return tl.where(x > 0.0, x, 0.0)
+
+
+@triton.jit
+def _row_words(state_ptr, fstate_ptr, row):
+    # The row's state words: int64 and their fp64 view.
+    return state_ptr + row * STATE_W, fstate_ptr + row * STATE_W
+
+
+@triton.jit
+def _partials(part_ptr, row, chunk, num_chunks):
+    # The PART_W partial words of program (chunk, row).
+    return part_ptr + (row * num_chunks + chunk) * PART_W
+
+
+@triton.jit
 def _source(probs_ptr, cand_ptr, srow, row, chunk, V, chunk_len, num_chunks, cap, BLOCK: tl.constexpr):
     # (pointer, start, end) this program scans: its chunk of the row or, for a compacted row,
     # its share (whole blocks) of the candidate scratch.
     src = probs_ptr + row.to(tl.int64) * V
     start = chunk * chunk_len
     end = tl.minimum(start + chunk_len, V)
-    if tl.load(srow + 9) != 0:  # COMPACTED
-        n = tl.load(srow + 10).to(tl.int32)  # NCAND
+    if tl.load(srow + COMPACTED) != 0:
+        n = tl.load(srow + NCAND).to(tl.int32)
         share = tl.cdiv(tl.cdiv(n, num_chunks), BLOCK) * BLOCK
         src = cand_ptr + row.to(tl.int64) * cap
         start = chunk * share
         end = tl.minimum(start + share, n)
     return src, start, end
+
+
+@triton.jit
+def _copy_in_range(src, start, end, lo, hi, dst, slot, SUM_ABOVE: tl.constexpr, KEY_SPAN: tl.constexpr,
+                   BLOCK: tl.constexpr):
+    # Append the values of src[start:end) whose keys lie in [lo, hi) to dst, from slot on, in
+    # order (a block's cumsum places them: no atomics). Returns the next free slot and, when asked,
+    # the fp64 mass of the keys >= hi (SUM_ABOVE) and the smallest and largest key copied (KEY_SPAN).
+    above = tl.zeros([BLOCK], tl.float64)
+    kmin = tl.full([BLOCK], KEY_NONE, tl.int32)
+    kmax = tl.full([BLOCK], -1, tl.int32)
+    for off in range(start, end, BLOCK):
+        offs = off + tl.arange(0, BLOCK)
+        ok = offs < end
+        x = _load_probs(src + offs, ok)
+        key = _keys(x)
+        take = ok & (key >= lo) & (key < hi)
+        ones = take.to(tl.int32)
+        tl.store(dst + slot + (tl.cumsum(ones, axis=0) - 1).to(tl.int64), x, mask=take)
+        slot += tl.sum(ones, axis=0).to(tl.int64)
+        if SUM_ABOVE:
+            above += tl.where(ok & (key >= hi), x.to(tl.float64), 0.0)
+        if KEY_SPAN:
+            kmin = tl.minimum(kmin, tl.where(take, key, KEY_NONE))
+            kmax = tl.maximum(kmax, tl.where(take, key, -1))
+    return slot, tl.sum(above, axis=0), tl.min(kmin, axis=0), tl.max(kmax, axis=0)
 
 
 @triton.jit
@@ -100,11 +168,11 @@ def _bin_stats(src, start, end, lo, hi, s, front, FIRST: tl.constexpr, TOP_P: tl
     for off in range(start, end, BLOCK):
         offs = off + tl.arange(0, BLOCK)
         ok = offs < end
-        x = tl.load(src + offs, mask=ok, other=0.0)
+        x = _load_probs(src + offs, ok)
         key = _keys(x)
         inside = ok & (key >= lo) & (key < hi)
-        if FIRST:  # the FIRST_SPLIT boundaries
-            d = (key >= 0x33800000).to(tl.int32) + (key >= 0x37800000).to(tl.int32) + (key >= 0x3B800000).to(tl.int32)
+        if FIRST:  # the fixed octave boundaries
+            d = (key >= SPLIT_1).to(tl.int32) + (key >= SPLIT_2).to(tl.int32) + (key >= SPLIT_3).to(tl.int32)
             top_key = tl.maximum(top_key, tl.where(ok, key, 0))
         else:
             d = (key - lo) >> s
@@ -159,8 +227,8 @@ def _choose(counts, mass, lo, hi, s, level, goal, TOP_P: tl.constexpr, FIRST: tl
         at_or_above = level + tl.sum(counts, axis=0) - (tl.cumsum(counts, axis=0) - counts)
         best = tl.max(tl.where(at_or_above >= goal, bins, 0), axis=0)
         level = level + tl.sum(tl.where(bins > best, counts, 0.0), axis=0)
-    if FIRST:  # FIRST_SPLIT
-        first_split = tl.where(bins == 1, 0x33800000, tl.where(bins == 2, 0x37800000, 0x3B800000))
+    if FIRST:  # sub-range starts: 0 and the three octave boundaries
+        first_split = tl.where(bins == 1, SPLIT_1, tl.where(bins == 2, SPLIT_2, SPLIT_3))
         bounds = tl.where(bins == 0, 0, first_split).to(tl.int64)
     else:
         bounds = lo.to(tl.int64) + (bins.to(tl.int64) << s.to(tl.int64))  # sub-range starts (no overflow)
@@ -173,10 +241,12 @@ def _choose(counts, mass, lo, hi, s, level, goal, TOP_P: tl.constexpr, FIRST: tl
 
 @triton.jit
 def _goal(param_ptr, param_scalar, row, V, TOP_P: tl.constexpr, PARAM_IS_TENSOR: tl.constexpr):
-    # The row's clamped parameter: p in [0, 1] (fp64) or k in [1, V] (as fp64, compared with counts).
+    # The row's clamped parameter: p in [0, 1] (fp64; a NaN p keeps everything: 1) or k in
+    # [1, V] (as fp64, compared with counts).
     if TOP_P:
         if PARAM_IS_TENSOR:
             p = tl.load(param_ptr + row).to(tl.float64)
+            p = tl.where(p == p, p, 1.0)
         else:
             p = tl.full([], 0.0, tl.float64) + param_scalar
         return tl.minimum(tl.maximum(p, 0.0), 1.0)
@@ -193,10 +263,10 @@ def _level_and_goal(srow, frow, param_ptr, param_scalar, row, V, TOP_P: tl.const
     # What _choose compares: top-p (mass of the keys below the range, target mass); top-k (count
     # of the keys above the range, k), all fp64.
     if TOP_P:
-        level = tl.load(frow + 4)  # BELOW_MASS
-        goal = tl.load(frow + 3)  # TARGET
+        level = tl.load(frow + BELOW_MASS)
+        goal = tl.load(frow + TARGET)
     else:
-        level = tl.load(srow + 2).to(tl.float64)  # ABOVE_COUNT
+        level = tl.load(srow + ABOVE_COUNT).to(tl.float64)
         goal = _goal(param_ptr, param_scalar, row, V, TOP_P, PARAM_IS_TENSOR)
     return level, goal
 
@@ -228,8 +298,8 @@ def _sorted_pivot(keys_src, n, level, goal, TOP_P: tl.constexpr, SORT_CAP: tl.co
     # Returns (pivot key, fp64 mass of the keys below it, level included).
     i = tl.arange(0, SORT_CAP)
     valid = i < n
-    x = tl.load(keys_src + i, mask=valid, other=0.0, cache_modifier=".cg")
-    keys = tl.sort(tl.where(valid, _keys(x), 0x7FFFFFFF))  # ascending; padding (KEY_NONE) last
+    x = tl.load(keys_src + i, mask=valid, other=0.0, cache_modifier=".cg")  # gathered: already clean
+    keys = tl.sort(tl.where(valid, _keys(x), KEY_NONE))  # ascending; padding last
     m = tl.where(valid, keys.to(tl.float32, bitcast=True).to(tl.float64), 0.0)
     if TOP_P:
         reached = valid & (level + tl.cumsum(m, axis=0) >= goal)
@@ -245,75 +315,70 @@ def _sorted_pivot(keys_src, n, level, goal, TOP_P: tl.constexpr, SORT_CAP: tl.co
 def _pass_kernel(
     probs_ptr, cand_ptr, part_ptr, state_ptr, fstate_ptr, param_ptr, param_scalar, V, chunk_len, num_chunks,
     cap, TOP_P: tl.constexpr, PARAM_IS_TENSOR: tl.constexpr, FIRST: tl.constexpr, SKIP_COMPACTED: tl.constexpr,
-    NB: tl.constexpr, TICKET: tl.constexpr, W: tl.constexpr, BLOCK: tl.constexpr, CHUNKS_P2: tl.constexpr,
+    NB: tl.constexpr, TICKET: tl.constexpr, BLOCK: tl.constexpr, CHUNKS_P2: tl.constexpr,
 ):
     # One select pass over (chunk, row) programs: split [lo, hi) into NB sub-ranges, count (top-k)
     # or weigh (top-p, fp64) the keys in each, and keep the sub-range holding the pivot. With
     # SKIP_COMPACTED, compacted rows are left to the finish kernel.
     chunk = tl.program_id(0)
     row = tl.program_id(1)
-    srow = state_ptr + row * W
-    frow = fstate_ptr + row * W
+    srow, frow = _row_words(state_ptr, fstate_ptr, row)
     if SKIP_COMPACTED:
-        if tl.load(srow + 9) != 0:  # COMPACTED
+        if tl.load(srow + COMPACTED) != 0:
             return
     if not FIRST:
-        if tl.load(srow + 1) - tl.load(srow + 0) <= 1:  # the range is down to the pivot's key
+        if tl.load(srow + HI) - tl.load(srow + LO) <= 1:  # the range is down to the pivot's key
             return
     if FIRST:
         lo = tl.full([], 0, tl.int32)
-        hi = tl.full([], 0x7F800001, tl.int32)  # KEY_END
+        hi = tl.full([], KEY_END, tl.int32)
         s = tl.full([], 0, tl.int32)
     else:
-        lo = tl.load(srow + 0).to(tl.int32)
-        hi = tl.load(srow + 1).to(tl.int32)
+        lo = tl.load(srow + LO).to(tl.int32)
+        hi = tl.load(srow + HI).to(tl.int32)
         s = _split_shift(lo, hi, NB)
     src, start, end = _source(probs_ptr, cand_ptr, srow, row, chunk, V, chunk_len, num_chunks, cap, BLOCK)
     counts, mass, top_key, _, _ = _bin_stats(src, start, end, lo, hi, s, 0, FIRST, TOP_P, NB, False, BLOCK)
     bins = tl.arange(0, NB)
-    prow = part_ptr + (row * num_chunks + chunk) * 32  # PART_W
+    prow = _partials(part_ptr, row, chunk, num_chunks)
     tl.store(prow + bins, counts.to(tl.float64))
     if TOP_P:
-        tl.store(prow + 16 + bins, mass)  # NB_MAX
+        tl.store(prow + MASS_AT + bins, mass)
     if FIRST:
-        tl.store(prow + 30, top_key.to(tl.float64))  # TOP_KEY_SLOT
+        tl.store(prow + TOP_KEY_SLOT, top_key.to(tl.float64))
     ticket = tl.atomic_add(srow + TICKET, 1)
     if ticket == num_chunks - 1:  # the row's last program: reduce the partials
         c = tl.arange(0, CHUNKS_P2)
-        rows_of = part_ptr + (row * num_chunks + c[:, None]) * 32 + bins[None, :]
-        live = (c < num_chunks)[:, None]
-        row_counts = tl.sum(tl.load(rows_of, mask=live, other=0.0, cache_modifier=".cg"), axis=0)  # exact (fp64)
+        live = c < num_chunks
+        rows_of = _partials(part_ptr, row, c, num_chunks)
+        counts_of = rows_of[:, None] + bins[None, :]
+        row_counts = tl.sum(tl.load(counts_of, mask=live[:, None], other=0.0, cache_modifier=".cg"), axis=0)  # exact (fp64)
         row_mass = tl.zeros([NB], tl.float64)
         if TOP_P:
-            row_mass = tl.sum(tl.load(rows_of + 16, mask=live, other=0.0, cache_modifier=".cg"), axis=0)
+            row_mass = tl.sum(tl.load(counts_of + MASS_AT, mask=live[:, None], other=0.0, cache_modifier=".cg"), axis=0)
             if FIRST:  # the first pass covers every key: its masses sum to the row's total
                 total = tl.sum(row_mass, axis=0)
-                tl.store(frow + 5, total)  # TOTAL
-                tl.store(frow + 3, (1.0 - _goal(param_ptr, param_scalar, row, V, TOP_P, PARAM_IS_TENSOR)) * total)
-            level = tl.load(frow + 4)  # BELOW_MASS
-            goal = tl.load(frow + 3)  # TARGET
-        else:
-            level = tl.load(srow + 2).to(tl.float64)  # ABOVE_COUNT
-            goal = _goal(param_ptr, param_scalar, row, V, TOP_P, PARAM_IS_TENSOR)
+                tl.store(frow + TOTAL, total)
+                tl.store(frow + TARGET, (1.0 - _goal(param_ptr, param_scalar, row, V, TOP_P, PARAM_IS_TENSOR)) * total)
+        level, goal = _level_and_goal(srow, frow, param_ptr, param_scalar, row, V, TOP_P, PARAM_IS_TENSOR)
         new_lo, new_hi, best, level, n_in = _choose(row_counts, row_mass, lo, hi, s, level, goal, TOP_P, FIRST, NB)
         if FIRST:  # no key lies above the row's largest: end the range there
-            row_top = tl.max(tl.load(part_ptr + (row * num_chunks + c) * 32 + 30, mask=c < num_chunks, other=0.0,
-                                     cache_modifier=".cg"), axis=0)
+            row_top = tl.max(tl.load(rows_of + TOP_KEY_SLOT, mask=live, other=0.0, cache_modifier=".cg"), axis=0)
             new_hi = tl.minimum(new_hi, row_top.to(tl.int64) + 1)
         if TOP_P:
-            tl.store(frow + 4, level)
+            tl.store(frow + BELOW_MASS, level)
         else:
-            tl.store(srow + 2, level.to(tl.int64))
-        tl.store(srow + 0, new_lo)
-        tl.store(srow + 1, new_hi.to(tl.int64))
-        tl.store(srow + 7, best.to(tl.int64))  # CHOSEN
-        tl.store(srow + 8, n_in.to(tl.int64))  # CHOSEN_COUNT
+            tl.store(srow + ABOVE_COUNT, level.to(tl.int64))
+        tl.store(srow + LO, new_lo)
+        tl.store(srow + HI, new_hi.to(tl.int64))
+        tl.store(srow + CHOSEN, best.to(tl.int64))
+        tl.store(srow + CHOSEN_COUNT, n_in.to(tl.int64))
 
 
 @triton.jit
 def _compact_kernel(
     probs_ptr, cand_ptr, part_ptr, state_ptr, fstate_ptr, V, chunk_len, num_chunks, cap,
-    TOP_P: tl.constexpr, ATTEMPT: tl.constexpr, ADAPT: tl.constexpr, TICKET: tl.constexpr, W: tl.constexpr,
+    TOP_P: tl.constexpr, ATTEMPT: tl.constexpr, ADAPT: tl.constexpr, TICKET: tl.constexpr,
     BLOCK: tl.constexpr, CHUNKS_P2: tl.constexpr,
 ):
     # Copy the keys in [lo, hi) of a not-yet-compacted row into its candidate scratch when they
@@ -322,104 +387,85 @@ def _compact_kernel(
     # its kept mass. ADAPT: the range shrinks to the smallest and largest key copied.
     chunk = tl.program_id(0)
     row = tl.program_id(1)
-    srow = state_ptr + row * W
-    n = tl.load(srow + 8)  # CHOSEN_COUNT
-    if (tl.load(srow + 9) == 0) & (n <= cap):  # not COMPACTED, and fits
-        lo = tl.load(srow + 0).to(tl.int32)
-        hi = tl.load(srow + 1).to(tl.int32)
-        chosen = tl.load(srow + 7).to(tl.int32)
+    srow, frow = _row_words(state_ptr, fstate_ptr, row)
+    n = tl.load(srow + CHOSEN_COUNT)
+    if (tl.load(srow + COMPACTED) == 0) & (n <= cap):  # not compacted yet, and fits
+        lo = tl.load(srow + LO).to(tl.int32)
+        hi = tl.load(srow + HI).to(tl.int32)
+        chosen = tl.load(srow + CHOSEN).to(tl.int32)
         c = tl.arange(0, CHUNKS_P2)
-        earlier = tl.load(part_ptr + (row * num_chunks + c) * 32 + chosen, mask=c < chunk, other=0.0)
+        rows_of = _partials(part_ptr, row, c, num_chunks)
+        earlier = tl.load(rows_of + chosen, mask=c < chunk, other=0.0)
         slot = tl.sum(earlier, axis=0).to(tl.int64)  # candidates of the earlier chunks come first
-        src = probs_ptr + row.to(tl.int64) * V
-        dst = cand_ptr + row.to(tl.int64) * cap
         start = chunk * chunk_len
-        end = tl.minimum(start + chunk_len, V)
-        above = tl.zeros([BLOCK], tl.float64)
-        kmin = tl.full([BLOCK], 0x7FFFFFFF, tl.int32)  # KEY_NONE
-        kmax = tl.full([BLOCK], -1, tl.int32)
-        for off in range(start, end, BLOCK):
-            offs = off + tl.arange(0, BLOCK)
-            ok = offs < end
-            x = tl.load(src + offs, mask=ok, other=0.0)
-            key = _keys(x)
-            take = ok & (key >= lo) & (key < hi)
-            ones = take.to(tl.int32)
-            tl.store(dst + slot + (tl.cumsum(ones, axis=0) - 1).to(tl.int64), x, mask=take)
-            slot += tl.sum(ones, axis=0).to(tl.int64)
-            if not TOP_P:
-                above += tl.where(ok & (key >= hi), x.to(tl.float64), 0.0)
-            if ADAPT:
-                kmin = tl.minimum(kmin, tl.where(take, key, 0x7FFFFFFF))
-                kmax = tl.maximum(kmax, tl.where(take, key, -1))
-        prow = part_ptr + (row * num_chunks + chunk) * 32  # PART_W
+        _, above, kmin, kmax = _copy_in_range(probs_ptr + row.to(tl.int64) * V, start, tl.minimum(start + chunk_len, V),
+                                              lo, hi, cand_ptr + row.to(tl.int64) * cap, slot, not TOP_P, ADAPT, BLOCK)
+        prow = _partials(part_ptr, row, chunk, num_chunks)
         if not TOP_P:
-            tl.store(prow + 31, tl.sum(above, axis=0))  # ABOVE_SLOT
+            tl.store(prow + ABOVE_SLOT, above)
         if ADAPT:  # keys are exact in fp64
-            tl.store(prow + 28, tl.min(kmin, axis=0).to(tl.float64))  # MIN_KEY_SLOT
-            tl.store(prow + 29, tl.max(kmax, axis=0).to(tl.float64))  # MAX_KEY_SLOT
+            tl.store(prow + MIN_KEY_SLOT, kmin.to(tl.float64))
+            tl.store(prow + MAX_KEY_SLOT, kmax.to(tl.float64))
         ticket = tl.atomic_add(srow + TICKET, 1)
         if ticket == num_chunks - 1:
+            live = c < num_chunks
             if not TOP_P:
-                parts = tl.load(part_ptr + (row * num_chunks + c) * 32 + 31, mask=c < num_chunks, other=0.0,
-                                cache_modifier=".cg")
-                tl.store(fstate_ptr + row * W + 11, tl.sum(parts, axis=0))  # ABOVE_MASS
+                parts = tl.load(rows_of + ABOVE_SLOT, mask=live, other=0.0, cache_modifier=".cg")
+                tl.store(frow + ABOVE_MASS, tl.sum(parts, axis=0))
             if ADAPT:
-                rows_of = part_ptr + (row * num_chunks + c) * 32
-                lowest = tl.min(tl.load(rows_of + 28, mask=c < num_chunks, other=0x7FFFFFFF, cache_modifier=".cg"),
+                lowest = tl.min(tl.load(rows_of + MIN_KEY_SLOT, mask=live, other=KEY_NONE, cache_modifier=".cg"),
                                 axis=0).to(tl.int64)
-                highest = tl.max(tl.load(rows_of + 29, mask=c < num_chunks, other=-1.0, cache_modifier=".cg"),
+                highest = tl.max(tl.load(rows_of + MAX_KEY_SLOT, mask=live, other=-1.0, cache_modifier=".cg"),
                                  axis=0).to(tl.int64)
                 if n > 0:
-                    tl.store(srow + 0, tl.maximum(lo.to(tl.int64), lowest))
-                    tl.store(srow + 1, tl.minimum(hi.to(tl.int64), highest + 1))
-            tl.store(srow + 10, n)  # NCAND
-            tl.store(srow + 9, ATTEMPT)  # COMPACTED (attempt, from 1): later launches read the scratch
+                    tl.store(srow + LO, tl.maximum(lo.to(tl.int64), lowest))
+                    tl.store(srow + HI, tl.minimum(hi.to(tl.int64), highest + 1))
+            tl.store(srow + NCAND, n)
+            tl.store(srow + COMPACTED, ATTEMPT)  # later launches read the scratch
 
 
 @triton.jit
 def _finish_kernel(
     probs_ptr, cand_ptr, state_ptr, fstate_ptr, param_ptr, param_scalar, V, cap, TOP_P: tl.constexpr,
-    PARAM_IS_TENSOR: tl.constexpr, NB: tl.constexpr, W: tl.constexpr, BLOCK: tl.constexpr,
+    PARAM_IS_TENSOR: tl.constexpr, NB: tl.constexpr, BLOCK: tl.constexpr,
 ):
     # One program per row runs the remaining passes back to back over the row's candidates
     # (cache-resident), moving the ones still in range to the front each pass so the scans shrink
     # with the range; a row that never fit the scratch scans its full row every pass. Then top-k
     # sums its kept mass. No partials, tickets or further launches.
     row = tl.program_id(0)
-    srow = state_ptr + row * W
-    frow = fstate_ptr + row * W
-    compacted = tl.load(srow + 9) != 0
+    srow, frow = _row_words(state_ptr, fstate_ptr, row)
+    compacted = tl.load(srow + COMPACTED) != 0
     src = probs_ptr + row.to(tl.int64) * V
     n = V
     if compacted:
         src = cand_ptr + row.to(tl.int64) * cap
-        n = tl.load(srow + 10).to(tl.int32)  # NCAND
-    lo = tl.load(srow + 0).to(tl.int32)
-    hi = tl.load(srow + 1).to(tl.int32)
+        n = tl.load(srow + NCAND).to(tl.int32)
+    lo = tl.load(srow + LO).to(tl.int32)
+    hi = tl.load(srow + HI).to(tl.int32)
     level, goal = _level_and_goal(srow, frow, param_ptr, param_scalar, row, V, TOP_P, PARAM_IS_TENSOR)
     lo, hi, level, n, above = _range_loop(src, n, lo, hi, level, goal, compacted.to(tl.int32), TOP_P, NB, BLOCK)
-    tl.store(srow + 0, lo.to(tl.int64))
-    tl.store(srow + 1, hi.to(tl.int64))
+    tl.store(srow + LO, lo.to(tl.int64))
+    tl.store(srow + HI, hi.to(tl.int64))
     if TOP_P:
-        tl.store(frow + 4, level)
+        tl.store(frow + BELOW_MASS, level)
     else:
         acc = tl.zeros([BLOCK], tl.float64)
         for off in range(0, n, BLOCK):
             offs = off + tl.arange(0, BLOCK)
-            x = tl.load(src + offs, mask=offs < n, other=0.0)
+            x = _load_probs(src + offs, offs < n)
             acc += tl.where((offs < n) & (_keys(x) >= lo), x.to(tl.float64), 0.0)
         kept = tl.sum(acc, axis=0)
         if compacted:
-            kept += tl.load(frow + 11) + above  # ABOVE_MASS: what the compaction left above
-        tl.store(frow + 6, kept)  # KEPT
+            kept += tl.load(frow + ABOVE_MASS) + above  # what the compaction and the loop left above
+        tl.store(frow + KEPT, kept)
 
 
 @triton.jit
 def _gather_finish_kernel(
     probs_ptr, cand_ptr, gath_ptr, part_ptr, state_ptr, fstate_ptr, param_ptr, param_scalar, V, chunk_len,
     num_chunks, cap, TOP_P: tl.constexpr, PARAM_IS_TENSOR: tl.constexpr, NB: tl.constexpr, SORT_CAP: tl.constexpr,
-    SHORT_SORT: tl.constexpr, TICKET: tl.constexpr, W: tl.constexpr, BLOCK: tl.constexpr, CHUNKS_P2: tl.constexpr,
+    SHORT_SORT: tl.constexpr, TICKET: tl.constexpr, BLOCK: tl.constexpr, CHUNKS_P2: tl.constexpr,
 ):
     # Small batches, after their passes: copy the keys still in [lo, hi) into the row's gather
     # buffer (V slots: any count fits; each program's start comes from the last pass's per-chunk
@@ -429,92 +475,84 @@ def _gather_finish_kernel(
     # and BLOCK: the chunks must match.
     chunk = tl.program_id(0)
     row = tl.program_id(1)
-    srow = state_ptr + row * W
-    frow = fstate_ptr + row * W
-    lo = tl.load(srow + 0).to(tl.int32)
-    hi = tl.load(srow + 1).to(tl.int32)
+    srow, frow = _row_words(state_ptr, fstate_ptr, row)
+    lo = tl.load(srow + LO).to(tl.int32)
+    hi = tl.load(srow + HI).to(tl.int32)
     if hi - lo > 1:  # else the pivot is lo already
-        chosen = tl.load(srow + 7).to(tl.int32)  # CHOSEN: the last pass's sub-range
+        chosen = tl.load(srow + CHOSEN).to(tl.int32)  # the last pass's sub-range
         c = tl.arange(0, CHUNKS_P2)
-        earlier = tl.load(part_ptr + (row * num_chunks + c) * 32 + chosen, mask=c < chunk, other=0.0)
+        earlier = tl.load(_partials(part_ptr, row, c, num_chunks) + chosen, mask=c < chunk, other=0.0)
         slot = tl.sum(earlier, axis=0).to(tl.int64)
         src, start, end = _source(probs_ptr, cand_ptr, srow, row, chunk, V, chunk_len, num_chunks, cap, BLOCK)
         dst = gath_ptr + row.to(tl.int64) * V
-        for off in range(start, end, BLOCK):
-            offs = off + tl.arange(0, BLOCK)
-            ok = offs < end
-            x = tl.load(src + offs, mask=ok, other=0.0)
-            key = _keys(x)
-            take = ok & (key >= lo) & (key < hi)
-            ones = take.to(tl.int32)
-            tl.store(dst + slot + (tl.cumsum(ones, axis=0) - 1).to(tl.int64), x, mask=take)
-            slot += tl.sum(ones, axis=0).to(tl.int64)
+        _copy_in_range(src, start, end, lo, hi, dst, slot, False, False, BLOCK)
         ticket = tl.atomic_add(srow + TICKET, 1)
         if ticket == num_chunks - 1:  # every copy is visible (acq_rel)
-            n = tl.load(srow + 8).to(tl.int32)  # CHOSEN_COUNT: the keys in [lo, hi)
+            n = tl.load(srow + CHOSEN_COUNT).to(tl.int32)  # the keys in [lo, hi)
             level, goal = _level_and_goal(srow, frow, param_ptr, param_scalar, row, V, TOP_P, PARAM_IS_TENSOR)
             if n <= SORT_CAP:
                 if n <= SHORT_SORT:  # the usual case: a sort's cost grows fast with its size
                     pivot, below = _sorted_pivot(dst, n, level, goal, TOP_P, SHORT_SORT)
                 else:
                     pivot, below = _sorted_pivot(dst, n, level, goal, TOP_P, SORT_CAP)
-                tl.store(srow + 0, pivot.to(tl.int64))
-                tl.store(srow + 1, pivot.to(tl.int64) + 1)
+                tl.store(srow + LO, pivot.to(tl.int64))
+                tl.store(srow + HI, pivot.to(tl.int64) + 1)
                 if TOP_P:
-                    tl.store(frow + 4, below)  # BELOW_MASS
-                tl.store(srow + 12, 1)  # FINISHED_BY = SORTED
+                    tl.store(frow + BELOW_MASS, below)
+                tl.store(srow + FINISHED_BY, SORTED)
             else:
                 lo, hi, level, _, _ = _range_loop(dst, n, lo, hi, level, goal, tl.full([], 1, tl.int32), TOP_P, NB,
                                                   BLOCK)
-                tl.store(srow + 0, lo.to(tl.int64))
-                tl.store(srow + 1, hi.to(tl.int64))
+                tl.store(srow + LO, lo.to(tl.int64))
+                tl.store(srow + HI, hi.to(tl.int64))
                 if TOP_P:
-                    tl.store(frow + 4, level)
-                tl.store(srow + 12, 2)  # FINISHED_BY = LOOPED
+                    tl.store(frow + BELOW_MASS, level)
+                tl.store(srow + FINISHED_BY, LOOPED)
 
 
 @triton.jit
 def _kept_mass_kernel(
     probs_ptr, cand_ptr, part_ptr, state_ptr, fstate_ptr, V, chunk_len, num_chunks, cap,
-    TICKET: tl.constexpr, W: tl.constexpr, BLOCK: tl.constexpr, CHUNKS_P2: tl.constexpr,
+    TICKET: tl.constexpr, BLOCK: tl.constexpr, CHUNKS_P2: tl.constexpr,
 ):
     # Top-k's kept mass (fp64): the keys >= pivot, from the row or its candidates plus the mass
     # above the candidates that the compaction summed.
     chunk = tl.program_id(0)
     row = tl.program_id(1)
-    srow = state_ptr + row * W
-    pivot = tl.load(srow + 0).to(tl.int32)
+    srow, frow = _row_words(state_ptr, fstate_ptr, row)
+    pivot = tl.load(srow + LO).to(tl.int32)
     src, start, end = _source(probs_ptr, cand_ptr, srow, row, chunk, V, chunk_len, num_chunks, cap, BLOCK)
     acc = tl.zeros([BLOCK], tl.float64)
     for off in range(start, end, BLOCK):
         offs = off + tl.arange(0, BLOCK)
         ok = offs < end
-        x = tl.load(src + offs, mask=ok, other=0.0)
+        x = _load_probs(src + offs, ok)
         acc += tl.where(ok & (_keys(x) >= pivot), x.to(tl.float64), 0.0)
-    tl.store(part_ptr + (row * num_chunks + chunk) * 32, tl.sum(acc, axis=0))
+    tl.store(_partials(part_ptr, row, chunk, num_chunks), tl.sum(acc, axis=0))
     ticket = tl.atomic_add(srow + TICKET, 1)
     if ticket == num_chunks - 1:
         c = tl.arange(0, CHUNKS_P2)
-        parts = tl.load(part_ptr + (row * num_chunks + c) * 32, mask=c < num_chunks, other=0.0, cache_modifier=".cg")
+        parts = tl.load(_partials(part_ptr, row, c, num_chunks), mask=c < num_chunks, other=0.0, cache_modifier=".cg")
         kept = tl.sum(parts, axis=0)
-        if tl.load(srow + 9) != 0:  # COMPACTED
-            kept += tl.load(fstate_ptr + row * W + 11)  # ABOVE_MASS
-        tl.store(fstate_ptr + row * W + 6, kept)  # KEPT
+        if tl.load(srow + COMPACTED) != 0:
+            kept += tl.load(frow + ABOVE_MASS)
+        tl.store(frow + KEPT, kept)
 
 
 @triton.jit
 def _write_kernel(
-    probs_ptr, out_ptr, state_ptr, fstate_ptr, V, chunk_len, TOP_P: tl.constexpr, W: tl.constexpr,
-    BLOCK: tl.constexpr,
+    probs_ptr, out_ptr, state_ptr, fstate_ptr, V, chunk_len, TOP_P: tl.constexpr, BLOCK: tl.constexpr,
 ):
-    # Keep the entries >= pivot, scaled by 1 / kept mass in fp64 (zero mass -> zeros).
+    # Keep the entries >= pivot, scaled by 1 / kept mass in fp64 (zero mass -> zeros; NaN and
+    # negative entries -> 0).
     chunk = tl.program_id(0)
     row = tl.program_id(1)
-    pivot = tl.load(state_ptr + row * W).to(tl.int32)
+    srow, frow = _row_words(state_ptr, fstate_ptr, row)
+    pivot = tl.load(srow + LO).to(tl.int32)
     if TOP_P:
-        kept = tl.load(fstate_ptr + row * W + 5) - tl.load(fstate_ptr + row * W + 4)  # TOTAL - BELOW_MASS
+        kept = tl.load(frow + TOTAL) - tl.load(frow + BELOW_MASS)
     else:
-        kept = tl.load(fstate_ptr + row * W + 6)  # KEPT
+        kept = tl.load(frow + KEPT)
     scale = tl.where(kept > 0.0, 1.0 / tl.where(kept > 0.0, kept, 1.0), 0.0)
     start = chunk * chunk_len
     end = tl.minimum(start + chunk_len, V)
@@ -522,6 +560,6 @@ def _write_kernel(
     for off in range(start, end, BLOCK):
         offs = off + tl.arange(0, BLOCK)
         ok = offs < end
-        x = tl.load(probs_ptr + base + offs, mask=ok, other=0.0)
+        x = _load_probs(probs_ptr + base + offs, ok)
         y = tl.where(_keys(x) >= pivot, x.to(tl.float64) * scale, 0.0)
         tl.store(out_ptr + base + offs, y.to(tl.float32), mask=ok)

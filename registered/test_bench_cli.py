@@ -1,0 +1,79 @@
+"""The benchmark CLI's contract (issue 17 §6): unknown selections are an error before any work,
+results are merged and never shrunk, the plot is written (or the reason printed) even for the
+one-size CPU smoke sweep, and results land outside the package."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import impl
+from ci.registration import register
+from impl.bench import report
+from impl.bench.__main__ import REPO_ROOT, main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@register(suite="components", hardware="cpu", schedule="per-commit", est_time=6)
+def test_unknown_selection_exits_2_naming_the_choices():
+    done = subprocess.run([sys.executable, "-m", "impl.bench", "--only", "top_k,bogus"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "unknown selection bogus" in done.stderr and "choose from scatter, store_swa" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+@register(suite="components", hardware="cpu", schedule="per-commit", est_time=1)
+def test_empty_selection_is_refused_before_any_work(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--only", ","])
+    assert exit_info.value.code == 2
+    assert "choose from" in capsys.readouterr().err
+
+
+def _row(op: str, variant: str, us: float) -> dict:
+    return {"op": op, "shape": "4x8", "rows": 4, "variant": variant, "us": us, "gbps": 1.0}
+
+
+@register(suite="components", hardware="cpu", schedule="per-commit", est_time=1)
+def test_results_are_merged_never_shrunk(tmp_path):
+    path = tmp_path / "bench.json"
+    report.merge_json(path, {"run": 1}, [_row("a", "project", 1.0), _row("b", "project", 2.0)])
+    rows, kept = report.merge_json(path, {"run": 2}, [_row("a", "project", 3.0)])  # a narrower run
+    saved = json.loads(path.read_text())
+    assert kept == 1 and saved["meta"] == {"run": 2}
+    assert sorted((r["op"], r["us"]) for r in saved["results"]) == [("a", 3.0), ("b", 2.0)] == sorted(
+        (r["op"], r["us"]) for r in rows)
+
+
+@register(suite="components", hardware="cpu", schedule="per-commit", est_time=1)
+def test_a_foreign_file_is_not_overwritten(tmp_path):
+    path = tmp_path / "bench.json"
+    path.write_text("not json")
+    with pytest.raises(SystemExit, match="not a bench results file"):
+        report.merge_json(path, {}, [_row("a", "project", 1.0)])
+    assert path.read_text() == "not json"
+
+
+@register(suite="components", hardware="cpu", schedule="per-commit", est_time=3)
+def test_one_size_per_op_still_gets_a_plot_or_a_reason(tmp_path):
+    rows = [_row("a", "copy", 1.0), _row("a", "project", 2.0), _row("b", "project", 2.0)]
+    written, why = report.write_plot(tmp_path / "bench.png", rows, "smoke")
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        assert not written and "matplotlib" in why
+    else:
+        assert written and why == "" and (tmp_path / "bench.png").stat().st_size > 1000
+    assert report.write_plot(tmp_path / "none.png", [], "empty") == (False, "no rows were measured")
+
+
+@register(suite="components", hardware="cpu", schedule="per-commit", est_time=1)
+def test_default_results_folder_is_outside_the_package():
+    package = Path(impl.__file__).resolve().parent
+    assert REPO_ROOT == ROOT
+    assert not (REPO_ROOT / "bench-results").resolve().is_relative_to(package)
