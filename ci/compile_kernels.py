@@ -4,9 +4,9 @@ CPU CI runs the kernels in Triton's interpreter, which accepts code the compiler
 rejects (a variable redefined with another type inside a runtime ``if``, for
 one): without this, only a GPU job would find out. Two fresh processes:
 
-1. record (interpreter): run every op-table sample, and the renorm paths the
-   samples alone do not reach, and note each launch's specialization -- argument
-   types, constexpr values, warps;
+1. record (interpreter): run every op-table sample, once plain and once per
+   variant of its op (the renorm paths the samples alone do not reach), and note
+   each launch's specialization -- argument types, constexpr values, warps;
 2. compile (compiled mode, no GPU needed: the triton wheel ships ptxas and its
    AMD backend): compile each recorded specialization for each target (default
    sm_90 and gfx950: the H200 and the MI35x) and report what failed and why.
@@ -18,14 +18,16 @@ for here, 1 when any failed, 2 on a bad argument (one line, before any work),
 3 when no target can be (a trivial kernel fails: no toolchain in this triton
 build). A target that cannot be is named.
 
-The op table comes from ``impl.testing.op_table`` (never from test code). This
-module must not import ``impl`` or torch at import time: the compile step has to
-make ``impl.kernels._backend`` choose compiled mode first.
+The op table comes from ``impl.testing.op_table`` (never from test code); the
+ops' other code paths (renorm tunings: explicit ``RenormTuning`` objects) are the
+table's ``variants``, passed as keyword arguments. This module must not import
+``impl`` or torch at import time: the compile step has to make
+``impl.kernels._backend`` choose compiled mode first.
 """
 from __future__ import annotations
 
 import argparse
-import contextlib
+import functools
 import importlib
 import inspect
 import json
@@ -83,26 +85,8 @@ def _specialization(fn, args: tuple, kwargs: dict) -> dict:
             "options": options}
 
 
-@contextlib.contextmanager
-def _renorm_settings(**values):
-    """Until renorm takes an explicit tuning object: set its module-level knobs for the block."""
-    import impl.kernels.renorm as renorm
-
-    saved = {name: getattr(renorm, name) for name in values}
-    for name, value in values.items():
-        setattr(renorm, name, value)
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            setattr(renorm, name, value)
-
-
-RENORM_PATHS = [{}, {"FINISH_MIN_ROWS": 1}, {"FINISH_MIN_ROWS": 1, "CANDIDATE_CAPACITY": 4}, {"SORT_CAPACITY": 4}]
-
-
 def record(out: Path) -> int:
-    """Interpreter: run the op table (and extra renorm paths), write the distinct launches to out."""
+    """Interpreter: run the op table (each sample plain and with each variant), write the distinct launches."""
     from triton.runtime.interpreter import InterpretedFunction
 
     from impl.testing.op_table import OPS, clone_kwargs, run_op
@@ -118,13 +102,12 @@ def record(out: Path) -> int:
     InterpretedFunction.run = recording_run
     try:
         for op in OPS:
-            paths = RENORM_PATHS if op.name.endswith("renorm") else [{}]
+            variants = [{}, *(op.variants() if op.variants else {}).values()]
             samples = op.samples(False)
             for sample in samples:
-                for settings in paths:
-                    with _renorm_settings(**settings):
-                        run_op(op, op.impl, clone_kwargs(sample.make("cpu")))
-            print(f"  {op.name}: {len(samples)} samples x {len(paths)} path(s); "
+                for extra in variants:
+                    run_op(op, functools.partial(op.impl, **extra), clone_kwargs(sample.make("cpu")))
+            print(f"  {op.name}: {len(samples)} samples x {len(variants)} variant(s); "
                   f"{len(seen)} specializations so far", flush=True)
     finally:
         InterpretedFunction.run = original

@@ -82,10 +82,12 @@ def test_a_bad_target_is_refused_in_one_line_before_any_work():
 
 
 @register(suite="kernels", hardware=["cpu"], schedule="per-commit", est_time=1)
-def test_the_check_imports_no_test_code():
-    """The op table comes from impl.testing, which ci/ may import (in the check's subprocess)."""
+def test_the_check_imports_no_test_code_and_sets_no_module_globals():
+    """The op table comes from impl.testing; renorm's paths come from explicit tuning objects."""
     tree = ast.parse((REPO / "ci" / "compile_kernels.py").read_text())
     imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     imported |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
     assert "impl.testing.op_table" in imported
     assert not [m for m in imported if m.split(".")[0] == "registered"], imported
+    calls = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+    assert "setattr" not in calls
