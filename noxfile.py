@@ -262,11 +262,7 @@ def pr(session: nox.Session) -> None:
     run_in(session, [env, tools], "-m", "ci.pr", *args)
 
 
-def _op_report_module() -> str:
-    for module in ("impl.testing.op_report", "registered.op_report"):
-        if (ROOT / (module.replace(".", "/") + ".py")).is_file():
-            return module
-    raise FileNotFoundError("no op report module (impl/testing/op_report.py)")
+OP_REPORT = "impl.testing.op_report"
 
 
 @nox.session
@@ -274,7 +270,7 @@ def kernels(session: nox.Session) -> None:
     """Op report, then the per-commit kernel jobs for this machine (cpu / h200-1 / mi35x-1)."""
     args = session_args(session)
     try:
-        report = _op_report_module()
+        report = OP_REPORT
     except FileNotFoundError as exc:
         session.error(str(exc))
     env = torch_env(session)

@@ -4,9 +4,9 @@ CPU CI runs the kernels in Triton's interpreter, which accepts code the compiler
 rejects (a variable redefined with another type inside a runtime ``if``, for
 one): without this, only a GPU job would find out. Two fresh processes:
 
-1. record (interpreter): run every op-table sample, and the renorm paths the
-   samples alone do not reach, and note each launch's specialization -- argument
-   types, constexpr values, warps;
+1. record (interpreter): run every op-table sample, once plain and once per
+   variant of its op (the renorm paths the samples alone do not reach), and note
+   each launch's specialization -- argument types, constexpr values, warps;
 2. compile (compiled mode, no GPU needed: the triton wheel ships ptxas and its
    AMD backend): compile each recorded specialization for each target (default
    sm_90 and gfx950: the H200 and the MI35x) and report what failed and why.
@@ -14,15 +14,20 @@ one): without this, only a GPU job would find out. Two fresh processes:
     python -m ci.compile_kernels [--target cuda:90] [--target hip:gfx950]
 
 Exit status 0 when every kernel compiled for every target that can be compiled
-for here, 1 when any failed, 3 when no target can be (a trivial kernel fails:
-no toolchain in this triton build). A target that cannot be is named.
-This module must not import ``impl`` at import time: the compile step has to
-make ``impl.kernels._backend`` choose compiled mode first.
+for here, 1 when any failed, 2 on a bad argument (one line, before any work),
+3 when no target can be (a trivial kernel fails: no toolchain in this triton
+build). A target that cannot be is named.
+
+The op table comes from ``impl.testing.op_table`` (never from test code); the
+ops' other code paths (renorm tunings: explicit ``RenormTuning`` objects) are the
+table's ``variants``, passed as keyword arguments. This module must not import
+``impl`` or torch at import time: the compile step has to make
+``impl.kernels._backend`` choose compiled mode first.
 """
 from __future__ import annotations
 
 import argparse
-import contextlib
+import functools
 import importlib
 import inspect
 import json
@@ -80,25 +85,11 @@ def _specialization(fn, args: tuple, kwargs: dict) -> dict:
             "options": options}
 
 
-@contextlib.contextmanager
-def _renorm_settings(**values):
-    import impl.kernels.renorm as renorm
-
-    saved = {name: getattr(renorm, name) for name in values}
-    for name, value in values.items():
-        setattr(renorm, name, value)
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            setattr(renorm, name, value)
-
-
 def record(out: Path) -> int:
-    """Interpreter: run the op table (and extra renorm paths), write the distinct launches to out."""
+    """Interpreter: run the op table (each sample plain and with each variant), write the distinct launches."""
     from triton.runtime.interpreter import InterpretedFunction
 
-    from registered.op_table import cases, clone_kwargs, run_op
+    from impl.testing.op_table import OPS, clone_kwargs, run_op
 
     seen: dict[str, dict] = {}
     original = InterpretedFunction.run
@@ -110,28 +101,34 @@ def record(out: Path) -> int:
 
     InterpretedFunction.run = recording_run
     try:
-        renorm_paths = [{}, {"FINISH_MIN_ROWS": 1}, {"FINISH_MIN_ROWS": 1, "CANDIDATE_CAPACITY": 4},
-                        {"SORT_CAPACITY": 4}]
-        for op, sample in cases(large=False):
-            for settings in renorm_paths if op.name.endswith("renorm") else [{}]:
-                with _renorm_settings(**settings):
-                    run_op(op, op.impl, clone_kwargs(sample.make("cpu")))
+        for op in OPS:
+            variants = [{}, *(op.variants() if op.variants else {}).values()]
+            samples = op.samples(False)
+            for sample in samples:
+                for extra in variants:
+                    run_op(op, functools.partial(op.impl, **extra), clone_kwargs(sample.make("cpu")))
+            print(f"  {op.name}: {len(samples)} samples x {len(variants)} variant(s); "
+                  f"{len(seen)} specializations so far", flush=True)
     finally:
         InterpretedFunction.run = original
     out.write_text(json.dumps(list(seen.values()), indent=1))
-    print(f"recorded {len(seen)} kernel specializations")
+    print(f"recorded {len(seen)} kernel specializations", flush=True)
     return 0
+
+
+def target_problem(target: str) -> str | None:
+    """Why ``target`` is not a backend:arch this check understands, or None (reads no toolchain)."""
+    backend, _, arch = target.partition(":")
+    if (backend == "cuda" and arch.isdigit()) or (backend == "hip" and arch.startswith("gfx") and arch[3:].isalnum()):
+        return None
+    return f"--target must be cuda:<sm, e.g. 90> or hip:<gfx arch, e.g. gfx950>, got {target!r}"
 
 
 def _gpu_target(target: str):
     from triton.backends.compiler import GPUTarget
 
     backend, _, arch = target.partition(":")
-    if backend == "cuda" and arch.isdigit():
-        return GPUTarget("cuda", int(arch), 32)
-    if backend == "hip" and arch.startswith("gfx"):
-        return GPUTarget("hip", arch, 64)
-    raise SystemExit(f"--target must be cuda:<sm, e.g. 90> or hip:<gfx arch, e.g. gfx950>, got {target!r}")
+    return GPUTarget("cuda", int(arch), 32) if backend == "cuda" else GPUTarget("hip", arch, 64)
 
 
 def _toolchain_missing(gpu) -> str | None:
@@ -165,6 +162,7 @@ def compile_recorded(path: Path, targets: list[str]) -> int:
     kernels = sorted({s["kernel"] for s in specs})
     failures, compiled_for = [], 0
     for target in targets:
+        print(f"compiling {len(specs)} specializations for {target} ...", flush=True)
         gpu = _gpu_target(target)
         missing = _toolchain_missing(gpu)
         if missing:
@@ -202,6 +200,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--compile", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     targets = args.targets or list(DEFAULT_TARGETS)
+    problem = next(filter(None, map(target_problem, targets)), None)
+    if problem:
+        print(f"ci.compile_kernels: {problem}", file=sys.stderr)
+        return 2
     if args.record:
         return record(args.record)
     if args.compile:
@@ -209,9 +211,12 @@ def main(argv: list[str] | None = None) -> int:
     env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "DSPARK_KERNEL_BACKEND")}
     with tempfile.TemporaryDirectory() as tmp:
         specs = Path(tmp) / "launches.json"
-        steps = [(["--record", str(specs)], {**env, "TRITON_INTERPRET": "1", "DSPARK_KERNEL_BACKEND": "triton-interpret"}),
-                 (["--compile", str(specs), *(f"--target={t}" for t in targets)], env)]
-        for step_args, step_env in steps:
+        steps = [("recording the op table's kernel launches in the interpreter", ["--record", str(specs)],
+                  {**env, "TRITON_INTERPRET": "1", "DSPARK_KERNEL_BACKEND": "triton-interpret"}),
+                 (f"compiling them for {', '.join(targets)}", ["--compile", str(specs),
+                                                             *(f"--target={t}" for t in targets)], env)]
+        for number, (what, step_args, step_env) in enumerate(steps, 1):
+            print(f"step {number}/{len(steps)}: {what}", flush=True)
             status = subprocess.run([sys.executable, "-m", "ci.compile_kernels", *step_args], env=step_env).returncode
             if status:
                 return status

@@ -8,7 +8,7 @@ out=${OUT:-gpu-report}; mkdir -p "$out"
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
 py=${PYTHON:-python3}
 $py -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name(0), 'x', torch.cuda.device_count())"
-$py -m registered.op_report 2>&1 | tee "$out/op_report.txt"
+$py -m impl.testing.op_report 2>&1 | tee "$out/op_report.txt"
 for job in per-commit/h200-1/kernels-cuda per-commit/h200-1/components per-commit/h200-1/components-gpu per-commit/h200-1/e2e-gpu; do
   $py -m ci.run_suite --job "$job" 2>&1 | grep -E "^### |^\| [0-9]|FAILED|Error" | tee -a "$out/jobs.txt"
 done

@@ -38,6 +38,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from impl.table import format_table
+
 PLATFORMS = ("cuda", "hip", "cpu")
 ALGORITHMS = ("none", "mtp", "dspark")
 PATHS = ("uniform", "ragged-eager", "ragged-graph")
@@ -163,13 +165,9 @@ def expected_syncs(path: str, decision: str) -> tuple[str, ...]:
 
 def format_policy_table() -> str:
     header = ("platform", "algorithm", "path", "decision", "syncs", "reason")
-    rows = [header]
-    for r in POLICY:
-        syncs = ", ".join(expected_syncs(r.path, r.decision)) or "none"
-        rows.append((r.platform, r.algorithm, r.path, r.decision, syncs, r.reason))
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]
-    lines.insert(1, "  ".join("-" * w for w in widths))
+    rows = [(r.platform, r.algorithm, r.path, r.decision, ", ".join(expected_syncs(r.path, r.decision)) or "none",
+             r.reason) for r in POLICY]
+    lines = [format_table(header, rows)]
     notes = [
         "",
         "decision on eager paths = exact_num_tokens AND the cell above; an inexact total always keeps the sync.",

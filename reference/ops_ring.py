@@ -1,15 +1,13 @@
 """Oracle for the ring writers and norm+RoPE (SPEC §3.1-§3.3): plain loops, float64.
 
-Written for obviousness, not speed. Callers must pass valid inputs (unique,
-in-range locs); the oracle raises on caller bugs rather than guessing.
+Written for obviousness, not speed. Out-of-range locs raise (a caller bug); duplicate
+destinations are defined (the last row in row order wins).
 """
 from __future__ import annotations
 
 import torch
 
-
-def _bits(t: torch.Tensor) -> torch.Tensor:
-    return t.view({1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()])
+from reference.bits import bits_view
 
 
 def scatter_into_unified(kv, loc, unified, *, check=None):
@@ -17,7 +15,7 @@ def scatter_into_unified(kv, loc, unified, *, check=None):
 
     Duplicate destinations (out of contract; check mode raises in impl): the last row in
     row order wins, so each written slot holds exactly one of the rows aimed at it."""
-    src, dst = _bits(kv), _bits(unified)
+    src, dst = bits_view(kv), bits_view(unified)
     for i in range(kv.shape[0]):
         target = int(loc[i])
         if target < 0:

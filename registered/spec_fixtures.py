@@ -32,10 +32,6 @@ def poison_(t: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
     return t
 
 
-def bits(t: torch.Tensor) -> torch.Tensor:
-    return t.view(torch.int16) if t.dtype == torch.bfloat16 else t
-
-
 class OutputSizeAudit(TorchDispatchMode):
     """Records every repeat_interleave given ``output_size`` with the true sum of its repeats
     (invariant 12). Reading the sum syncs; use only in tests."""

@@ -6,6 +6,7 @@ second test proves the check can fail: a kernel the interpreter runs but the com
 """
 from __future__ import annotations
 
+import ast
 import json
 import os
 import subprocess
@@ -70,3 +71,23 @@ def test_a_kernel_only_the_compiler_rejects_fails_the_check(tmp_path):
     result = _run("--compile", str(launches), pythonpath=f"{tmp_path}{os.pathsep}{REPO}")
     assert result.returncode == 1, result.stdout + result.stderr
     assert "FAILED broken_kernels:typed_twice" in result.stdout and "value" in result.stdout, result.stdout
+
+
+@register(suite="kernels", hardware=["cpu"], schedule="per-commit", est_time=2)
+def test_a_bad_target_is_refused_in_one_line_before_any_work():
+    result = _run("--target", "cuda:sm90", "--target", "hip:gfx950")
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stdout == "" and result.stderr.splitlines() == [
+        "ci.compile_kernels: --target must be cuda:<sm, e.g. 90> or hip:<gfx arch, e.g. gfx950>, got 'cuda:sm90'"]
+
+
+@register(suite="kernels", hardware=["cpu"], schedule="per-commit", est_time=1)
+def test_the_check_imports_no_test_code_and_sets_no_module_globals():
+    """The op table comes from impl.testing; renorm's paths come from explicit tuning objects."""
+    tree = ast.parse((REPO / "ci" / "compile_kernels.py").read_text())
+    imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    imported |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    assert "impl.testing.op_table" in imported
+    assert not [m for m in imported if m.split(".")[0] == "registered"], imported
+    calls = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+    assert "setattr" not in calls

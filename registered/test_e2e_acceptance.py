@@ -13,9 +13,8 @@ import pytest
 from ci.registration import register
 from impl.engine.run import make_prompts, run_case
 from impl.run_options import RunOptions, SamplingParams
-from impl.model.oracle_draft import expected_accept_length
 from impl.model.tiny_config import cpu_small
-from impl.spec.acceptance import expected_accept_length as spec_expected
+from impl.spec.acceptance import expected_accept_length
 
 
 @pytest.fixture
@@ -39,8 +38,7 @@ def test_oracle_draft_accepts_every_token(algorithm, torch_kernels):
 @register(suite="e2e", hardware="cpu", schedule="per-commit", est_time=40)
 def test_noisy_oracle_matches_analytic_accept_length(torch_kernels):
     gamma, q = 3, 0.3
-    analytic = expected_accept_length(q, gamma)
-    assert analytic == pytest.approx(spec_expected(gamma, q))  # two derivations agree
+    analytic = expected_accept_length(gamma, q)
     cfg = cpu_small()
     options = RunOptions.resolve(algorithm="dspark", gamma=gamma, batch=48, num_slots=48, draft=f"noisy:{q}",
                                  max_new_tokens=110, seed=7)

@@ -10,19 +10,12 @@ from impl.spec.acceptance import AcceptanceStats, expected_accept_length
 from impl.spec.greedy_verify import greedy_verify
 from impl.spec.mtp import MTPVerifier, chain_draft
 from impl.sync_detector import count_syncs
-from impl.validation import check_mode
 from reference import spec as ref_spec
 from registered.spec_fixtures import small_config
 
 VOCAB = 11
 
-@pytest.fixture(autouse=True)
-def _value_checks_off():
-    """Sync counts here assume the default (check mode off) even under DSPARK_CHECK=on;
-    tests of check mode turn it on explicitly inside."""
-    with check_mode(False):
-        yield
-
+pytestmark = pytest.mark.usefixtures("value_checks_off")
 
 
 def _step(hidden, token):
@@ -114,6 +107,8 @@ def test_acceptance_stats_accounting():
     assert stats.steps == 4
     assert "avg accept length: 3.250" in stats.summary()
     assert expected_accept_length(3, 0.0) == 4.0 and expected_accept_length(3, 1.0) == 1.0
+    for gamma, q in ((3, 0.3), (1, 0.5), (6, 0.05)):  # the closed form of the geometric sum agrees
+        assert expected_accept_length(gamma, q) == pytest.approx((1 - (1 - q) ** (gamma + 1)) / q)
     with pytest.raises(ValueError, match="wrong_prob must be in"):
         expected_accept_length(3, 1.5)
     with pytest.raises(ValueError, match="correct_len must be >= 0"):

@@ -106,7 +106,8 @@ def test_inv5_positions_do_not_depend_on_commit_gate():
     assert torch.equal(pos_a, pos_b) and torch.equal(pos_a, pos_c)
     assert bool((loc_b == -1).all()) and bool((loc_c >= 0).all())
     assert torch.equal(torch.where(loc_a >= 0, loc_c, loc_a), loc_a)
-    gated = K.unified_inject_loc(pos_a, rpi.repeat_interleave(5), ring=133, window=128, commit_lens=commit, verify_len=5)
+    gated = K.unified_inject_loc(pos_a, rpi.repeat_interleave(5), ring=133, window=128, commit_lens=commit,
+                                 verify_len=5)
     assert torch.equal(gated, loc_a)
 
 
@@ -271,3 +272,24 @@ def test_inv12_output_size_equals_sum_of_repeats(ext, extra):
     assert audit.calls, "the graph path must pass output_size"
     for output_size, total in audit.calls:
         assert output_size == total == num_tokens
+
+
+@register(suite="kernels", hardware=["cpu", "h200-1", "mi35x-1"], schedule="per-commit", est_time=1)
+def test_negative_positions_never_written_outside_check_mode():
+    """Outside check mode a negative position is skipped (loc -1), never wrapped into another slot."""
+    assert K.unified_inject_loc(_t([5, -2]), _t([1, 1]), ring=8, window=4).tolist() == [13, -1]
+    unified = torch.zeros(16, 8, device=DEV).bfloat16()
+    kv = torch.randn(4, 8, device=DEV).bfloat16()
+    K.store_swa_into_unified(kv, _t([0, 0, 1, 1]), _t([0, -1, 2, 3]), unified, window=4, ring=6)
+    changed = (unified != 0).any(1).nonzero().flatten().tolist()
+    assert changed == [0, 6 + 2, 6 + 3]
+
+
+@register(suite="kernels", hardware=["cpu", "h200-1", "mi35x-1"], schedule="per-commit", est_time=1)
+def test_out_of_range_loc_never_written_outside_check_mode():
+    kv = torch.randn(4, 8, device=DEV).bfloat16()
+    big = torch.zeros(32, 8, device=DEV).bfloat16()  # the first 16 rows alias `unified`'s size
+    view = big[:16]
+    K.scatter_into_unified(kv, _t([1, 16, 40, -1]), view)
+    assert bool((big[16:] == 0).all()), "a loc past the end wrote outside the tensor"
+    assert torch.equal(view[1], kv[0])

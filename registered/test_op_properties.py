@@ -5,25 +5,20 @@ every run), small shapes (the CPU path runs the Triton interpreter).
 """
 from __future__ import annotations
 
-import contextlib
-
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import impl.kernels as K
-import impl.kernels.renorm as renorm
 import reference as R
 from ci.registration import register
 from impl.platform import default_device
-from registered.op_table import NORM_ROPE, RENORM, mismatch
+from impl.testing.op_table import NORM_ROPE, RENORM, mismatch
+from impl.testing.tunings import renorm_tunings
+from reference.bits import bits_view
 
 DEV = default_device()
 BOUNDED = settings(max_examples=25, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
-
-
-def _bits(t):
-    return t.cpu().view(torch.uint8)
 
 
 @st.composite
@@ -50,7 +45,7 @@ def test_scatter_matches_oracle(args):
     kv, loc, unified = args
     want = R.scatter_into_unified(kv, loc, unified.clone())
     got = K.scatter_into_unified(kv.to(DEV), loc.to(DEV), unified.to(DEV))
-    assert torch.equal(_bits(got), _bits(want))
+    assert torch.equal(bits_view(got.cpu()), bits_view(want))
 
 
 @st.composite
@@ -80,7 +75,7 @@ def swa_inputs(draw):
 def test_store_swa_matches_oracle(kw):
     want = R.store_swa_into_unified(**{**kw, "unified": kw["unified"].clone()})
     got = K.store_swa_into_unified(**{k: v.to(DEV) if isinstance(v, torch.Tensor) else v for k, v in kw.items()})
-    assert torch.equal(_bits(got), _bits(want))
+    assert torch.equal(bits_view(got.cpu()), bits_view(want))
 
 
 @register(suite="kernels-properties", hardware=["cpu", "h200-1", "mi35x-1"], schedule="per-commit", est_time=1)
@@ -151,20 +146,12 @@ def prob_rows(draw):
     return probs * draw(st.sampled_from([1.0, 1.0, 1e6, 1e-9]))  # also the first split's edge ranges
 
 
-@contextlib.contextmanager
-def renorm_path(data):
-    """Draw the renorm path: small-batch passes then a sorted gather (or, with 4 sort slots, range
-    passes over the gathered keys), or compaction + finish with a roomy or a 4-slot scratch (rows
-    that never fit finish from their full row)."""
-    path = data.draw(st.sampled_from(["small-batch", "small-batch, 4 sort slots", "finish", "finish, 4-slot scratch"]))
-    saved = renorm.FINISH_MIN_ROWS, renorm.CANDIDATE_CAPACITY, renorm.SORT_CAPACITY
-    renorm.FINISH_MIN_ROWS = 10**9 if path.startswith("small-batch") else 1
-    renorm.CANDIDATE_CAPACITY = 4 if "4-slot" in path else saved[1]
-    renorm.SORT_CAPACITY = 4 if "4 sort slots" in path else saved[2]
-    try:
-        yield
-    finally:
-        renorm.FINISH_MIN_ROWS, renorm.CANDIDATE_CAPACITY, renorm.SORT_CAPACITY = saved
+def renorm_tuning(data):
+    """Draw the renorm path (impl.testing.tunings): small-batch passes then a sorted gather (or, with 4
+    sort slots, range passes over the gathered keys), or compaction + finish with a roomy or a 4-slot
+    scratch (rows that never fit finish from their full row)."""
+    tunings = renorm_tunings()
+    return tunings[data.draw(st.sampled_from(sorted(tunings)))]
 
 
 @register(suite="kernels-properties", hardware=["cpu", "h200-1", "mi35x-1"], schedule="per-commit", est_time=12)
@@ -173,8 +160,7 @@ def renorm_path(data):
 def test_top_k_renorm_matches_oracle(probs, data):
     k = torch.tensor(data.draw(st.lists(st.integers(-1, probs.shape[1] + 2), min_size=probs.shape[0],
                                         max_size=probs.shape[0])))
-    with renorm_path(data):
-        got = K.top_k_renorm(probs.to(DEV), k.to(DEV))
+    got = K.top_k_renorm(probs.to(DEV), k.to(DEV), tuning=renorm_tuning(data))
     problem = mismatch(RENORM, got, R.top_k_renorm(probs, k))
     assert problem is None, problem
 
@@ -186,8 +172,7 @@ def test_top_p_renorm_matches_oracle(probs, data):
     ps = data.draw(st.lists(st.sampled_from([0.0, 0.25, 0.5, 0.9, 1.0, 1.5]) | st.floats(0, 1, width=32),
                             min_size=probs.shape[0], max_size=probs.shape[0]))
     p = torch.tensor(ps, dtype=torch.float32)
-    with renorm_path(data):
-        got = K.top_p_renorm(probs.to(DEV), p.to(DEV))
+    got = K.top_p_renorm(probs.to(DEV), p.to(DEV), tuning=renorm_tuning(data))
     problem = mismatch(RENORM, got, R.top_p_renorm(probs, p))
     assert problem is None, problem
 

@@ -14,8 +14,8 @@ import impl.kernels as K
 from ci.registration import register
 from impl.platform import default_device
 from impl.sync_detector import count_syncs
+from impl.testing.op_table import case_id, cases, clone_kwargs, expected_syncs, run_op
 from impl.validation import check_mode
-from registered.op_table import case_id, cases, clone_kwargs, expected_syncs, run_op
 from registered.skips import requires_gpu
 
 CASES = cases(large=False)

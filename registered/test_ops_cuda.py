@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from ci.registration import register
-from registered.op_table import case_id, cases, clone_kwargs, mismatch, run_op, run_reference
+from impl.testing.op_table import case_id, cases, clone_kwargs, mismatch, run_op, run_reference
 from registered.skips import requires_gpu
 
 LARGE = cases(large=True)

@@ -10,7 +10,7 @@ import impl.kernels.renorm_kernels
 import impl.kernels.scatter
 from ci.registration import register
 from impl.platform import default_device, kernel_backend
-from registered.op_table import case_id, cases, clone_kwargs, mismatch, run_op, run_reference
+from impl.testing.op_table import case_id, cases, sample_mismatches
 
 TRITON_CASES = [c for c in cases(large=False) if "triton" in c[0].tags]
 # (module, Triton kernel or None, torch fallbacks) per kernel file
@@ -40,12 +40,8 @@ def test_torch_fallback_matches_reference(case, monkeypatch):
     for module, kernel, _ in PATHS:
         if kernel is not None:
             monkeypatch.setattr(module, kernel, _Trap(f"Triton kernel {kernel}"))
-    op, sample = case
-    kwargs = sample.make(default_device())
-    got = run_op(op, op.impl, clone_kwargs(kwargs))
-    for i, (g, w) in enumerate(zip(got, run_reference(op, kwargs), strict=True)):
-        problem = mismatch(op.compare, g, w)
-        assert problem is None, f"{op.name} output {i}: {problem}"
+    problems = sample_mismatches(*case, default_device())
+    assert not problems, problems
 
 
 @register(suite="kernels", hardware=["cpu", "h200-1", "mi35x-1"], schedule="per-commit", est_time=10)
@@ -56,9 +52,5 @@ def test_default_backend_runs_triton(case, monkeypatch):
     for module, _, fallbacks in PATHS:
         for name in fallbacks:
             monkeypatch.setattr(module, name, _Trap(f"torch fallback {name}"))
-    op, sample = case
-    kwargs = sample.make(default_device())
-    got = run_op(op, op.impl, clone_kwargs(kwargs))
-    for i, (g, w) in enumerate(zip(got, run_reference(op, kwargs), strict=True)):
-        problem = mismatch(op.compare, g, w)
-        assert problem is None, f"{op.name} output {i}: {problem}"
+    problems = sample_mismatches(*case, default_device())
+    assert not problems, problems

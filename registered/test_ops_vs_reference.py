@@ -14,39 +14,26 @@ import impl.kernels
 import reference
 from ci.registration import register
 from impl.platform import default_device
-from impl.validation import check_mode
-from registered.op_table import OPS, case_id, cases, clone_kwargs, mismatch, run_op, run_reference
+from impl.testing.op_table import OPS, case_id, cases, clone_kwargs, run_op, sample_mismatches
+from reference.bits import bits_view
 
 CASES = cases(large=False)
 ROW_CASES = [c for c in CASES if c[0].written_rows is not None]
 
 
-def _compare(op, got, want) -> None:
-    assert len(got) == len(want), f"{op.name} returned {len(got)} outputs, the oracle {len(want)}"
-    for i, (g, w) in enumerate(zip(got, want)):
-        problem = mismatch(op.compare, g, w)
-        assert problem is None, f"{op.name} output {i}: {problem}"
-
-
 @register(suite="kernels", hardware=["cpu", "h200-1", "mi35x-1"], schedule="per-commit", est_time=8)
 @pytest.mark.parametrize("case", CASES, ids=case_id)
 def test_impl_matches_reference(case):
-    op, sample = case
-    kwargs = sample.make(default_device())
-    with check_mode(False):
-        got = run_op(op, op.impl, clone_kwargs(kwargs))
-    _compare(op, got, run_reference(op, kwargs))
+    problems = sample_mismatches(*case, default_device(), check=False)
+    assert not problems, problems
 
 
 @register(suite="kernels", hardware=["cpu", "h200-1", "mi35x-1"], schedule="per-commit", est_time=8)
 @pytest.mark.parametrize("case", CASES, ids=case_id)
 def test_check_mode_accepts_valid_inputs_and_changes_nothing(case):
     """Check mode must not reject valid samples nor alter results."""
-    op, sample = case
-    kwargs = sample.make(default_device())
-    with check_mode(True):
-        got = run_op(op, op.impl, clone_kwargs(kwargs))
-    _compare(op, got, run_reference(op, kwargs))
+    problems = sample_mismatches(*case, default_device(), check=True)
+    assert not problems, problems
 
 
 @register(suite="kernels-gates", hardware=["cpu"], schedule="per-commit", est_time=8,
@@ -55,9 +42,8 @@ def test_check_mode_accepts_valid_inputs_and_changes_nothing(case):
 @pytest.mark.parametrize("case", CASES, ids=case_id)
 def test_impl_matches_reference_under_job_gates(case):
     """No overrides: the job's gate variables (torch backend, interpreter, check mode on) decide the path."""
-    op, sample = case
-    kwargs = sample.make(default_device())
-    _compare(op, run_op(op, op.impl, clone_kwargs(kwargs)), run_reference(op, kwargs))
+    problems = sample_mismatches(*case, default_device())
+    assert not problems, problems
 
 
 @register(suite="kernels", hardware=["cpu", "h200-1", "mi35x-1"], schedule="per-commit", est_time=1)
@@ -70,11 +56,10 @@ def test_untouched_rows_bitwise_unchanged(case):
     (after,) = run_op(op, op.impl, clone_kwargs(kwargs))
     written = op.written_rows(kwargs)
     untouched = torch.tensor([r for r in range(before.shape[0]) if r not in written], dtype=torch.long)
-    as_bits = lambda t: t.view(torch.uint8)  # noqa: E731  (byte view: NaN payloads compare too)
-    assert torch.equal(as_bits(after[untouched.to(after.device)]), as_bits(before[untouched.to(before.device)]))
+    assert torch.equal(bits_view(after[untouched.to(after.device)]), bits_view(before[untouched.to(before.device)]))
     if written:  # the written rows did change (the poison was really overwritten)
         rows = torch.tensor(sorted(written), device=after.device)
-        assert not torch.equal(as_bits(after[rows]), as_bits(before[rows]))
+        assert not torch.equal(bits_view(after[rows]), bits_view(before[rows]))
 
 
 @register(suite="kernels", hardware=["cpu"], schedule="per-commit", est_time=1)

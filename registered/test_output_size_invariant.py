@@ -18,13 +18,7 @@ from impl.validation import check_mode, check_mode_enabled
 from impl.verify_metadata import RaggedVerifyLayout, build_verify_metadata
 from registered.spec_fixtures import OutputSizeAudit, small_config
 
-@pytest.fixture(autouse=True)
-def _value_checks_off():
-    """Sync counts here assume the default (check mode off) even under DSPARK_CHECK=on;
-    tests of check mode turn it on explicitly inside."""
-    with check_mode(False):
-        yield
-
+pytestmark = pytest.mark.usefixtures("value_checks_off")
 
 
 def _random_batch(gen, cfg, bs):

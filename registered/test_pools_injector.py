@@ -18,20 +18,15 @@ from impl.spec.injector import TargetHiddenInjector
 from impl.sync_detector import count_syncs
 from impl.validation import check_mode
 from reference import spec as ref_spec
+from reference.bits import bits_view
 from reference.ops_ring import fused_norm_rope_ as ref_norm_rope
 from reference.pools import DictPool
-from registered.spec_fixtures import NORM_ROPE_TOL, bits, norm_weights, poison_, rope_tables, small_config
+from registered.spec_fixtures import NORM_ROPE_TOL, norm_weights, poison_, rope_tables, small_config
 
 HIDDEN = 12
 LAYERS = 2
 
-@pytest.fixture(autouse=True)
-def _value_checks_off():
-    """Sync counts here assume the default (check mode off) even under DSPARK_CHECK=on;
-    tests of check mode turn it on explicitly inside."""
-    with check_mode(False):
-        yield
-
+pytestmark = pytest.mark.usefixtures("value_checks_off")
 
 
 # These tests build their inputs on the CPU and run there (CPU CI: the Triton interpreter).
@@ -93,7 +88,7 @@ def _compare_pools(h, pools, ref, seq_lens, slots):
             pos = torch.tensor(live)
             got = [p.gather(layer, slot, pos) for p in pools]
             for other in got[1:]:
-                assert torch.equal(bits(got[0]), bits(other)), (layer, slot, live)
+                assert torch.equal(bits_view(got[0]), bits_view(other)), (layer, slot, live)
             want = ref.gather(layer, [slot] * len(live), live)
             torch.testing.assert_close(got[0].float(), want.float(), **NORM_ROPE_TOL)
 
@@ -150,7 +145,7 @@ def test_untouched_and_skipped_rows_are_bitwise_unchanged(kind):
         buf = pool.buffer(layer)
         untouched = torch.ones(buf.shape[0], dtype=torch.bool)
         untouched[written] = False
-        assert torch.equal(bits(buf[untouched]), bits(before[layer][untouched]))  # invariant 6
+        assert torch.equal(bits_view(buf[untouched]), bits_view(before[layer][untouched]))  # invariant 6
         # written rows hold the normalised, rotated projection of their token
         kv = h.project(layer, hidden)[loc >= 0]
         want = kv.clone()
@@ -229,7 +224,8 @@ def test_ragged_verify_injection_matches_the_uniform_layout(kind):
     for layer in range(LAYERS):
         for r in range(3):
             pos = torch.arange(int(prefix[r]), int(prefix[r]) + int(commit[r]))
-            assert torch.equal(bits(a.gather(layer, int(slots[r]), pos)), bits(b.gather(layer, int(slots[r]), pos)))
+            got, want = a.gather(layer, int(slots[r]), pos), b.gather(layer, int(slots[r]), pos)
+            assert torch.equal(bits_view(got), bits_view(want))
 
 
 @register(suite="components", hardware="cpu", schedule="per-commit", est_time=4)
@@ -247,7 +243,7 @@ def test_empty_injection_is_a_noop(kind):
     inj.inject_verify_ragged(h.hidden(0), req_pool_indices=e64, prefix_lens=e64, commit_lens=e64,
                              verify_lens=e64, extend_start_loc=e64)
     for layer in range(LAYERS):  # invariant 11
-        assert torch.equal(bits(pool.buffer(layer)), bits(before[layer]))
+        assert torch.equal(bits_view(pool.buffer(layer)), bits_view(before[layer]))
 
 
 @register(suite="components", hardware="cpu", schedule="per-commit", est_time=4)

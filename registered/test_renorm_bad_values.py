@@ -22,7 +22,7 @@ import reference as R
 from ci.registration import register
 from impl.platform import default_device
 from impl.validation import check_mode
-from registered.op_table import RENORM, mismatch
+from impl.testing.op_table import RENORM, mismatch
 
 DEV = default_device()
 NAN = float("nan")

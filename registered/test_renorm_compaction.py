@@ -24,7 +24,7 @@ import impl.kernels.renorm_kernels as rk
 import reference as R
 from ci.registration import register
 from impl.platform import default_device
-from registered.op_table import RENORM, case_id, cases, clone_kwargs, mismatch, run_op, run_reference
+from impl.testing.op_table import RENORM, case_id, cases, clone_kwargs, mismatch, run_op, run_reference
 
 DEV = default_device()
 CAP = 8

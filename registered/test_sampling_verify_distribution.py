@@ -16,7 +16,6 @@ from ci.registration import register
 from impl.spec.greedy_verify import greedy_verify
 from impl.spec.sampling_verify import sampling_probs, sampling_verify, sampling_verify_probs
 from impl.sync_detector import count_syncs
-from impl.validation import check_mode
 from reference import spec as ref_spec
 
 VOCAB, GAMMA, N = 7, 2, 20000
@@ -30,13 +29,7 @@ SETTINGS = {
     "all": dict(temperature=0.8, top_k=5, top_p=0.85),
 }
 
-@pytest.fixture(autouse=True)
-def _value_checks_off():
-    """Sync counts here assume the default (check mode off) even under DSPARK_CHECK=on;
-    tests of check mode turn it on explicitly inside."""
-    with check_mode(False):
-        yield
-
+pytestmark = pytest.mark.usefixtures("value_checks_off")
 
 
 def chi_square_p_value(observed: dict, expected: dict, n: int) -> float:

@@ -19,14 +19,7 @@ from impl.verify_metadata import RaggedVerifyLayout, build_verify_metadata
 from impl.verify_step import VerifyStep
 from registered.spec_fixtures import rope_tables, small_config
 
-
-@pytest.fixture(autouse=True)
-def _value_checks_off():
-    """Sync counts here assume the default (check mode off) even under DSPARK_CHECK=on;
-    tests of check mode turn it on explicitly inside."""
-    with check_mode(False):
-        yield
-
+pytestmark = pytest.mark.usefixtures("value_checks_off")
 
 
 def _injector(pool):

@@ -20,7 +20,6 @@ from impl.gates import GATES, gate_value
 from impl.platform import current_platform, emulate
 from impl.pools import make_pool
 from impl.sync_detector import count_syncs
-from impl.validation import check_mode
 from impl.verify_metadata import RaggedVerifyLayout, build_verify_metadata
 from reference.verify_metadata import expected_sync_kinds, field_rule_allows_output_size, token_metadata
 from registered.spec_fixtures import small_config
@@ -30,13 +29,7 @@ ALGORITHMS = ("none", "mtp", "dspark")
 PATHS = ("uniform", "ragged-eager", "ragged-graph")
 BACKENDS = ("unified", "paged")
 
-@pytest.fixture(autouse=True)
-def _value_checks_off():
-    """Sync counts here assume the default (check mode off) even under DSPARK_CHECK=on;
-    tests of check mode turn it on explicitly inside."""
-    with check_mode(False):
-        yield
-
+pytestmark = pytest.mark.usefixtures("value_checks_off")
 
 
 def _batch(seed: int, cfg, bs: int = 3):

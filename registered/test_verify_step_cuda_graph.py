@@ -9,18 +9,12 @@ from ci.registration import register
 from impl.config import SpecConfig
 from impl.pools import UnifiedKVPool
 from impl.sync_detector import count_syncs
-from impl.validation import check_mode
 from impl.verify_step import VerifyStep
 from registered.skips import requires_gpu
-from registered.spec_fixtures import bits, random_verify_batch, rope_tables
+from reference.bits import bits_view
+from registered.spec_fixtures import random_verify_batch, rope_tables
 
-@pytest.fixture(autouse=True)
-def _value_checks_off():
-    """Sync counts here assume the default (check mode off) even under DSPARK_CHECK=on;
-    tests of check mode turn it on explicitly inside."""
-    with check_mode(False):
-        yield
-
+pytestmark = pytest.mark.usefixtures("value_checks_off")
 
 
 @register(suite="components-gpu", hardware="h200-1", schedule="per-commit", est_time=60)
@@ -69,7 +63,7 @@ def test_verify_step_graph_replay_equals_eager():
         step.load(**b)
         step.replay()
         torch.cuda.synchronize()
-        assert torch.equal(bits(pool.buffer(0)), bits(ring))
+        assert torch.equal(bits_view(pool.buffer(0)), bits_view(ring))
         assert torch.equal(step.loc, loc) and torch.equal(step.positions, positions)
     # the batches differ, so the rings differ: replay really consumed new contents
-    assert not torch.equal(bits(eager[0][0]), bits(eager[1][0]))
+    assert not torch.equal(bits_view(eager[0][0]), bits_view(eager[1][0]))

@@ -9,7 +9,8 @@ reference decoder, or any lossless decode) and propose from it:
   with probability q, by a *different* token (uniform over the other vocab-1),
   so it is certainly rejected. The number of leading correct drafts C has
   P(C >= j) = (1-q)^j for j <= gamma, so the expected tokens per step is
-  E = 1 + sum_{j=1..gamma} (1-q)^j = (1 - (1-q)^(gamma+1)) / q   (q > 0).
+  E = 1 + sum_{j=1..gamma} (1-q)^j = (1 - (1-q)^(gamma+1)) / q   (q > 0):
+  ``impl.spec.acceptance.expected_accept_length(gamma, q)``.
 * ``RandomDraft``: uniform random tokens (output must still be lossless).
 
 Randomness comes from a seeded ``torch.Generator`` on the CPU, so runs repeat.
@@ -17,15 +18,6 @@ Randomness comes from a seeded ``torch.Generator`` on the CPU, so runs repeat.
 from __future__ import annotations
 
 import torch
-
-
-def expected_accept_length(q: float, gamma: int) -> float:
-    """Expected tokens per verify step for the noisy oracle (see module docstring)."""
-    if not 0.0 <= q <= 1.0:
-        raise ValueError(f"q must be in [0, 1], got {q}")
-    if q == 0.0:
-        return float(gamma + 1)
-    return (1.0 - (1.0 - q) ** (gamma + 1)) / q
 
 
 class OracleDraft:

@@ -1,9 +1,9 @@
-"""``python -m registered.op_report [--large] [--backend torch]``: every op on every sample.
+"""``python -m impl.testing.op_report [--large] [--backend torch]``: every op on every sample.
 
-Runs impl against the oracle for each sample of :data:`registered.op_table.OPS`
+Runs impl against the oracle for each sample of :data:`impl.testing.op_table.OPS`
 (on CPU through the Triton interpreter, on a GPU compiled), counts host syncs,
 and prints: op, cases, max abs error, syncs (seen/expected), verdict. Exits 1
-on any mismatch or unexpected sync count.
+on any mismatch or unexpected sync count. Imports impl and impl.testing only.
 """
 from __future__ import annotations
 
@@ -14,8 +14,9 @@ import time
 
 from impl.platform import default_device, kernel_backend
 from impl.sync_detector import count_syncs
+from impl.table import format_table
+from impl.testing.op_table import OPS, clone_kwargs, expected_syncs, max_abs_error, mismatch, run_op, run_reference
 from impl.validation import check_mode
-from registered.op_table import OPS, clone_kwargs, expected_syncs, max_abs_error, mismatch, run_op, run_reference
 
 
 def report(large: bool = False) -> tuple[list[tuple[str, ...]], list[str]]:
@@ -57,11 +58,8 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["DSPARK_KERNEL_BACKEND"] = args.backend
     start = time.perf_counter()
     rows, failures = report(args.large)
-    header = ("op", "cases", "max abs err", "syncs", "verdict")
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     print(f"kernel backend: {kernel_backend()}, device: {default_device()}")
-    for r in [header, tuple("-" * w for w in widths), *rows]:
-        print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+    print(format_table(("op", "cases", "max abs err", "syncs", "verdict"), rows))
     for f in failures:
         print("MISMATCH", f)
     print(f"{sum(int(r[1]) for r in rows)} cases in {time.perf_counter() - start:.1f}s: "

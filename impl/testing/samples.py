@@ -1,132 +1,28 @@
-"""One table of the SPEC §3 ops: impl, oracle, samples, comparison, sync contract.
+"""Valid inputs of the op table: one ``<op>_samples(large)`` per op, each a list of named samples.
 
-Generic tests (``test_ops_vs_reference``, ``test_op_syncs``, ``test_ops_torch_backend``,
-``test_ops_cuda``) and ``python -m registered.op_report`` iterate :data:`OPS`.
-Each sample builds fresh, seeded inputs on a device; in-place outputs start
-poisoned (random bit patterns, NaNs included) so a row the op forgets to write,
-or writes by mistake, shows up. ``large=True`` gives GPU-sized samples.
-
-Comparisons:
-  exact        -- data movement and index ops: same dtype, shape and bits.
-  norm_rope    -- bf16 output vs a float64 oracle rounded to bf16: |d| <= 2**-6 * |ref| + 2**-6
-                  (about two bf16 ulps: the impl rounds from fp32, the oracle from fp64).
-  renorm       -- fp32: the kept set (non-zero pattern) exact, values within rtol 1e-5, atol 1e-7.
+Each sample builds fresh, seeded inputs on a device; in-place outputs start poisoned
+(random bit patterns, NaNs included) so a row the op forgets to write, or writes by
+mistake, shows up. ``large=True`` gives GPU-sized samples. Also the ``written_rows``
+rules of the two ring writers. Imports torch, reference and impl.testing.op_info only.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Callable
-
 import torch
 
-import impl.kernels as K
 import reference as R
-
-Kwargs = dict[str, Any]
-
-
-# ---------------------------------------------------------------- comparisons
-@dataclass(frozen=True)
-class Comparison:
-    kind: str  # "exact" | "norm_rope" | "renorm"
-    doc: str
-
-
-EXACT = Comparison("exact", "bitwise equal, same dtype and shape")
-NORM_ROPE = Comparison("norm_rope", "|impl - ref| <= 2**-6 * |ref| + 2**-6 (bf16 vs fp64 oracle)")
-RENORM = Comparison("renorm", "non-zero pattern exact; values rtol 1e-5, atol 1e-7")
-
-
-def _bits(t: torch.Tensor) -> torch.Tensor:
-    if t.dtype.is_floating_point:
-        return t.view({1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()])
-    return t
-
-
-def max_abs_error(got: torch.Tensor, want: torch.Tensor) -> float:
-    """Largest |got - want| over elements whose bits differ (equal bits, NaN or inf, count 0)."""
-    if got.numel() == 0:
-        return 0.0
-    same = _bits(got) == _bits(want)
-    if got.dtype.is_floating_point and got.element_size() == 1:  # fp8: measure in bytes
-        got, want = _bits(got), _bits(want)
-    diff = (got.double() - want.double()).abs().nan_to_num(nan=float("inf"))
-    return float(torch.where(same, torch.zeros_like(diff), diff).max())
-
-
-def mismatch(cmp: Comparison, got: torch.Tensor, want: torch.Tensor) -> str | None:
-    """None when ``got`` matches ``want`` under ``cmp``, else a short description."""
-    got = got.cpu()
-    if got.shape != want.shape or got.dtype != want.dtype:
-        return f"shape/dtype {list(got.shape)} {got.dtype} != {list(want.shape)} {want.dtype}"
-    if cmp.kind == "exact":
-        bad = _bits(got) != _bits(want)
-    elif cmp.kind == "norm_rope":
-        g, w = got.double(), want.double()
-        bad = ~((g - w).abs() <= 2**-6 * w.abs() + 2**-6)
-    elif cmp.kind == "renorm":
-        bad = ((got != 0) != (want != 0)) | ~torch.isclose(got, want, rtol=1e-5, atol=1e-7)
-    else:
-        raise ValueError(f"unknown comparison {cmp.kind!r}")
-    if bool(bad.any()):
-        first = bad.nonzero()[0].tolist()
-        return f"{int(bad.sum())} element(s) differ, first at {first}: {got[tuple(first)]} vs {want[tuple(first)]}"
-    return None
-
-
-# ---------------------------------------------------------------- table types
-@dataclass(frozen=True)
-class Sample:
-    name: str
-    make: Callable[[torch.device], Kwargs]
-    syncs: int | None = None  # overrides OpInfo.syncs for this sample
-
-
-@dataclass(frozen=True)
-class OpInfo:
-    name: str
-    impl: Callable
-    ref: Callable
-    samples: Callable[[bool], list[Sample]]  # large -> samples
-    compare: Comparison
-    graph_safe: bool
-    syncs: int  # expected host syncs on the default path (0 for every graph-safe op)
-    mutates: str | None = None  # the argument written in place (its final value is the output)
-    written_rows: Callable[[Kwargs], set[int]] | None = None  # rows of `mutates` the op may change
-    notes: str = ""
-    tags: tuple[str, ...] = field(default_factory=tuple)
-
-
-def clone_kwargs(kwargs: Kwargs, device: torch.device | str | None = None) -> Kwargs:
-    out = {}
-    for k, v in kwargs.items():
-        if isinstance(v, torch.Tensor):
-            v = v.clone() if device is None else v.to(device, copy=True)
-        out[k] = v
-    return out
-
-
-def run_op(op: OpInfo, fn: Callable, kwargs: Kwargs) -> tuple[torch.Tensor, ...]:
-    """Call ``fn`` on ``kwargs`` (already cloned) and return its outputs as a tuple."""
-    result = fn(**kwargs)
-    if op.mutates is not None:
-        return (kwargs[op.mutates],)
-    return tuple(result) if isinstance(result, tuple) else (result,)
-
-
-def run_reference(op: OpInfo, kwargs: Kwargs) -> tuple[torch.Tensor, ...]:
-    return run_op(op, op.ref, clone_kwargs(kwargs, "cpu"))
+from impl.testing.op_info import Kwargs, Sample
+from reference.bits import int_dtype_of_width
 
 
 # ---------------------------------------------------------------- input helpers
-def _gen(seed: int) -> torch.Generator:
+def generator(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 
 
-def _poison(shape: tuple[int, ...], dtype: torch.dtype, g: torch.Generator) -> torch.Tensor:
+def poison(shape: tuple[int, ...], dtype: torch.dtype, g: torch.Generator) -> torch.Tensor:
     """Random bit patterns (NaNs and infinities included) in ``dtype``."""
+    int_dtype = int_dtype_of_width(dtype)
     size = torch.empty((), dtype=dtype).element_size()
-    int_dtype = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[size]
     lo, hi = (0, 256) if size == 1 else (-(2 ** (8 * size - 1)), 2 ** (8 * size - 1) - 1)
     return torch.randint(lo, hi, shape, generator=g, dtype=torch.int64).to(int_dtype).view(dtype)
 
@@ -134,10 +30,10 @@ def _poison(shape: tuple[int, ...], dtype: torch.dtype, g: torch.Generator) -> t
 def _rows(t: int, d: int, dtype: torch.dtype, g: torch.Generator) -> torch.Tensor:
     if dtype.is_floating_point and torch.empty((), dtype=dtype).element_size() > 1:
         return (torch.randn(t, d, generator=g) * 3).to(dtype)
-    return _poison((t, d), dtype, g)  # 1-byte dtypes: any byte is a valid payload
+    return poison((t, d), dtype, g)  # 1-byte dtypes: any byte is a valid payload
 
 
-def _to(device, **tensors) -> Kwargs:
+def to_device(device, **tensors) -> Kwargs:
     return {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in tensors.items()}
 
 
@@ -153,16 +49,16 @@ def _ring_rows(reqs: list[tuple[int, int, int]], ring: int):
 # ---------------------------------------------------------------- 1. scatter
 def _scatter_case(seed, t, d, pages, dtype=torch.bfloat16, skip_frac=0.25, loc_dtype=torch.int64, all_skip=False):
     def make(device):
-        g = _gen(seed)
+        g = generator(seed)
         loc = torch.randperm(pages, generator=g)[:t]
         loc[torch.rand(t, generator=g) < skip_frac] = -1
         if all_skip:
             loc[:] = -1
-        return _to(device, kv=_rows(t, d, dtype, g), loc=loc.to(loc_dtype), unified=_poison((pages, d), dtype, g))
+        return to_device(device, kv=_rows(t, d, dtype, g), loc=loc.to(loc_dtype), unified=poison((pages, d), dtype, g))
     return make
 
 
-def _scatter_samples(large: bool) -> list[Sample]:
+def scatter_samples(large: bool) -> list[Sample]:
     t, d, pages = (4096, 512, 40 * 133) if large else (48, 64, 96)
     fp8 = getattr(torch, "float8_e4m3fn", torch.uint8)
     return [
@@ -178,7 +74,7 @@ def _scatter_samples(large: bool) -> list[Sample]:
     ]
 
 
-def _scatter_written(kw: Kwargs) -> set[int]:
+def scatter_written(kw: Kwargs) -> set[int]:
     return {int(x) for x in kw["loc"].tolist() if x >= 0}
 
 
@@ -186,24 +82,25 @@ def _scatter_written(kw: Kwargs) -> set[int]:
 def _swa_case(seed, reqs, ring, window, d=32, trim=False, dtype=torch.bfloat16, index_dtype=torch.int64):
     """reqs: (slot, first position, count); with trim, final_pos = the request's last position."""
     def make(device):
-        g = _gen(seed)
+        g = generator(seed)
         slot, pos = _ring_rows(reqs, ring)
         pages = (max((r[0] for r in reqs), default=0) + 1) * ring
         kw = dict(kv=_rows(len(pos), d, dtype, g), state_slot=slot.to(index_dtype), positions=pos.to(index_dtype),
-                  unified=_poison((pages, d), dtype, g), window=window, ring=ring)
+                  unified=poison((pages, d), dtype, g), window=window, ring=ring)
         if trim:
             kw["final_pos"] = torch.tensor(sum(([f + c - 1] * c for _, f, c in reqs), []), dtype=index_dtype)
         elif any(c > ring for _, _, c in reqs):
             raise ValueError("without a trim a request may write at most `ring` rows")
-        return _to(device, **kw)
+        return to_device(device, **kw)
     return make
 
 
-def _swa_samples(large: bool) -> list[Sample]:
+def swa_samples(large: bool) -> list[Sample]:
     n = 6 if not large else 40
     out = [
         Sample("random-decode", _swa_case(11, [(s, 17 * s + 3, 5) for s in range(n)], 133, 128)),
-        Sample("prefill-trim", _swa_case(12, [(0, 0, 150), (2, 10, 40), (1, 300, 129), (3, 5, 0)], 133, 128, trim=True)),
+        Sample("prefill-trim",
+               _swa_case(12, [(0, 0, 150), (2, 10, 40), (1, 300, 129), (3, 5, 0)], 133, 128, trim=True)),
         Sample("trim-int32", _swa_case(13, [(0, 7, 70), (1, 0, 3)], 40, 32, trim=True, index_dtype=torch.int32)),
         Sample("T0-noop", _swa_case(14, [(0, 0, 0)], 133, 128)),
     ]
@@ -215,7 +112,7 @@ def _swa_samples(large: bool) -> list[Sample]:
     return out
 
 
-def _swa_written(kw: Kwargs) -> set[int]:
+def swa_written(kw: Kwargs) -> set[int]:
     loc = R.unified_inject_loc(kw["positions"].cpu(), kw["state_slot"].cpu(), ring=kw["ring"], window=kw["window"],
                                final_pos=None if kw.get("final_pos") is None else kw["final_pos"].cpu())
     return {int(x) for x in loc.tolist() if x >= 0}
@@ -224,19 +121,19 @@ def _swa_written(kw: Kwargs) -> set[int]:
 # ---------------------------------------------------------------- 3. norm + RoPE
 def _norm_rope_case(seed, shape, rope_dim, max_pos=300, weight_dtype=torch.bfloat16, eps=1e-6):
     def make(device):
-        g = _gen(seed)
+        g = generator(seed)
         d = shape[-1]
         positions = torch.randint(0, max_pos, (shape[0],), generator=g)
         if shape[0] >= 2:
             positions[0], positions[1] = 0, max_pos - 1  # both ends of the tables
         angles = torch.rand(max_pos, rope_dim // 2, generator=g, dtype=torch.float64) * 6.3
-        return _to(device, kv=(torch.randn(*shape, generator=g) * 2 + 0.5).bfloat16(),
+        return to_device(device, kv=(torch.randn(*shape, generator=g) * 2 + 0.5).bfloat16(),
                    weight=(torch.rand(d, generator=g) + 0.5).to(weight_dtype), eps=eps,
                    cos=angles.cos().float(), sin=angles.sin().float(), positions=positions, rope_dim=rope_dim)
     return make
 
 
-def _norm_rope_samples(large: bool) -> list[Sample]:
+def norm_rope_samples(large: bool) -> list[Sample]:
     t, d, r = (512, 512, 64) if large else (24, 64, 16)
     return [
         Sample("random-2d", _norm_rope_case(41, (t, d), r)),
@@ -251,17 +148,17 @@ def _norm_rope_samples(large: bool) -> list[Sample]:
 # ---------------------------------------------------------------- 4. commit-inject layout
 def _commit_case(seed, prefix, commit, slots=None, stride=6, ring=133):
     def make(device):
-        g = _gen(seed)
+        g = generator(seed)
         bs = len(prefix)
         rpi = torch.tensor(slots) if slots is not None else torch.randperm(max(bs, 1) * 2, generator=g)[:bs]
-        return _to(device, req_pool_indices=rpi, prefix_lens=torch.tensor(prefix, dtype=torch.int64),
+        return to_device(device, req_pool_indices=rpi, prefix_lens=torch.tensor(prefix, dtype=torch.int64),
                    commit_lens=torch.tensor(commit, dtype=torch.int32), stride=stride, ring=ring)
     return make
 
 
-def _commit_samples(large: bool) -> list[Sample]:
+def commit_samples(large: bool) -> list[Sample]:
     bs = 64 if large else 6
-    g = _gen(50)
+    g = generator(50)
     rand_prefix = torch.randint(0, 1000, (bs,), generator=g).tolist()
     rand_commit = torch.randint(0, 7, (bs,), generator=g).tolist()
     out = [
@@ -285,13 +182,13 @@ def _inject_case(seed, reqs, ring=133, window=128, trim=False, commit=None, inde
         if commit is not None:
             kw["commit_lens"] = torch.tensor(commit, dtype=torch.int32)
             kw["verify_len"] = reqs[0][2]
-        return _to(device, **kw)
+        return to_device(device, **kw)
     return make
 
 
-def _inject_samples(large: bool) -> list[Sample]:
+def inject_samples(large: bool) -> list[Sample]:
     n = 32 if large else 4
-    starts = torch.randint(0, 1000, (n,), generator=_gen(60)).tolist()
+    starts = torch.randint(0, 1000, (n,), generator=generator(60)).tolist()
     return [
         Sample("random-plain", _inject_case(61, [(s, starts[s], 6) for s in range(n)])),
         Sample("prefill-trim", _inject_case(62, [(0, 0, 200), (1, 127, 5), (2, 3, 0)], trim=True)),
@@ -305,17 +202,17 @@ def _inject_samples(large: bool) -> list[Sample]:
 # ---------------------------------------------------------------- 6. expand prefill causally
 def _expand_case(seed, ext, num_tokens=None, bs=None):
     def make(device):
-        g = _gen(seed)
+        g = generator(seed)
         e = torch.tensor(ext, dtype=torch.int64)
         prefix = torch.randint(0, 50, (len(ext),), generator=g)
         rpi = torch.randperm(len(ext) * 3 + 1, generator=g)[: len(ext)].to(torch.int32)
-        return _to(device, seq_lens=(prefix + e).to(torch.int32), extend_lens=e, req_pool_indices=rpi,
+        return to_device(device, seq_lens=(prefix + e).to(torch.int32), extend_lens=e, req_pool_indices=rpi,
                    num_tokens=num_tokens)
     return make
 
 
-def _expand_samples(large: bool) -> list[Sample]:
-    g = _gen(70)
+def expand_samples(large: bool) -> list[Sample]:
+    g = generator(70)
     ext = torch.randint(0, 40 if large else 9, (64 if large else 5,), generator=g).tolist()
     total = sum(ext)
     return [
@@ -331,11 +228,12 @@ def _expand_samples(large: bool) -> list[Sample]:
 
 # ---------------------------------------------------------------- 7. pad to bucket
 def _pad_case(lens, tier, padded_bs):
-    return lambda device: _to(device, verify_lens=torch.tensor(lens, dtype=torch.int32), tier=tier, padded_bs=padded_bs)
+    return lambda device: to_device(device, verify_lens=torch.tensor(lens, dtype=torch.int32), tier=tier,
+                                    padded_bs=padded_bs)
 
 
-def _pad_samples(large: bool) -> list[Sample]:
-    g = _gen(60)
+def pad_samples(large: bool) -> list[Sample]:
+    g = generator(60)
     lens = torch.randint(1, 7, (int(torch.randint(1, 9, (1,), generator=g)),), generator=g).tolist()
     return [
         Sample("random", _pad_case(lens, sum(lens) + int(torch.randint(0, 20, (1,), generator=g)), len(lens) + 3)),
@@ -350,15 +248,15 @@ def _pad_samples(large: bool) -> list[Sample]:
 # ---------------------------------------------------------------- 8. prefill inject meta
 def _prefill_case(seed, ext):
     def make(device):
-        g = _gen(seed)
-        return _to(device, req_pool_indices=torch.randperm(len(ext) * 2 + 1, generator=g)[: len(ext)],
+        g = generator(seed)
+        return to_device(device, req_pool_indices=torch.randperm(len(ext) * 2 + 1, generator=g)[: len(ext)],
                    prefix_lens=torch.randint(0, 300, (len(ext),), generator=g),
                    extend_lens=torch.tensor(ext, dtype=torch.int32))
     return make
 
 
-def _prefill_samples(large: bool) -> list[Sample]:
-    g = _gen(80)
+def prefill_samples(large: bool) -> list[Sample]:
+    g = generator(80)
     ext = torch.randint(0, 200 if large else 12, (16 if large else 5,), generator=g).tolist()
     return [
         Sample("random", _prefill_case(81, ext)),
@@ -369,7 +267,7 @@ def _prefill_samples(large: bool) -> list[Sample]:
 
 # ---------------------------------------------------------------- 9. top-k / top-p
 def _probs(seed, bs, vocab, kind, g=None):
-    g = g or _gen(seed)
+    g = g or generator(seed)
     if kind == "ties":  # dyadic values from a small set: many exact ties, exact sums
         p = torch.randint(0, 5, (bs, vocab), generator=g).float() / 256
     else:
@@ -383,13 +281,13 @@ def _probs(seed, bs, vocab, kind, g=None):
 def _renorm_case(seed, bs, vocab, name, param, kind="random"):
     """name: "k" or "p"; param: a scalar, or ``param(generator, bs)`` -> per-row tensor."""
     def make(device):
-        g = _gen(seed)
+        g = generator(seed)
         probs = _probs(seed, bs, vocab, kind, g)
-        return _to(device, probs=probs, **{name: param(g, bs) if callable(param) else param})
+        return to_device(device, probs=probs, **{name: param(g, bs) if callable(param) else param})
     return make
 
 
-def _topk_samples(large: bool) -> list[Sample]:
+def topk_samples(large: bool) -> list[Sample]:
     bs, v = (16, 4096) if large else (6, 64)
     return [
         Sample("random-per-row-k", _renorm_case(91, bs, v, "k", lambda g, b: torch.randint(1, v, (b,), generator=g))),
@@ -403,11 +301,12 @@ def _topk_samples(large: bool) -> list[Sample]:
     ]
 
 
-def _topp_samples(large: bool) -> list[Sample]:
+def topp_samples(large: bool) -> list[Sample]:
     bs, v = (16, 4096) if large else (6, 64)
     return [
         Sample("random-per-row-p", _renorm_case(101, bs, v, "p", lambda g, b: torch.rand(b, generator=g))),
-        Sample("ties-at-pivot", _renorm_case(102, bs, v, "p", lambda g, b: torch.tensor([0.5, 0.25, 0.75, 0.125, 0.0, 1.0] * 3)[:b],
+        Sample("ties-at-pivot", _renorm_case(102, bs, v, "p",
+                                             lambda g, b: torch.tensor([0.5, 0.25, 0.75, 0.125, 0.0, 1.0] * 3)[:b],
                                              "ties")),
         Sample("p1-noop", _renorm_case(103, bs, v, "p", 1.0)),
         Sample("p0-keeps-max", _renorm_case(104, bs, v, "p", 0.0)),
@@ -417,43 +316,3 @@ def _topp_samples(large: bool) -> list[Sample]:
         Sample("odd-vocab", _renorm_case(107, bs, 37, "p", lambda g, b: torch.rand(b, generator=g))),
         Sample("vocab-over-one-block", _renorm_case(108, 2, 4100, "p", lambda g, b: torch.tensor([0.3, 0.99][:b]))),
     ]
-
-
-# ---------------------------------------------------------------- the table
-OPS: list[OpInfo] = [
-    OpInfo("scatter_into_unified", K.scatter_into_unified, R.scatter_into_unified, _scatter_samples, EXACT,
-           graph_safe=True, syncs=0, mutates="unified", written_rows=_scatter_written, tags=("triton",)),
-    OpInfo("store_swa_into_unified", K.store_swa_into_unified, R.store_swa_into_unified, _swa_samples, EXACT,
-           graph_safe=True, syncs=0, mutates="unified", written_rows=_swa_written, tags=("triton",)),
-    OpInfo("fused_norm_rope_", K.fused_norm_rope_, R.fused_norm_rope_, _norm_rope_samples, NORM_ROPE,
-           graph_safe=True, syncs=0, mutates="kv", tags=("triton",)),
-    OpInfo("build_commit_inject_layout", K.build_commit_inject_layout, R.build_commit_inject_layout,
-           _commit_samples, EXACT, graph_safe=True, syncs=0),
-    OpInfo("unified_inject_loc", K.unified_inject_loc, R.unified_inject_loc, _inject_samples, EXACT,
-           graph_safe=True, syncs=0),
-    OpInfo("expand_prefill_causally", K.expand_prefill_causally, R.expand_prefill_causally, _expand_samples,
-           EXACT, graph_safe=True, syncs=0, notes="graph safe when num_tokens is given; 1 sync without"),
-    OpInfo("pad_verify_lens_to_bucket", K.pad_verify_lens_to_bucket, R.pad_verify_lens_to_bucket, _pad_samples,
-           EXACT, graph_safe=True, syncs=0, notes="tier >= sum is checked only in check mode"),
-    OpInfo("prefill_inject_meta", K.prefill_inject_meta, R.prefill_inject_meta, _prefill_samples, EXACT,
-           graph_safe=False, syncs=1, notes="one repeat_interleave without output_size (eager prefill)"),
-    OpInfo("top_k_renorm", K.top_k_renorm, R.top_k_renorm, _topk_samples, RENORM, graph_safe=True, syncs=0,
-           tags=("triton",)),
-    OpInfo("top_p_renorm", K.top_p_renorm, R.top_p_renorm, _topp_samples, RENORM, graph_safe=True, syncs=0,
-           tags=("triton",)),
-]
-
-OPS_BY_NAME = {op.name: op for op in OPS}
-
-
-def expected_syncs(op: OpInfo, sample: Sample) -> int:
-    return op.syncs if sample.syncs is None else sample.syncs
-
-
-def cases(large: bool = False) -> list[tuple[OpInfo, Sample]]:
-    """Every (op, sample) pair; ``pytest.mark.parametrize`` ids come from :func:`case_id`."""
-    return [(op, s) for op in OPS for s in op.samples(large)]
-
-
-def case_id(case: tuple[OpInfo, Sample]) -> str:
-    return f"{case[0].name}-{case[1].name}"

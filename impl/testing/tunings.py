@@ -1,0 +1,28 @@
+"""Renorm tunings that steer top_k_renorm / top_p_renorm down each of their paths on small inputs.
+
+The op table's renorm ``variants``; the property tests draw from the same tunings. A
+tuning is an explicit ``RenormTuning`` passed as ``tuning=``; nothing here sets module
+globals. Imports impl.kernels.renorm only.
+"""
+from __future__ import annotations
+
+from impl.kernels.renorm import RenormTuning
+
+SMALL_BATCH = 10**9  # finish_min_rows no test batch reaches: the small-batch path
+
+
+def renorm_tunings() -> dict[str, RenormTuning]:
+    """By path: small batches (passes, then a sorted gather, or range passes when 4 sort slots are too few),
+    or compaction + finish (roomy scratch, or 4 slots: rows that never fit finish from their full row)."""
+    return {
+        "small-batch": RenormTuning(finish_min_rows=SMALL_BATCH),
+        "small-batch, 4 sort slots": RenormTuning(finish_min_rows=SMALL_BATCH, sort_capacity=4),
+        "finish": RenormTuning(finish_min_rows=1),
+        "finish, 4-slot scratch": RenormTuning(finish_min_rows=1, candidate_capacity=4),
+    }
+
+
+def renorm_variants() -> dict[str, dict[str, RenormTuning]]:
+    """The op table's renorm variants: every tuning but "small-batch", the path its small samples
+    already take with the default tuning."""
+    return {name: {"tuning": tuning} for name, tuning in renorm_tunings().items() if name != "small-batch"}
