@@ -269,12 +269,8 @@ OP_REPORT = "impl.testing.op_report"
 def kernels(session: nox.Session) -> None:
     """Op report, then the per-commit kernel jobs for this machine (cpu / h200-1 / mi35x-1)."""
     args = session_args(session)
-    try:
-        report = OP_REPORT
-    except FileNotFoundError as exc:
-        session.error(str(exc))
     env = torch_env(session)
-    run_in(session, [env], "-m", report)
+    run_in(session, [env], "-m", OP_REPORT)
     run_in(session, [env], "-m", "ci.run_many", "--schedule", "per-commit", "--hardware", "auto-kernels",
            "--suite-prefix", "kernels", *args)
 
