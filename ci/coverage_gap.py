@@ -1,4 +1,4 @@
-"""Changed ``impl/`` lines that no per-commit cpu job executes (SPEC §8 coverage gap).
+"""Changed ``impl/`` lines that no per-commit cpu job executes (docs/design.md §8 coverage gap).
 
     python -m ci.coverage_gap --base origin/main [--report-only]
 

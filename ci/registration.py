@@ -1,4 +1,4 @@
-"""The ``@register`` decorator that files a test into a suite (SPEC §8).
+"""The ``@register`` decorator that files a test into a suite (docs/design.md §8).
 
 Use literal arguments only: ``ci/`` collects registrations by reading each
 file's syntax tree (no import, no torch, no GPU), so a computed argument is a

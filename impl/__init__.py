@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 
 _LAZY = {
-    # SPEC §3 ops, same names and signatures as in reference/
+    # docs/design.md §3 ops, same names and signatures as in reference/
     "scatter_into_unified": "impl.kernels",
     "store_swa_into_unified": "impl.kernels",
     "fused_norm_rope_": "impl.kernels",

@@ -1,4 +1,4 @@
-"""One config object, the single source of truth for gamma (SPEC §1-§2).
+"""One config object, the single source of truth for gamma (docs/design.md §1-§2).
 
 Everything derived from gamma -- rows verified per request for each role, the
 ring size, the graph token tiers -- is a property computed on demand, never a

@@ -1,4 +1,4 @@
-"""End-to-end speculative decoding on the tiny DeepSeek-V4-like model (SPEC §7): the CLI.
+"""End-to-end speculative decoding on the tiny DeepSeek-V4-like model (docs/design.md §7): the CLI.
 
     python -m impl.e2e [--algo dspark|mtp|none] [--gamma N] [--kv unified|paged]
                        [--platform cuda|hip|cpu] [--kernel-backend triton|triton-interpret|torch]

@@ -1,4 +1,4 @@
-"""The one table of switches that select code paths (SPEC §2).
+"""The one table of switches that select code paths (docs/design.md §2).
 
 Every gate has a name, its allowed values, the environment variable that sets
 it, and a default. Nothing else in ``impl/`` reads these environment variables.

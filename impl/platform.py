@@ -1,4 +1,4 @@
-"""Which platform's rules apply, detected from torch or explicitly emulated (SPEC §2).
+"""Which platform's rules apply, detected from torch or explicitly emulated (docs/design.md §2).
 
 ``current_platform()`` answers backend (cuda / hip / cpu), arch and device
 count. Emulation -- running HIP policy on a CPU or CUDA device -- is selected by

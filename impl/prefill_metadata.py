@@ -1,4 +1,4 @@
-"""Per-token prefill metadata, expanded with ``repeat_interleave`` under the sync policy (SPEC §4).
+"""Per-token prefill metadata, expanded with ``repeat_interleave`` under the sync policy (docs/design.md §4).
 
 Given per-request ``prefix_lens``, ``extend_lens`` and ``req_pool_indices``, the
 builder lays the tokens out request after request (``extend_start_loc`` =
@@ -177,7 +177,7 @@ def build_prefill_metadata(
 
     # One repeat_interleave (inside expand_prefill_causally) maps tokens to requests.
     # Expanding the batch indices 0..bs-1 instead of the slots gives r per token
-    # (padding: the last request, as SPEC §3.6 says).
+    # (padding: the last request, as docs/design.md §3.6 says).
     from impl.kernels import expand_prefill_causally
 
     seq_lens = prefix + ext

@@ -1,4 +1,4 @@
-"""Count the operations that would force a device-to-host sync on a GPU (SPEC §4).
+"""Count the operations that would force a device-to-host sync on a GPU (docs/design.md §4).
 
 Works on CPU: a torch dispatch mode sees every aten op, and a torch function
 mode sees the Python-level conversions (``tolist``, ``numpy``) that never reach

@@ -1,4 +1,4 @@
-"""The sync-elision policy: one data table, consulted only by the metadata builder (SPEC §4).
+"""The sync-elision policy: one data table, consulted only by the metadata builder (docs/design.md §4).
 
 Background. Building per-token metadata expands per-request lengths with
 ``repeat_interleave``. Without ``output_size`` the op must read the total back
@@ -172,7 +172,7 @@ def format_policy_table() -> str:
         "",
         "decision on eager paths = exact_num_tokens AND the cell above; an inexact total always keeps the sync.",
         "ragged-graph: lens padded to the captured tier, output_size = tier = sum(padded lens) (invariants 8, 12).",
-        "prefill inject metadata (SPEC §3.8, impl.kernels.prefill_inject_meta) takes no total and may sync;",
+        "prefill inject metadata (docs/design.md §3.8, impl.kernels.prefill_inject_meta) takes no total and may sync;",
         "the builders here derive state_slot/final_pos from the expansion above instead.",
     ]
     return "\n".join(lines + notes)

@@ -1,4 +1,4 @@
-"""Target-verify metadata from a uniform or ragged layout (SPEC §4).
+"""Target-verify metadata from a uniform or ragged layout (docs/design.md §4).
 
 * Uniform: every request verifies ``config.verify_rows(role)`` rows (target
   gamma+1, DSpark draft gamma). Total = rows * bs in host ints: exact, no sync.

@@ -1,4 +1,4 @@
-"""Oracle for the index builders (SPEC §3.4-§3.8): python loops over requests."""
+"""Oracle for the index builders (docs/design.md §3.4-§3.8): python loops over requests."""
 from __future__ import annotations
 
 import torch

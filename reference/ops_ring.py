@@ -1,4 +1,4 @@
-"""Oracle for the ring writers and norm+RoPE (SPEC §3.1-§3.3): plain loops, float64.
+"""Oracle for the ring writers and norm+RoPE (docs/design.md §3.1-§3.3): plain loops, float64.
 
 Written for obviousness, not speed. Out-of-range locs raise (a caller bug); duplicate
 destinations are defined (the last row in row order wins).

@@ -1,8 +1,8 @@
-"""Oracle for top-k / top-p renormalisation (SPEC §3.9) in exact rational arithmetic.
+"""Oracle for top-k / top-p renormalisation (docs/design.md §3.9) in exact rational arithmetic.
 
 Sort the row, find the pivot, keep entries >= pivot (ties kept), divide by the
 kept mass (zero mass -> zeros). Fractions make the cumulative-mass test exact.
-top-p measures mass relative to the row's total (identical to SPEC's "1 - p"
+top-p measures mass relative to the row's total (identical to docs/design.md's "1 - p"
 for rows that sum to 1); a scalar p is taken at fp32 precision like the kernel's.
 At an exact boundary (cumulative mass == target) the entry reaching it survives.
 Out-of-contract values (decided once, the same on every backend): NaN and negative

@@ -1,4 +1,4 @@
-"""A trivially correct pool model (SPEC §5): a dict from (layer, slot, position) to a row.
+"""A trivially correct pool model (docs/design.md §5): a dict from (layer, slot, position) to a row.
 
 No rings, no tables, no free lists: a write stores the row under its key, a
 read looks it up (zeros when absent). Skips follow the contract in words:

@@ -1,4 +1,4 @@
-"""Oracles for the DSpark / MTP components (SPEC §6), in loops and float64.
+"""Oracles for the DSpark / MTP components (docs/design.md §6), in loops and float64.
 
 * ``greedy_verify``: walk the drafts one by one.
 * ``sampling_probs``: temperature, softmax (float64), then the top-k / top-p oracles.

@@ -1,4 +1,4 @@
-"""Oracle for verify / prefill metadata and the field rule of the sync policy (SPEC §4).
+"""Oracle for verify / prefill metadata and the field rule of the sync policy (docs/design.md §4).
 
 Plain Python lists and loops. The field rule is restated here independently of
 ``impl/sync_policy.py`` so that editing the impl table cannot silently change

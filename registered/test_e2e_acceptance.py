@@ -1,4 +1,4 @@
-"""Controlled acceptance (SPEC §7): oracle -> gamma+1 per step, noisy oracle -> the analytic
+"""Controlled acceptance (docs/design.md §7): oracle -> gamma+1 per step, noisy oracle -> the analytic
 mean, random draft -> still lossless, sampling verify -> valid tokens.
 
 Noisy oracle model: each of the gamma draft tokens is independently replaced, with

@@ -1,4 +1,4 @@
-"""Speculative greedy decoding == the reference decoder, token for token (SPEC §7, invariant 13).
+"""Speculative greedy decoding == the reference decoder, token for token (docs/design.md §7, invariant 13).
 
 The platform policy and KV backend come from the gates (the env variants run
 this file once per combination); gamma and the algorithm are parametrised.

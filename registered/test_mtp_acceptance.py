@@ -1,4 +1,4 @@
-"""MTP/EAGLE chain drafts on the shared verify contract, and acceptance accounting (SPEC §6)."""
+"""MTP/EAGLE chain drafts on the shared verify contract, and acceptance accounting (docs/design.md §6)."""
 from __future__ import annotations
 
 import pytest

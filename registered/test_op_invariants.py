@@ -1,4 +1,4 @@
-"""SPEC §9 invariants 1-12, each pinned by a test that fails when it breaks.
+"""docs/design.md §9 invariants 1-12, each pinned by a test that fails when it breaks.
 
 (Invariant 13, lossless speculative greedy decoding, belongs to the e2e suites.)
 """

@@ -1,4 +1,4 @@
-"""Sync contract of every op (SPEC §4): graph-safe ops never sync, the others exactly as intended.
+"""Sync contract of every op (docs/design.md §4): graph-safe ops never sync, the others exactly as intended.
 
 The counts come from ``impl.sync_detector.count_syncs`` (works on CPU), so the
 detector itself is pinned too: each op kind it claims to catch is caught, and

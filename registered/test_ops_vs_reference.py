@@ -1,4 +1,4 @@
-"""Every SPEC §3 op equals its oracle on every sample of the op table (default backend).
+"""Every docs/design.md §3 op equals its oracle on every sample of the op table (default backend).
 
 In-place outputs start poisoned (random bits, NaN/inf included), so a forgotten
 or extra write is a mismatch; untouched rows are compared bit for bit.

@@ -1,4 +1,4 @@
-"""Unified ring and paged pool behind one contract, and the target-hidden injector (SPEC §5, §6).
+"""Unified ring and paged pool behind one contract, and the target-hidden injector (docs/design.md §5, §6).
 
 Both pools and a dict-based oracle receive the same prefill and verify
 injections; what attention gathers must agree (unified vs paged bitwise, both vs
@@ -188,7 +188,7 @@ def test_verify_writes_min_commit_stride_rows(kind):
     slots = torch.tensor([3, 1, 0, 2])
     prefix = torch.tensor([0, 7, 30, 12])
     commit = torch.tensor([0, 2, stride, stride + 3])  # commit >= stride writes the whole row
-    with check_mode(False):  # commit > stride is clamped (SPEC §3.4); check mode would call it a bug
+    with check_mode(False):  # commit > stride is clamped (docs/design.md §3.4); check mode would call it a bug
         positions, loc = inj.inject_verify(h.hidden(4 * stride), req_pool_indices=slots, prefix_lens=prefix,
                                            commit_lens=commit)
     for r in range(4):

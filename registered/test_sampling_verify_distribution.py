@@ -1,4 +1,4 @@
-"""Sampling verify preserves the target distribution; greedy verify matches the oracle (SPEC §6).
+"""Sampling verify preserves the target distribution; greedy verify matches the oracle (docs/design.md §6).
 
 Statistics: 20k requests with identical p/q in one vectorised call, fixed seeds
 (so each run is deterministic), chi-square against the EXACT output

@@ -10,7 +10,7 @@ computed. After each step it asserts:
 
 1. every row that changed is the address of a row the step was meant to write
    (rows of uncommitted / trimmed positions and untouched rows are bitwise
-   unchanged -- SPEC invariant 6);
+   unchanged -- docs/design.md §9.6);
 2. every row the step was meant to write holds exactly that row;
 3. for each running request, every position in (seq_len - window, seq_len)
    reads back (``pool.gather``) the row last meant for it.

@@ -3,7 +3,7 @@
 The draft *model* (DSpark block or MTP chain) always runs when an algorithm is
 on -- so its reads of the injected KV are exercised every step -- and the
 ``source`` decides which tokens are proposed: the model's own (argmax or
-samples), or an oracle / noisy oracle / random override (SPEC §7).
+samples), or an oracle / noisy oracle / random override (docs/design.md §7).
 
 Parsing must stay torch-free (the CLIs validate ``--draft`` with it before
 importing torch); the draft classes are imported when a source is built.

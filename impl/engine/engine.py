@@ -1,4 +1,4 @@
-"""The speculative decoding loop over the tiny model (SPEC §6-§7).
+"""The speculative decoding loop over the tiny model (docs/design.md §6-§7).
 
 One ``step()``:
 

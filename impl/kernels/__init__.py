@@ -1,4 +1,4 @@
-"""The SPEC §3 kernels and layout builders.
+"""The docs/design.md §3 kernels and layout builders.
 
 Data-moving ops (scatter, SWA store, norm+RoPE, top-k/top-p) run as Triton
 kernels -- compiled on a GPU, interpreted on CPU -- or in torch when the

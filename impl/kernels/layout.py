@@ -1,4 +1,4 @@
-"""Small index builders for the unified ring (SPEC §3.4-§3.8), in torch.
+"""Small index builders for the unified ring (docs/design.md §3.4-§3.8), in torch.
 
 Graph safe (static shapes, no host sync) unless a docstring says otherwise.
 Rows whose position or slot is negative get loc -1 (skipped); check mode
@@ -149,7 +149,7 @@ def select_token_tier(need, tiers: Sequence[int]) -> int:
 
 
 def pad_verify_lens_to_bucket(verify_lens, tier, padded_bs):
-    """int32 [padded_bs] summing exactly to ``tier`` (SPEC §3.7), graph safe.
+    """int32 [padded_bs] summing exactly to ``tier`` (docs/design.md §3.7), graph safe.
 
     leftover = tier - sum(verify_lens): pad rows share it (leftover // n_pad each, the
     first leftover % n_pad one more); without pad rows the last real row absorbs it.

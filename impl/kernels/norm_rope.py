@@ -1,4 +1,4 @@
-"""Fused RMSNorm + interleaved partial RoPE, in place (SPEC §3.3, graph safe).
+"""Fused RMSNorm + interleaved partial RoPE, in place (docs/design.md §3.3, graph safe).
 
 Per row of width D (a [T, D] or [T, H, D] tensor): y = x * rsqrt(mean(x^2) + eps) * w
 in fp32, then the trailing ``rope_dim`` columns rotate in pairs (2j, 2j+1):

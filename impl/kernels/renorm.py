@@ -1,4 +1,4 @@
-"""Top-k / top-p renormalisation of probability rows (SPEC §3.9, graph safe).
+"""Top-k / top-p renormalisation of probability rows (docs/design.md §3.9, graph safe).
 
 Pivot semantics: a row keeps every entry ``>= pivot`` (ties at the pivot all
 survive), then is divided by its kept mass (zero mass -> zeros, never NaN).
@@ -6,7 +6,7 @@ NaN and negative entries weigh 0 and are never kept (output 0); a row with no po
 mass returns zeros; a NaN in a tensor ``p`` means 1 (keep every positive entry).
   top-k: pivot = the k-th largest entry, k clamped to [1, V].
   top-p: drop the smallest entries whose cumulative mass is < (1 - p) * row mass,
-         p clamped to [0, 1]; for a row summing to 1 this is SPEC's "< 1 - p".
+         p clamped to [0, 1]; for a row summing to 1 this is docs/design.md's "< 1 - p".
          p = 1 is a no-op, p = 0 keeps the largest entries (and their ties).
          At an exact boundary (the dropped mass would reach the target exactly) the pivot
          entry survives: one level more than FlashInfer's kernel keeps (minimal nucleus).

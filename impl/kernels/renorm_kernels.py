@@ -293,7 +293,7 @@ def _range_loop(src, n, lo, hi, level, goal, front, TOP_P: tl.constexpr, NB: tl.
 @triton.jit
 def _sorted_pivot(keys_src, n, level, goal, TOP_P: tl.constexpr, SORT_CAP: tl.constexpr):
     # The pivot among the n (<= SORT_CAP) keys of the range, by sorting them, as the sort-based
-    # definition reads (SPEC §3.9): top-k, the (goal - level)-th largest (level keys lie above);
+    # definition reads (docs/design.md §3.9): top-k, the (goal - level)-th largest (level keys lie above);
     # top-p, with level the mass below: the first whose inclusive cumulative mass reaches goal.
     # Returns (pivot key, fp64 mass of the keys below it, level included).
     i = tl.arange(0, SORT_CAP)

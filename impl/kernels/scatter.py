@@ -1,4 +1,4 @@
-"""Writing KV rows into the unified ring (SPEC §3.1, §3.2). Both ops are graph safe.
+"""Writing KV rows into the unified ring (docs/design.md §3.1, §3.2). Both ops are graph safe.
 
 Rows move as raw bits (an integer view of the same width), so fp8 / bf16 /
 NaN payloads arrive unchanged. A row is skipped when its destination is
@@ -112,7 +112,7 @@ def _check_rows(kv: object, unified: object) -> tuple[int, int]:
 
 
 def scatter_into_unified(kv, loc, unified, *, check=None):
-    """``unified[loc[i]] = kv[i]`` for every row with ``loc[i] >= 0`` (SPEC §3.1, graph safe).
+    """``unified[loc[i]] = kv[i]`` for every row with ``loc[i] >= 0`` (docs/design.md §3.1, graph safe).
 
     kv [T, D], loc [T] int32/int64, unified [pages, D] of kv's dtype; bits are copied
     exactly (1-byte dtypes included). ``check=True`` (or check mode) reports
@@ -133,7 +133,7 @@ def scatter_into_unified(kv, loc, unified, *, check=None):
 
 
 def store_swa_into_unified(kv, state_slot, positions, unified, *, window, ring, final_pos=None):
-    """Scatter rows to ``state_slot * ring + pos % ring`` (SPEC §3.2, graph safe).
+    """Scatter rows to ``state_slot * ring + pos % ring`` (docs/design.md §3.2, graph safe).
 
     With ``final_pos`` a row is skipped when ``pos <= final_pos - window`` (only a
     request's last ``window`` tokens survive). Rows with a negative slot or position

@@ -3,7 +3,7 @@
 Per layer: ``q = x @ wq`` (n_q_heads heads of head_dim, RoPE'd on the trailing
 rope_dim columns, interleaved pairs), ``kv = x @ wkv`` cast to bf16 and handed
 to the pool writer, which applies RMSNorm + the same RoPE in place and scatters
-the rows (SPEC §3.3, §5). A query at position q attends to the keys at
+the rows (docs/design.md §3.3, §5). A query at position q attends to the keys at
 positions (q - window, q]: those before its request's first new position come
 from the pool (ring or paged), the rest from the rows computed in this forward.
 Values are the keys (K = V). Math in fp32; K is bf16 exactly as stored.

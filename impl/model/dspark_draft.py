@@ -1,4 +1,4 @@
-"""DSpark block draft (SPEC §7): one forward pass proposes gamma tokens.
+"""DSpark block draft (docs/design.md §7): one forward pass proposes gamma tokens.
 
 Query rows per request: the anchor token at position p (the newest token, not
 yet seen by the target) and gamma copies of the mask-token embedding at

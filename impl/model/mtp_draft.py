@@ -1,4 +1,4 @@
-"""MTP/EAGLE chain draft (SPEC §7): k sequential steps, one token each.
+"""MTP/EAGLE chain draft (docs/design.md §7): k sequential steps, one token each.
 
 Step j (position p+j, p = the anchor's position) takes the previous hidden
 state (step 0: the target's last hidden state, at position p-1) and the

@@ -1,4 +1,4 @@
-"""Drafts with controlled acceptance (SPEC §7): oracle, noisy oracle, random.
+"""Drafts with controlled acceptance (docs/design.md §7): oracle, noisy oracle, random.
 
 They know the target's greedy continuation of each request (from the
 reference decoder, or any lossless decode) and propose from it:

@@ -1,4 +1,4 @@
-"""Sizes of the tiny DeepSeek-V4-like model used end to end (SPEC §7).
+"""Sizes of the tiny DeepSeek-V4-like model used end to end (docs/design.md §7).
 
 ``TinyConfig`` holds the model's own sizes; ``spec_config(gamma, num_slots)``
 builds the :class:`impl.config.SpecConfig` from them, so window / head_dim /

@@ -1,4 +1,4 @@
-"""Draft KV pools (SPEC §5): the unified bf16 ring and the paged pool, one contract.
+"""Draft KV pools (docs/design.md §5): the unified bf16 ring and the paged pool, one contract.
 
 ``make_pool(config, num_layers=...)`` picks the implementation from the
 ``kv_backend`` gate (``DSPARK_KV_BACKEND``) unless ``kind`` is given.

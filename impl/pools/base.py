@@ -1,4 +1,4 @@
-"""The contract both draft KV pools implement, so either can back the same model (SPEC §5).
+"""The contract both draft KV pools implement, so either can back the same model (docs/design.md §5).
 
 A pool stores, per layer, one 2-D buffer of KV rows ``[num_rows, head_dim]``
 (K is V: one latent head). Writers never compute addresses themselves; they ask

@@ -1,4 +1,4 @@
-"""The paged draft KV pool (the non-unified gate value, SPEC §5).
+"""The paged draft KV pool (the non-unified gate value, docs/design.md §5).
 
 Each request slot has a token -> row table (``table[slot, position]``, -1 when
 absent) into one shared per-layer buffer, and rows come from a free list.

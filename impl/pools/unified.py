@@ -1,4 +1,4 @@
-"""The unified bf16 KV ring (SPEC §5): per layer one buffer of ``num_slots * ring + compress_rows`` rows.
+"""The unified bf16 KV ring (docs/design.md §5): per layer one buffer of ``num_slots * ring + compress_rows`` rows.
 
 Request slot ``s`` owns rows ``[s*ring, (s+1)*ring)``; position ``p`` lives at
 ``s*ring + p % ring``. Addressing is pure arithmetic, so every method here is

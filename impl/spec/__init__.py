@@ -1,4 +1,4 @@
-"""DSpark / MTP components (SPEC §6): injector, greedy and sampling verify, MTP chain
+"""DSpark / MTP components (docs/design.md §6): injector, greedy and sampling verify, MTP chain
 drafts, acceptance accounting."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Acceptance accounting (SPEC §6): accepted drafts and accepted tokens, per step and averaged.
+"""Acceptance accounting (docs/design.md §6): accepted drafts and accepted tokens, per step and averaged.
 
 Per request and verify step: ``accepted_drafts = correct_len`` and
 ``accepted_tokens = commit_len = correct_len + 1`` (drafts plus the bonus).

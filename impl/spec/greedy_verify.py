@@ -1,4 +1,4 @@
-"""Greedy verify (SPEC §6): accept the longest draft prefix that matches the target's argmax.
+"""Greedy verify (docs/design.md §6): accept the longest draft prefix that matches the target's argmax.
 
 The target scores ``stride = gamma + 1`` rows per request (the anchor and the
 gamma drafts). Row j's argmax is the target's choice for the token after the

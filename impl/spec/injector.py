@@ -1,4 +1,4 @@
-"""Target-hidden injector: projected target hidden states -> the draft's KV (SPEC §6).
+"""Target-hidden injector: projected target hidden states -> the draft's KV (docs/design.md §6).
 
 DSpark drafts attend over the target's hidden states at committed positions.
 For every draft layer the injector projects the hidden states to one KV row per
@@ -6,7 +6,7 @@ token (``project(layer, hidden) -> [T, head_dim]``), applies the pool writer
 (fused RMSNorm + interleaved RoPE, then scatter, skipping ``loc < 0``):
 
 * ``inject_prefill``: every prefill token, window trim via ``final_pos`` (only a
-  request's last ``window`` tokens are kept, SPEC invariant 4), no commit gate.
+  request's last ``window`` tokens are kept, docs/design.md §9.4), no commit gate.
   Call it BEFORE ``pool.release`` of a finished request: the slot's rows may be
   recycled by the next request.
 * ``inject_verify``: verify rows in the uniform ``[bs, stride]`` layout with the

@@ -1,4 +1,4 @@
-"""MTP/EAGLE chain drafts on the same verify / commit contract as DSpark (SPEC §6, §7).
+"""MTP/EAGLE chain drafts on the same verify / commit contract as DSpark (docs/design.md §6, §7).
 
 A chain draft makes ``k = gamma`` sequential steps; each takes the previous
 hidden state and the newest token and predicts the next token. The target then

@@ -1,7 +1,7 @@
-"""Sampling verify: chain rejection sampling that preserves the target distribution (SPEC §6).
+"""Sampling verify: chain rejection sampling that preserves the target distribution (docs/design.md §6).
 
 Both distributions are made the same way, row by row: temperature -> softmax ->
-top-k -> top-p (:func:`sampling_probs`, the renorm ops of SPEC §3.9). Then, for
+top-k -> top-p (:func:`sampling_probs`, the renorm ops of docs/design.md §3.9). Then, for
 request r with drafts x_0..x_{g-1} drawn from q_0..q_{g-1}:
 
 * draft i is accepted with probability ``min(1, p_i(x_i) / q_i(x_i))``
