@@ -36,17 +36,18 @@ and benchmarks pass their own with ``tuning=``.
     passes over (chunk, row) programs; then the keys still in range are gathered
     and the row's last program sorts them (at most sort_capacity; else it runs range
     passes over them) and reads the pivot off, as the sort-based definition does.
-    Top-k then sums its kept mass in one more pass. Batch 1 is bound by launch
-    latency (~4-8 us a launch), so this plan cuts launches: 6-7 instead of 11-12.
+    Top-k's gather also sums its kept mass (each program its share's keys above the
+    range). Batch 1 is bound by launch latency (~4-8 us a launch), so this plan cuts
+    launches: 6 instead of 11-12.
 
 Costs that shaped this (H200, 256 x 129280, one full read ~45 us; see
 impl/bench/renorm_pass_probe.py and notes/perf_log.md): a pass with four 1-D
 accumulators costs ~60 us, a tl.histogram of 16 bins ~90 us, of 64 bins ~400 us,
 a [BLOCK, NB] fp64 one-hot tile ~2x the 1-D accumulators; so full-row passes split
-4 ways and the wider splits run on candidates. Measured (v5, CUDA graph, vs FlashInfer
-0.7.2): 256 rows 275 / 445 us (top-k / top-p; 0.95x / 0.84x FlashInfer), 64 rows 96 / 155 us
-(0.92x / 1.09x), batch 1 30 / 33 us (1.24x / 2.07x); eager batch 1 51 / 45 us
-(bench-results/2026-12-01_NVIDIA-H200, notes/perf_log.md v5). Eager calls reuse the compiled
+4 ways and the wider splits run on candidates. Measured (v6, CUDA graph, vs FlashInfer
+0.7.2): 256 rows 267 / 446 us (top-k / top-p; 0.99x / 0.83x FlashInfer), 64 rows 93 / 155 us
+(0.95x / 1.05x), batch 1 28 / 33 us (1.33x / 2.08x); eager batch 1 49-64 / 53 us, host-bound
+(bench-results/2026-12-01_NVIDIA-H200, notes/perf_log.md v6). Eager calls reuse the compiled
 kernels through the plan's LaunchCache (impl/kernels/_backend.py).
 """
 from __future__ import annotations
@@ -79,8 +80,10 @@ class RenormTuning:
     # the finish path's 113, top-p's 258 against 165; at 256 rows top-k's 293 against 285.
     finish_min_rows: int | tuple[int, int] = (128, 8)
     candidate_capacity: int = 32768
-    # After the first pass and after each full pass that follows: 2 beat 3 by 2-4% at 64 and 256 rows.
-    compact_attempts: int = 2
+    # After the first pass and after each full pass that follows, by op (one int sets both): 2 beat 3
+    # by 2-4% at 64 and 256 rows. Top-k's candidates (the pivot's octaves) fit at once on probability
+    # rows; a flatter row that does not fit finishes from its full row (slower, still exact).
+    compact_attempts: int | tuple[int, int] = (1, 2)
     # Small batches: this many 16-way passes over the candidates, then the keys still in range are
     # gathered and sorted if at most sort_capacity (a power of two; short_sort slots first when they
     # fit: sorting 1024 keys costs several us more), else one program runs range passes over them.
@@ -95,7 +98,9 @@ class RenormTuning:
     narrow_pass: _Shape = (1024, 8)  # 4-way passes, 1-D accumulators
     wide_pass: tuple[_Shape, _Shape] = ((512, 4), (256, 4))
     compact: _Shape = (1024, 8)
-    finish: _Shape = (1024, 8)
+    # By op (one shape sets both): 512 x 4 was 2% faster at 256 rows for both, 1% slower for top-p
+    # at 64 rows (top-p finishes from 8 rows, top-k from 128).
+    finish: _Shape | tuple[_Shape, _Shape] = ((512, 4), (1024, 8))
     gather_warps: int = 4  # the gather kernel's BLOCK is the wide passes'
     write: _Shape = (1024, 8)
     # (chunk, row) programs to aim for; chunks are whole multiples of chunk_align columns.
@@ -108,20 +113,25 @@ class RenormTuning:
     small_batch_programs: int = 256  # and at most this many programs in all (64 rows: 4 chunks each)
 
     def __post_init__(self) -> None:
-        if isinstance(self.finish_min_rows, int) and not isinstance(self.finish_min_rows, bool):
-            object.__setattr__(self, "finish_min_rows", (self.finish_min_rows, self.finish_min_rows))
+        for name in ("finish_min_rows", "compact_attempts"):  # one int sets both ops
+            value = getattr(self, name)
+            if isinstance(value, int) and not isinstance(value, bool):
+                object.__setattr__(self, name, (value, value))
+        if isinstance(self.finish, tuple) and len(self.finish) == 2 and all(isinstance(v, int) for v in self.finish):
+            object.__setattr__(self, "finish", (self.finish, self.finish))  # one shape sets both ops
         def refuse(name: str, why: str) -> None:
             raise ValueError(f"RenormTuning.{name} {why}, got {getattr(self, name)!r}")
 
         def pow2(v: int) -> bool:
             return isinstance(v, int) and v >= 1 and not v & (v - 1)
 
-        for name in ("candidate_capacity", "compact_attempts", "chunk_align", "target_programs", "small_batch_programs"):
+        for name in ("candidate_capacity", "chunk_align", "target_programs", "small_batch_programs"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
                 refuse(name, "must be an int >= 1")
-        rows = self.finish_min_rows
-        if not (isinstance(rows, tuple) and len(rows) == 2 and all(isinstance(r, int) and r >= 1 for r in rows)):
-            refuse("finish_min_rows", "must be an int >= 1 or a (top-k, top-p) pair of them")
+        for name in ("finish_min_rows", "compact_attempts"):
+            pair = getattr(self, name)
+            if not (isinstance(pair, tuple) and len(pair) == 2 and all(isinstance(r, int) and r >= 1 for r in pair)):
+                refuse(name, "must be an int >= 1 or a (top-k, top-p) pair of them")
         if not isinstance(self.small_batch_passes, int) or self.small_batch_passes < 1:
             refuse("small_batch_passes", "must be >= 1 (the gather places its keys by the last pass's counts)")
         for name in ("sort_capacity", "short_sort"):  # tl.sort sizes
@@ -131,9 +141,12 @@ class RenormTuning:
             refuse("wide_split", f"must be a power of two in [2, {int(rk.NB_MAX)}]")
         if any(not pow2(nb) or not 2 <= nb <= int(rk.NB_MAX) for nb in self.finish_split):
             refuse("finish_split", f"must hold powers of two in [2, {int(rk.NB_MAX)}]")
-        if 2 * self.compact_attempts + 1 > rk.MAX_LAUNCHES or self.small_batch_passes + 4 > rk.MAX_LAUNCHES:
+        if 2 * max(self.compact_attempts) + 1 > rk.MAX_LAUNCHES or self.small_batch_passes + 4 > rk.MAX_LAUNCHES:
             refuse("compact_attempts", f"leaves more reducing launches than the {rk.MAX_LAUNCHES} ticket words")
-        shapes = [self.narrow_pass, *self.wide_pass, self.compact, self.finish, self.write]
+        if not (isinstance(self.finish, tuple) and len(self.finish) == 2
+                and all(isinstance(v, tuple) and len(v) == 2 for v in self.finish)):
+            refuse("finish", "must be a (BLOCK, warps) shape or a (top-k, top-p) pair of them")
+        shapes = [self.narrow_pass, *self.wide_pass, self.compact, *self.finish, self.write]
         if any(not pow2(block) or not pow2(warps) for block, warps in shapes) or not pow2(self.gather_warps):
             refuse("narrow_pass", "and every launch shape must be (power-of-two BLOCK, power-of-two warps)")
 
@@ -145,7 +158,7 @@ DEFAULT_TUNING = RenormTuning()
 class _Launch:
     kernel: object  # a jitted kernel of renorm_kernels
     grid: tuple[int, ...]
-    args: str  # which argument list: "pass", "gather", "compact", "finish", "kept"
+    args: str  # which argument list: "pass", "gather", "compact", "finish"
     sizes: tuple[int, ...]
     meta: dict  # constexpr and launch keywords
 
@@ -163,14 +176,13 @@ class _Plan:
 
 def _steps(bs: int, top_p: bool, t: RenormTuning) -> list[tuple[str, int]]:
     """Launch steps after the first pass: ("pass", NB), ("skip-compacted pass", NB),
-    ("compact", 0), ("finish", NB), ("gather", NB), ("kept", 0)."""
+    ("compact", 0), ("finish", NB), ("gather", NB) (top-k's gather also sums the kept mass)."""
     if bs >= t.finish_min_rows[top_p]:
         steps = [("compact", 0)]
-        for _ in range(t.compact_attempts - 1):
+        for _ in range(t.compact_attempts[top_p] - 1):
             steps += [("skip-compacted pass", 4), ("compact", 0)]
         return steps + [("finish", t.finish_split[top_p])]
-    steps = [("compact", 0)] + [("pass", t.wide_split)] * t.small_batch_passes + [("gather", t.wide_split)]
-    return steps if top_p else steps + [("kept", 0)]
+    return [("compact", 0)] + [("pass", t.wide_split)] * t.small_batch_passes + [("gather", t.wide_split)]
 
 
 def _split(bs: int, vocab: int, t: RenormTuning, most_chunks: int | None = None) -> tuple[int, int]:
@@ -197,7 +209,7 @@ def _plan(bs: int, vocab: int, top_p: bool, param_is_tensor: bool, t: RenormTuni
     param = dict(TOP_P=top_p, PARAM_IS_TENSOR=param_is_tensor)
     ticket, attempt, launches = int(rk.FIRST_TICKET), 0, []
     for kind, nb in steps:
-        if kind in ("pass", "gather", "kept"):  # small-batch steps after the compaction
+        if kind in ("pass", "gather"):  # small-batch steps after the compaction
             grid, sizes, chunks_p2 = (small_chunks, bs), (vocab, small_len, small_chunks, cap), next_pow2(small_chunks)
         common = dict(TICKET=ticket, CHUNKS_P2=chunks_p2)
         if kind in ("first pass", "pass", "skip-compacted pass"):
@@ -215,13 +227,10 @@ def _plan(bs: int, vocab: int, top_p: bool, param_is_tensor: bool, t: RenormTuni
             meta = dict(**common, TOP_P=top_p, ATTEMPT=attempt, ADAPT=small, BLOCK=block,
                         num_warps=warps)
             launches.append(_Launch(rk._compact_kernel, grid, "compact", sizes, meta))
-        elif kind == "finish":
-            block, warps = t.finish
+        else:  # "finish"
+            block, warps = t.finish[top_p]
             launches.append(_Launch(rk._finish_kernel, (bs,), "finish", (vocab, cap),
                                     dict(**param, NB=nb, BLOCK=block, num_warps=warps)))
-        else:  # "kept"
-            block, warps = t.narrow_pass
-            launches.append(_Launch(rk._kept_mass_kernel, grid, "kept", sizes, dict(**common, BLOCK=block, num_warps=warps)))
         ticket += kind != "finish"
     block, warps = t.write
     write = _Launch(rk._write_kernel, (chunks, bs), "write", (vocab, chunk_len), dict(TOP_P=top_p, BLOCK=block,
@@ -332,7 +341,7 @@ def _select(probs, param, param_t, plan: _Plan):
             args = (probs, cand, gath, part, state, fstate, param_ptr, param_scalar, *step.sizes)
         elif step.args == "finish":
             args = (probs, cand, state, fstate, param_ptr, param_scalar, *step.sizes)
-        else:  # "compact", "kept"
+        else:  # "compact"
             args = (probs, cand, part, state, fstate, *step.sizes)
         plan.compiled.launch((key, i), stream, step.kernel, step.grid, args, step.meta)
     return state, key, stream

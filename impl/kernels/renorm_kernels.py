@@ -1,6 +1,6 @@
 """Triton kernels of the top-k / top-p renorm range select (host side: impl/kernels/renorm.py).
 
-The pass, compaction, gather, kept-mass and write kernels run on a (chunk, row) grid
+The pass, compaction, gather and write kernels run on a (chunk, row) grid
 and read their chunk of a probability row or, once the row is compacted, their share
 of its candidate scratch; the finish kernel runs one program per row, and the gather
 kernel's last program per row sorts what it gathered. Per-row
@@ -46,8 +46,9 @@ STATE_W = tl.constexpr(FIRST_TICKET + MAX_LAUNCHES)
 NB_MAX = tl.constexpr(16)  # most sub-ranges one pass splits into
 MASS_AT = NB_MAX
 PART_W = tl.constexpr(2 * 16)
-# Words 4-way passes leave free: the first pass's partial largest key; the compaction's partial
-# smallest and largest copied key and top-k's mass above the range.
+# Words 4-way passes (and top-k's 16-way passes: no masses) leave free: the first pass's partial
+# largest key; the compaction's partial smallest and largest copied key and top-k's mass above the
+# range (the compaction's, and the small-batch gather's share of the kept mass).
 MIN_KEY_SLOT = tl.constexpr(28)
 MAX_KEY_SLOT = tl.constexpr(29)
 TOP_KEY_SLOT = tl.constexpr(30)
@@ -295,7 +296,7 @@ def _sorted_pivot(keys_src, n, level, goal, TOP_P: tl.constexpr, SORT_CAP: tl.co
     # The pivot among the n (<= SORT_CAP) keys of the range, by sorting them, as the sort-based
     # definition reads (docs/design.md §3.9): top-k, the (goal - level)-th largest (level keys lie above);
     # top-p, with level the mass below: the first whose inclusive cumulative mass reaches goal.
-    # Returns (pivot key, fp64 mass of the keys below it, level included).
+    # Returns (pivot key, fp64 mass of the keys below it, level included, fp64 mass of those >= it).
     i = tl.arange(0, SORT_CAP)
     valid = i < n
     x = tl.load(keys_src + i, mask=valid, other=0.0, cache_modifier=".cg")  # gathered: already clean
@@ -308,7 +309,8 @@ def _sorted_pivot(keys_src, n, level, goal, TOP_P: tl.constexpr, SORT_CAP: tl.co
         at = tl.minimum(tl.maximum(n - (goal - level).to(tl.int32), 0), n - 1)
     pivot = tl.max(tl.where(i <= at, keys, 0), axis=0)  # keys[at]: ascending
     below = level + tl.sum(tl.where(valid & (keys < pivot), m, 0.0), axis=0)
-    return pivot, below
+    kept = tl.sum(tl.where(valid & (keys >= pivot), m, 0.0), axis=0)
+    return pivot, below, kept
 
 
 @triton.jit
@@ -471,72 +473,68 @@ def _gather_finish_kernel(
     # buffer (V slots: any count fits; each program's start comes from the last pass's per-chunk
     # counts, so no atomics), then the row's last program finds the pivot among them: by sorting
     # them when at most SORT_CAP (in SHORT_SORT slots when they fit), else by range passes that
-    # move the survivors to the front (the copy is private to it). Launch with the passes' grid
-    # and BLOCK: the chunks must match.
+    # move the survivors to the front (the copy is private to it). Top-k also sums its kept mass
+    # here (fp64): each program the keys of its share above the range (>= lo when the range is
+    # down to one key), the last one adds the compaction's mass above the candidates and the
+    # gathered keys >= pivot. Launch with the passes' grid and BLOCK: the chunks must match.
     chunk = tl.program_id(0)
     row = tl.program_id(1)
     srow, frow = _row_words(state_ptr, fstate_ptr, row)
     lo = tl.load(srow + LO).to(tl.int32)
     hi = tl.load(srow + HI).to(tl.int32)
-    if hi - lo > 1:  # else the pivot is lo already
+    narrow = hi - lo > 1  # else the pivot is lo already
+    if narrow | (not TOP_P):
         chosen = tl.load(srow + CHOSEN).to(tl.int32)  # the last pass's sub-range
         c = tl.arange(0, CHUNKS_P2)
-        earlier = tl.load(_partials(part_ptr, row, c, num_chunks) + chosen, mask=c < chunk, other=0.0)
+        rows_of = _partials(part_ptr, row, c, num_chunks)
+        before = ((c < chunk).to(tl.int32) & narrow.to(tl.int32)) != 0  # no copy, no counts needed
+        earlier = tl.load(rows_of + chosen, mask=before, other=0.0)
         slot = tl.sum(earlier, axis=0).to(tl.int64)
         src, start, end = _source(probs_ptr, cand_ptr, srow, row, chunk, V, chunk_len, num_chunks, cap, BLOCK)
         dst = gath_ptr + row.to(tl.int64) * V
-        _copy_in_range(src, start, end, lo, hi, dst, slot, False, False, BLOCK)
+        copy_hi = tl.where(narrow, hi, lo)  # [lo, lo) copies nothing; its "above" is every key >= lo
+        _, above, _, _ = _copy_in_range(src, start, end, lo, copy_hi, dst, slot, not TOP_P, False, BLOCK)
+        if not TOP_P:
+            tl.store(_partials(part_ptr, row, chunk, num_chunks) + ABOVE_SLOT, above)
         ticket = tl.atomic_add(srow + TICKET, 1)
         if ticket == num_chunks - 1:  # every copy is visible (acq_rel)
-            n = tl.load(srow + CHOSEN_COUNT).to(tl.int32)  # the keys in [lo, hi)
-            level, goal = _level_and_goal(srow, frow, param_ptr, param_scalar, row, V, TOP_P, PARAM_IS_TENSOR)
-            if n <= SORT_CAP:
-                if n <= SHORT_SORT:  # the usual case: a sort's cost grows fast with its size
-                    pivot, below = _sorted_pivot(dst, n, level, goal, TOP_P, SHORT_SORT)
+            kept = tl.zeros([], tl.float64)
+            if not TOP_P:
+                kept = tl.sum(tl.load(rows_of + ABOVE_SLOT, mask=c < num_chunks, other=0.0, cache_modifier=".cg"),
+                              axis=0)
+                if tl.load(srow + COMPACTED) != 0:
+                    kept += tl.load(frow + ABOVE_MASS)
+            if narrow:
+                n = tl.load(srow + CHOSEN_COUNT).to(tl.int32)  # the keys in [lo, hi)
+                level, goal = _level_and_goal(srow, frow, param_ptr, param_scalar, row, V, TOP_P, PARAM_IS_TENSOR)
+                if n <= SORT_CAP:
+                    if n <= SHORT_SORT:  # the usual case: a sort's cost grows fast with its size
+                        pivot, below, at_or_above = _sorted_pivot(dst, n, level, goal, TOP_P, SHORT_SORT)
+                    else:
+                        pivot, below, at_or_above = _sorted_pivot(dst, n, level, goal, TOP_P, SORT_CAP)
+                    tl.store(srow + LO, pivot.to(tl.int64))
+                    tl.store(srow + HI, pivot.to(tl.int64) + 1)
+                    if TOP_P:
+                        tl.store(frow + BELOW_MASS, below)
+                    kept += at_or_above
+                    tl.store(srow + FINISHED_BY, SORTED)
                 else:
-                    pivot, below = _sorted_pivot(dst, n, level, goal, TOP_P, SORT_CAP)
-                tl.store(srow + LO, pivot.to(tl.int64))
-                tl.store(srow + HI, pivot.to(tl.int64) + 1)
-                if TOP_P:
-                    tl.store(frow + BELOW_MASS, below)
-                tl.store(srow + FINISHED_BY, SORTED)
-            else:
-                lo, hi, level, _, _ = _range_loop(dst, n, lo, hi, level, goal, tl.full([], 1, tl.int32), TOP_P, NB,
-                                                  BLOCK)
-                tl.store(srow + LO, lo.to(tl.int64))
-                tl.store(srow + HI, hi.to(tl.int64))
-                if TOP_P:
-                    tl.store(frow + BELOW_MASS, level)
-                tl.store(srow + FINISHED_BY, LOOPED)
-
-
-@triton.jit
-def _kept_mass_kernel(
-    probs_ptr, cand_ptr, part_ptr, state_ptr, fstate_ptr, V, chunk_len, num_chunks, cap,
-    TICKET: tl.constexpr, BLOCK: tl.constexpr, CHUNKS_P2: tl.constexpr,
-):
-    # Top-k's kept mass (fp64): the keys >= pivot, from the row or its candidates plus the mass
-    # above the candidates that the compaction summed.
-    chunk = tl.program_id(0)
-    row = tl.program_id(1)
-    srow, frow = _row_words(state_ptr, fstate_ptr, row)
-    pivot = tl.load(srow + LO).to(tl.int32)
-    src, start, end = _source(probs_ptr, cand_ptr, srow, row, chunk, V, chunk_len, num_chunks, cap, BLOCK)
-    acc = tl.zeros([BLOCK], tl.float64)
-    for off in range(start, end, BLOCK):
-        offs = off + tl.arange(0, BLOCK)
-        ok = offs < end
-        x = _load_probs(src + offs, ok)
-        acc += tl.where(ok & (_keys(x) >= pivot), x.to(tl.float64), 0.0)
-    tl.store(_partials(part_ptr, row, chunk, num_chunks), tl.sum(acc, axis=0))
-    ticket = tl.atomic_add(srow + TICKET, 1)
-    if ticket == num_chunks - 1:
-        c = tl.arange(0, CHUNKS_P2)
-        parts = tl.load(_partials(part_ptr, row, c, num_chunks), mask=c < num_chunks, other=0.0, cache_modifier=".cg")
-        kept = tl.sum(parts, axis=0)
-        if tl.load(srow + COMPACTED) != 0:
-            kept += tl.load(frow + ABOVE_MASS)
-        tl.store(frow + KEPT, kept)
+                    lo, hi, level, n, moved = _range_loop(dst, n, lo, hi, level, goal, tl.full([], 1, tl.int32),
+                                                          TOP_P, NB, BLOCK)
+                    tl.store(srow + LO, lo.to(tl.int64))
+                    tl.store(srow + HI, hi.to(tl.int64))
+                    if TOP_P:
+                        tl.store(frow + BELOW_MASS, level)
+                    else:  # the survivors at the front, >= the pivot, and what the loop moved out above
+                        acc = tl.zeros([BLOCK], tl.float64)
+                        for off in range(0, n, BLOCK):
+                            offs = off + tl.arange(0, BLOCK)
+                            x = tl.load(dst + offs, mask=offs < n, other=0.0)  # gathered: already clean
+                            acc += tl.where((offs < n) & (_keys(x) >= lo), x.to(tl.float64), 0.0)
+                        kept += tl.sum(acc, axis=0) + moved
+                    tl.store(srow + FINISHED_BY, LOOPED)
+            if not TOP_P:
+                tl.store(frow + KEPT, kept)
 
 
 @triton.jit
