@@ -494,6 +494,10 @@ def pytest_sessionfinish(session, exitstatus):
     if state.worker:
         session.config.workeroutput["ci_problems"] = list(state.problems)
         return
+    if session.config.option.collectonly:
+        for text in state.problems:
+            print(f"[ci] FAIL {state.job.id}: {text}")
+        return
     interrupted = exitstatus in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.INTERNAL_ERROR)
     verdict = state.verdict(interrupted)
     xml = _junit(session.config)

@@ -36,7 +36,7 @@ from ci.partition import parse_shard
 RESULTS_DIR = "ci-results"
 EMULATED_PLATFORMS = ("hip", "cuda")
 XDIST_MIN_EST_S = 30.0   # below this estimate, starting xdist workers (each importing torch) costs more than it saves
-KILL_GRACE_S = 20.0      # after SIGINT (pytest then writes its JUnit), wait this long before SIGKILL
+KILL_GRACE_S = 20.0      # default: after SIGINT (pytest then writes its JUnit), wait this long before SIGKILL
 COUNT_KEYS = ("passed", "flaky", "failed", "error", "skipped", "xfailed", "not-run")
 
 
@@ -102,7 +102,8 @@ class _Interrupted(Exception):
     pass
 
 
-def _run_process(cmd: list[str], *, cwd: Path, env: dict[str, str], timeout: float | None) -> tuple[int, str | None]:
+def _run_process(cmd: list[str], *, cwd: Path, env: dict[str, str], timeout: float | None,
+                 grace: float = KILL_GRACE_S) -> tuple[int, str | None]:
     """Run pytest; on SIGTERM/SIGINT to the runner or a job timeout, SIGINT it (it writes its JUnit),
     then SIGKILL after a grace period. Returns (exit code, what stopped it or None)."""
     proc = subprocess.Popen(cmd, cwd=cwd, env=env, start_new_session=True)
@@ -122,7 +123,7 @@ def _run_process(cmd: list[str], *, cwd: Path, env: dict[str, str], timeout: flo
             pass
         try:
             os.killpg(proc.pid, signal.SIGINT)
-            rc = proc.wait(timeout=KILL_GRACE_S)
+            rc = proc.wait(timeout=grace)
         except (subprocess.TimeoutExpired, _Interrupted, ProcessLookupError):
             try:
                 os.killpg(proc.pid, signal.SIGKILL)
@@ -272,7 +273,8 @@ def combined_summary(title: str, outcomes: list[Outcome]) -> str:
     return "\n".join(head + [summary_markdown(o) for o in outcomes])
 
 
-def publish(text: str, path: Path | None) -> None:
+def publish(text: str, path: Path | None, *, echo: bool = True) -> None:
+    """Write the Markdown summary to ``path``, append it to $GITHUB_STEP_SUMMARY, else print it (``echo``)."""
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
@@ -280,14 +282,16 @@ def publish(text: str, path: Path | None) -> None:
     if target:
         with open(target, "a", encoding="utf-8") as fh:
             fh.write(text + "\n")
-    else:
+    elif echo:
         print(text)
+    elif path is not None:
+        print(f"[ci] Markdown summary: {path}")
 
 
 # -- one job ---------------------------------------------------------------------------------
 def run_job(registry: Registry, job: Job, tests: list[str], shard: str | None, *, results_dir: Path,
             emulate: str | None = None, workers: int | None = None, job_timeout: float | None = None,
-            pytest_args: list[str] | None = None) -> Outcome:
+            pytest_args: list[str] | None = None, kill_grace: float = KILL_GRACE_S) -> Outcome:
     root = registry.root
     shown_shard = shard or "1/1"
     out_dir = results_dir / sanitize(job.id)
@@ -311,7 +315,7 @@ def run_job(registry: Registry, job: Job, tests: list[str], shard: str | None, *
         by_test = {t.node_id: t for t in job.tests}
         job_timeout = 120.0 + 2.0 * sum(by_test[n].per_test_timeout for n in tests if n in by_test)
     start = time.monotonic()
-    rc, stopped = _run_process(cmd, cwd=root, env=env, timeout=job_timeout)
+    rc, stopped = _run_process(cmd, cwd=root, env=env, timeout=job_timeout, grace=kill_grace)
     outcome = Outcome(job.id, shown_shard, rc, time.monotonic() - start)
     judge(outcome, read_report(report), stopped, junit)
     durations = {}
@@ -328,9 +332,10 @@ def run_job(registry: Registry, job: Job, tests: list[str], shard: str | None, *
 
 def run_selection(registry: Registry, selection: list[tuple[Job, list[str]]], shard: str | None, *,
                   results_dir: Path, emulate: str | None = None, workers: int | None = None,
-                  job_timeout: float | None = None, pytest_args: list[str] | None = None) -> list[Outcome]:
+                  job_timeout: float | None = None, pytest_args: list[str] | None = None,
+                  kill_grace: float = KILL_GRACE_S) -> list[Outcome]:
     return [run_job(registry, job, tests, shard, results_dir=results_dir, emulate=emulate, workers=workers,
-                    job_timeout=job_timeout, pytest_args=pytest_args)
+                    job_timeout=job_timeout, pytest_args=pytest_args, kill_grace=kill_grace)
             for job, tests in selection]
 
 
@@ -361,6 +366,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, help="override the hardware's pytest-xdist worker count (>= 1)")
     parser.add_argument("--job-timeout", type=float, help="seconds before a job's pytest is stopped "
                         "(default: 120 + 2 x the sum of its per-test timeouts)")
+    parser.add_argument("--kill-grace", type=float, default=KILL_GRACE_S,
+                        help=f"seconds between SIGINT and SIGKILL when stopping pytest (default {KILL_GRACE_S:.0f})")
     parser.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
     args = parser.parse_args(argv)
     if args.workers is not None and args.workers < 1:
@@ -404,7 +411,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     outcomes = run_selection(registry, selection, shard if (args.group or shard) else None, results_dir=results,
                              emulate=emulate, workers=args.workers, job_timeout=args.job_timeout,
-                             pytest_args=args.pytest_args)
+                             pytest_args=args.pytest_args, kill_grace=args.kill_grace)
     text = combined_summary(f"{title} ({time.monotonic() - started:.0f}s)", outcomes)
     tag = (shard or "1/1").replace("/", "-of-")
     name = sanitize(args.group or args.job)
