@@ -40,7 +40,8 @@ class Machine:
                else "devices not probed" if self.torch_build == "not probed" else "no GPU")
         versions = ", ".join(f"{k} {v}" for k, v in (("torch", self.torch), ("triton", self.triton),
                                                       ("CUDA", self.cuda), ("ROCm/HIP", self.hip)) if v)
-        return f"{dev} ({self.backend}, {self.arch}); {versions or 'no torch'}"
+        where = "" if self.torch_build == "not probed" else f" ({self.backend}, {self.arch})"
+        return f"{dev}{where}; {versions or 'no torch'}"
 
     def properties(self) -> dict[str, str]:
         return {f"machine.{k}": "" if v is None else str(v) for k, v in asdict(self).items()}

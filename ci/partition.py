@@ -112,7 +112,7 @@ def group_partition(items: GroupItems, shards: int,
             loads[index] = load + seconds
             heapq.heappush(heap, (loads[index], count + 1, index))
         best = [{j: sorted(t) for j, t in sorted(s.items())} for s in out]
-        if imbalance(loads) <= max_imbalance:
+        if imbalance(loads) <= max_imbalance and all(best):   # never an empty shard from whole jobs
             break
     return best
 

@@ -33,11 +33,11 @@ from pathlib import Path
 import pytest
 
 from ci.durations import REGISTRATION_PROPERTY
+from ci.results import is_registered_skip, registered_skip_keys
 
 RERUN_ATTEMPT_PROPERTY = "ci.failed-attempt"
 EMPTY_PARAMSET = "got empty parameter set"
 _SKIP_PREFIX = re.compile(r"^Skipped:\s*")
-REGISTERED_SKIP_RE = re.compile(r"^\[registered:(?P<key>[A-Za-z0-9_.-]+)\]")
 
 
 class MachineHookSpec:
@@ -62,7 +62,7 @@ def pytest_addoption(parser):
 # -- registrations and node ids ------------------------------------------------------
 def covers(reg_node: str, item_node: str) -> bool:
     """Does a registration's node id (function, class, method) cover a pytest item id?"""
-    return item_node == reg_node or item_node.startswith(reg_node + "::") or item_node.startswith(reg_node + "[")
+    return item_node == reg_node or item_node.startswith((reg_node + "::", reg_node + "["))
 
 
 def _skip_message(report) -> str:
@@ -266,8 +266,8 @@ class CiPlugin:
                 report.user_properties.append((RERUN_ATTEMPT_PROPERTY, str(res.reruns)))
                 return
             if res.outcome == "flaky":
-                report.user_properties.append(("flaky", f"passed only on attempt {res.reruns + 1} "
-                                                        f"({res.reruns} failed attempt(s) before)"))
+                text = f"passed only on attempt {res.reruns + 1} ({res.reruns} failed attempt(s) before)"
+                report.user_properties.append(("flaky", text))
             elif res.reruns:
                 report.user_properties.append(("reruns", f"failed all {res.reruns + 1} attempts"))
             if report.failed and res.outcome not in ("failed", "error"):
@@ -294,11 +294,9 @@ class CiPlugin:
                 if res.message.startswith(EMPTY_PARAMSET):
                     self.problem(f"{node}: its parameter list is empty on this machine ({res.message[:160]}); "
                                  "vanished parameters are not a pass")
-                else:
-                    match = REGISTERED_SKIP_RE.match(res.message.strip())
-                    if not match or match["key"] not in self.skip_keys:
-                        self.problem(f"unregistered skip: {node}: {res.message[:200]!r} "
-                                     "(skip only via registered/skips.py: registered_skip(key) / requires_gpu())")
+                elif not is_registered_skip(res.message, self.skip_keys):
+                    self.problem(f"unregistered skip: {node}: {res.message[:200]!r} "
+                                 "(skip only via registered/skips.py: registered_skip(key) / requires_gpu())")
             elif res.outcome == "xfail-not-run":
                 self.problem(f"{node}: xfail(run=False) never runs its body: a skip without a registered reason")
         if self.attestation.ok and not interrupted and ran == 0:
@@ -321,7 +319,7 @@ def _drop_failed_attempts(xml) -> None:
     def failed_attempt(reporter) -> bool:
         try:
             element = reporter.to_xml()          # a finalized reporter holds its finished element
-        except Exception:
+        except (AttributeError, TypeError):   # a reporter of another shape: keep it
             return False
         return element.find(f"properties/property[@name='{RERUN_ATTEMPT_PROPERTY}']") is not None
 
@@ -336,8 +334,6 @@ def _message(report) -> str:
 
 
 def _skip_keys(root: Path) -> set[str]:
-    from ci.results import registered_skip_keys
-
     return registered_skip_keys(root)
 
 

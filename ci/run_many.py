@@ -24,8 +24,16 @@ from ci.collect import CollectionError
 from ci.durations import DurationsError
 from ci.jobs import Job, JobFilter, Registry, group_id_of, load_registry
 from ci.machine import Machine
-from ci.run_suite import (RESULTS_DIR, Outcome, banner, combined_summary, emulation_for, publish, run_job,
-                          totals_lines)
+from ci.run_suite import (
+    RESULTS_DIR,
+    Outcome,
+    banner,
+    combined_summary,
+    emulation_for,
+    publish,
+    run_job,
+    totals_lines,
+)
 from ci.table import format_table
 
 

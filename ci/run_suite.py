@@ -262,9 +262,9 @@ def totals_lines(outcomes: list[Outcome]) -> list[str]:
     """Jobs and tests counted separately (a job can fail with every test passing: accounting)."""
     jobs_ok = sum(1 for o in outcomes if o.ok)
     c = {k: sum(o.counts.get(k, 0) for o in outcomes) for k in COUNT_KEYS}
-    return [f"jobs: {jobs_ok} passed, {len(outcomes) - jobs_ok} failed",
-            f"tests: {c['passed']} passed, {c['flaky']} flaky, {c['failed'] + c['error']} failed, "
-            f"{c['skipped']} skipped, {c['xfailed']} xfailed, {c['not-run']} not run"]
+    tests = (f"tests: {c['passed']} passed, {c['flaky']} flaky, {c['failed'] + c['error']} failed, "
+             f"{c['skipped']} skipped, {c['xfailed']} xfailed, {c['not-run']} not run")
+    return [f"jobs: {jobs_ok} passed, {len(outcomes) - jobs_ok} failed", tests]
 
 
 def combined_summary(title: str, outcomes: list[Outcome]) -> str:
