@@ -84,13 +84,14 @@ class ItemResult:
 class CiPlugin:
     """State of one ``--ci-job`` session (controller or single process; xdist workers select only)."""
 
-    def __init__(self, config, registry, job, tests: list[str], shard: str):
+    def __init__(self, config, job_id: str, regs: dict, shard: str, root: Path, registry=None, job=None):
         self.config = config
-        self.registry = registry
+        self.job_id = job_id
+        self.registry = registry        # None on an xdist worker (it gets the plan from the controller)
         self.job = job
         self.shard = shard
         self.worker = hasattr(config, "workerinput")
-        self.selected_regs = {t.node_id: t for t in job.tests if t.node_id in set(tests)}
+        self.selected_regs = regs       # node id -> ci.jobs.JobTest
         self.problems: list[str] = []
         self.notes: list[str] = []
         self.expected: list[str] = []                # item ids this job runs
@@ -99,7 +100,7 @@ class CiPlugin:
         self.report_path = config.getoption("ci_report")
         self._mine: set[str] = set()
         self._start = time.monotonic()
-        self.skip_keys = _skip_keys(registry.root)
+        self.skip_keys = set() if self.worker else _skip_keys(root)
 
     # -- report stream -------------------------------------------------------------
     def emit(self, event: str, **data) -> None:
@@ -361,6 +362,10 @@ def pytest_configure(config):
     from ci.partition import parse_shard
 
     job_id = config.getoption("ci_job")
+    plan = getattr(config, "workerinput", {}).get(PLAN_KEY)
+    if plan is not None:        # an xdist worker: the controller's plan, no second registry load
+        _configure_worker(config, plan)
+        return
     try:
         registry = load_registry(config.rootpath)
     except (CollectionError, CatalogError, ValueError, OSError) as exc:
@@ -387,13 +392,43 @@ def pytest_configure(config):
     if not tests:
         raise pytest.UsageError(f"--ci-job {job_id} --ci-shard {shard}: selects no test "
                                 f"(the job has {len(job.tests)} registered test(s)); an empty selection must not pass")
-    state = CiPlugin(config, registry, job, tests, shard)
+    chosen = set(tests)
+    state = CiPlugin(config, job.id, {t.node_id: t for t in job.tests if t.node_id in chosen}, shard,
+                     registry.root, registry, job)
     config.stash[_KEY] = state
     _CURRENT[:] = [state]
     state.prepare()
 
 
 _SUITES = pytest.StashKey["dict"]()
+PLAN_KEY = "dspark_ci_plan"
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    """Controller -> each xdist worker: suites and the job's selection (workers load no registry)."""
+    suites = node.config.stash.get(_SUITES, None)
+    if suites is None:
+        return
+    state = _state(node.config)
+    node.workerinput[PLAN_KEY] = {
+        "suites": {k: sorted(v) for k, v in suites.items()},
+        "job": None if state is None else state.job_id,
+        "shard": None if state is None else state.shard,
+        "tests": None if state is None else [asdict(t) for t in state.selected_regs.values()],
+    }
+
+
+def _configure_worker(config, plan: dict) -> None:
+    from ci.jobs import JobTest
+
+    suites = {k: set(v) for k, v in plan["suites"].items()}
+    for suite in sorted(set().union(*suites.values()) if suites else ()):
+        config.addinivalue_line("markers", f"{suite}: registered suite {suite} (ci.registration.register)")
+    config.stash[_SUITES] = suites
+    if plan["job"]:
+        regs = {t["node_id"]: JobTest(**t) for t in plan["tests"]}
+        config.stash[_KEY] = CiPlugin(config, plan["job"], regs, plan["shard"], config.rootpath)
 
 
 def _suite_index(registry) -> dict[str, set[str]]:
