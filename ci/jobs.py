@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Mapping
 
@@ -69,6 +69,10 @@ def sanitize(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_")
 
 
+TIMEOUT_FLOOR_S = 300.0   # per-test timeout floor (s) when a registration gives no timeout=
+TIMEOUT_FACTOR = 10.0     # ... and the multiple of its (estimated or measured) time
+
+
 @dataclass(frozen=True)
 class JobTest:
     node_id: str
@@ -77,16 +81,23 @@ class JobTest:
     retries: int = 0                # opt-in reruns (register(retries=N))
     timeout: float | None = None    # register(timeout=...); None: derived from est_time
 
+    measured: float | None = None  # seconds measured on this label (ci/durations.json), all items together
+
     @property
     def per_test_timeout(self) -> float:
         """Seconds each pytest item of this registration may take (setup + call + teardown).
 
-        ``register(timeout=...)`` when given, else max(60, 5 x est_time). est_time is the
-        whole registration's estimate (all methods, all parameters) and is applied to
-        each item undivided: no single item can legitimately exceed the whole, while a
-        per-item share would time out a registration whose items are uneven.
+        ``register(timeout=...)`` when given, else max(TIMEOUT_FLOOR_S, TIMEOUT_FACTOR x the
+        larger of est_time and the measured time). The estimate is the whole registration's
+        (all methods, all parameters) and applies to each item undivided: no single item can
+        legitimately exceed the whole, while a per-item share would time out registrations
+        whose items are uneven. The bound is for hangs, not for slowness: CPU jobs run Triton
+        through its interpreter on shared 2-core machines, where a test routinely takes several
+        times its estimate.
         """
-        return self.timeout if self.timeout is not None else max(60.0, 5.0 * self.est_time)
+        if self.timeout is not None:
+            return self.timeout
+        return max(TIMEOUT_FLOOR_S, TIMEOUT_FACTOR * max(self.est_time, self.measured or 0.0))
 
 
 @dataclass
@@ -296,5 +307,8 @@ def load_registry(root: str | Path = ".") -> Registry:
     collection = collect(root, catalog)
     jobs, disabled = build_jobs(collection, catalog)
     registry = Registry(root, catalog, collection, jobs, disabled, durations_file.load(root))
+    for job in jobs.values():
+        measured = registry.durations.get(job.key.hardware, {})
+        job.tests = [replace(t, measured=measured.get(t.node_id)) for t in job.tests]
     registry.groups = build_groups(registry)
     return registry
