@@ -25,7 +25,7 @@ HUNK_RE = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@")
 
 
 def _git(root: Path, *args: str) -> str:
-    proc = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True)
+    proc = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise RuntimeError(f"git {' '.join(args)} failed: {proc.stderr.strip()}")
     return proc.stdout
@@ -91,7 +91,7 @@ def measure(root: Path, data_file: Path, jobs) -> list[str]:
         if rc != 0:
             failed.append(job.id)
     subprocess.run([sys.executable, "-m", "coverage", "combine", f"--data-file={data_file}"],
-                   cwd=root, capture_output=True, text=True)
+                   cwd=root, capture_output=True, text=True, check=False)
     return failed
 
 

@@ -33,8 +33,8 @@ def test_gpu_labels_refuse_the_wrong_machine_with_one_line(catalog):
     cases = [
         ("h200-1", CPU, "expected a CUDA build of torch with a visible NVIDIA (CUDA) GPU, found torch 2.13.0+cpu"),
         ("h200-1", CUDA_BUILD_NO_GPU, "found torch 2.11.0+cu130 (cuda build), no visible GPU"),
-        ("mi35x-1", H200, "expected a HIP build of torch with a visible AMD (ROCm/HIP) GPU, found torch 2.11.0+cu130 "
-                          "(cuda build), 1 visible cuda device(s)"),
+        ("mi35x-1", H200, ("expected a HIP build of torch with a visible AMD (ROCm/HIP) GPU, found torch "
+                           "2.11.0+cu130 (cuda build), 1 visible cuda device(s)")),
         ("h200-1", MI355, "expected a CUDA build of torch"),
         ("mi30x-1", MI355, "expected architecture gfx942, found gfx950 (AMD Instinct MI355X)"),
         ("mi35x-8", Machine(**{**MI355.__dict__, "gpus": 4}), "expected at least 8 GPU(s), found 4"),

@@ -233,7 +233,7 @@ def test_plain_pytest_selects_a_job_and_suites_by_marker(tmp_path):
 
     def pytest(*args):
         return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *args],
-                              cwd=tmp_path, env=repo.env(), capture_output=True, text=True, timeout=300)
+                              cwd=tmp_path, env=repo.env(), capture_output=True, text=True, timeout=300, check=False)
 
     proc = pytest("registered", "--ci-job", "per-commit/cpu/params", "--collect-only")
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -491,7 +491,7 @@ def test_durations_refresh_from_junit_feeds_the_plan(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     proc = subprocess.run([sys.executable, "-m", "ci.durations", "--root", str(tmp_path), "--from",
                            str(tmp_path / "ci-results")], cwd=REAL_ROOT, env=repo.env(), capture_output=True,
-                          text=True, timeout=120)
+                          text=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr
     table = json.loads((tmp_path / DURATIONS_PATH).read_text())["hardware"]
     assert list(table["cpu"]) == ["registered/test_grouped.py::test_small"]
@@ -499,7 +499,8 @@ def test_durations_refresh_from_junit_feeds_the_plan(tmp_path):
     job = registry.job("per-commit/cpu/small[y]")
     assert registry.test_time(job, "registered/test_grouped.py::test_small") < 100   # measured beats est_time
     proc = subprocess.run([sys.executable, "-m", "ci.durations", "--root", str(tmp_path), "--from",
-                           str(tmp_path / "nowhere")], cwd=REAL_ROOT, env=repo.env(), capture_output=True, text=True)
+                           str(tmp_path / "nowhere")], cwd=REAL_ROOT, env=repo.env(), capture_output=True, text=True,
+                          check=False)
     assert proc.returncode == 2 and "not a directory" in proc.stderr
 
 
