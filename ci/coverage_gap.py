@@ -17,7 +17,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ci.jobs import load_registry
+from ci.jobs import JobFilter, load_registry
 from ci.run_suite import job_environment
 
 IMPL_DIR = "impl"
@@ -25,10 +25,19 @@ HUNK_RE = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@")
 
 
 def _git(root: Path, *args: str) -> str:
-    proc = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True)
+    proc = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise RuntimeError(f"git {' '.join(args)} failed: {proc.stderr.strip()}")
     return proc.stdout
+
+
+def _git_ok(root: Path, *args: str) -> str | None:
+    """stdout of a git command, or None when it fails (no traceback for a bad argument)."""
+    try:
+        proc = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=False)
+    except OSError:
+        return None
+    return proc.stdout if proc.returncode == 0 else None
 
 
 def parse_diff(diff_text: str) -> dict[str, set[int]]:
@@ -70,22 +79,19 @@ def ranges(lines: set[int] | list[int]) -> str:
     return ", ".join(out)
 
 
-def measure(root: Path, data_file: Path, *, hardware: str = "cpu", suite_prefix: str | None = None) -> list[str]:
-    """Run every per-commit job of ``hardware`` under coverage; returns the ids of jobs whose tests failed."""
-    registry = load_registry(root)
-    jobs = [j for j in registry.jobs.values() if j.key.schedule == "per-commit" and j.key.hardware == hardware
-            and (suite_prefix is None or j.key.suite.startswith(suite_prefix))]
+def measure(root: Path, data_file: Path, jobs) -> list[str]:
+    """Run ``jobs`` under coverage; returns the ids of jobs whose tests failed."""
     failed = []
     for job in jobs:
         tests = [t.node_id for t in job.tests]
         cmd = [sys.executable, "-m", "coverage", "run", "--parallel-mode", f"--data-file={data_file}",
                f"--source={IMPL_DIR}", "-m", "pytest", "-p", "no:xdist", "-p", "no:cacheprovider", "-q", *tests]
         print(f"[coverage-gap] {job.id}: {len(tests)} node id(s)", flush=True)
-        rc = subprocess.call(cmd, cwd=root, env=job_environment(job, host_env=None, emulate=None))
+        rc = subprocess.call(cmd, cwd=root, env=job_environment(job, root=root))
         if rc != 0:
             failed.append(job.id)
     subprocess.run([sys.executable, "-m", "coverage", "combine", f"--data-file={data_file}"],
-                   cwd=root, capture_output=True, text=True)
+                   cwd=root, capture_output=True, text=True, check=False)
     return failed
 
 
@@ -118,6 +124,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--suite-prefix", help="only jobs whose suite starts with this")
     args = parser.parse_args(argv)
     root = Path(args.root).resolve()
+    # every argument is checked before any work (git diff, pytest under coverage)
+    if _git_ok(root, "rev-parse", "--git-dir") is None:
+        print(f"coverage gap: error: --root {args.root}: not a git working tree", file=sys.stderr)
+        return 2
+    if _git_ok(root, "rev-parse", "--verify", "--quiet", f"{args.base}^{{commit}}") is None:
+        print(f"coverage gap: error: --base {args.base!r}: not a git revision here "
+              "(try origin/main, main, HEAD~1 or a commit hash)", file=sys.stderr)
+        return 2
+    try:
+        registry = load_registry(root)
+        jobs = JobFilter(schedule="per-commit", hardware=args.hardware, suite_prefix=args.suite_prefix).select(registry)
+    except (ValueError, KeyError) as exc:
+        print(f"coverage gap: error: {exc}", file=sys.stderr)
+        return 2
+    if args.hardware not in registry.catalog.hardware:
+        print(f"coverage gap: error: --hardware {args.hardware!r}: not a label in ci/hardware.yaml "
+              f"({', '.join(registry.catalog.labels)})", file=sys.stderr)
+        return 2
+    if not jobs:
+        print(f"coverage gap: error: no per-commit job matches --hardware {args.hardware}"
+              + (f" --suite-prefix {args.suite_prefix}" if args.suite_prefix else ""), file=sys.stderr)
+        return 2
     changed = changed_lines(root, args.base)
     if not changed:
         print(f"coverage gap: no changed Python lines under {IMPL_DIR}/ since {args.base}")
@@ -126,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"coverage gap: {total} changed line(s) in {len(changed)} file(s) under {IMPL_DIR}/ since {args.base}")
     with tempfile.TemporaryDirectory() as tmp:
         data_file = Path(tmp) / ".coverage"
-        failed = measure(root, data_file, hardware=args.hardware, suite_prefix=args.suite_prefix)
+        failed = measure(root, data_file, jobs)
         gaps = uncovered(root, data_file, changed)
     if failed:
         print(f"note: tests failed in {failed}; coverage below is what ran anyway")

@@ -67,6 +67,74 @@ def choose_shard_count(items: Sequence[tuple[str, float]], budget_s: float,
     return n
 
 
+# -- a group's shards: (job, test) pairs, each job kept whole where balance allows -----
+GroupItems = Mapping[str, Sequence[tuple[str, float]]]   # job id -> [(node id, seconds)]
+
+
+def _units(items: GroupItems, shards: int, whole_jobs: bool) -> list[tuple[float, str, tuple[str, ...]]]:
+    """(seconds, job id, node ids) units to pack: whole jobs when they fit one shard's share."""
+    total = sum(max(t, 0.0) for tests in items.values() for _, t in tests)
+    target = total / shards if shards else total
+    units = []
+    for job_id, tests in items.items():
+        job_time = sum(max(t, 0.0) for _, t in tests)
+        if whole_jobs and (shards == 1 or job_time <= target):
+            units.append((job_time, job_id, tuple(sorted(n for n, _ in tests))))
+            continue
+        pieces = len(tests) if not whole_jobs else min(len(tests), max(1, math.ceil(job_time / max(target, 1e-9))))
+        times = dict(tests)
+        for piece in lpt_partition(list(tests), pieces):
+            if piece:
+                units.append((sum(max(times[n], 0.0) for n in piece), job_id, tuple(piece)))
+    return units
+
+
+def group_partition(items: GroupItems, shards: int,
+                    max_imbalance: float = MAX_IMBALANCE) -> list[dict[str, list[str]]]:
+    """Split a group's (job, test) pairs into ``shards`` shards: ``[{job id: [node ids]}]``.
+
+    Each job is one unit (one pytest process) unless it is longer than a shard's
+    share, then it is cut into just enough LPT pieces; the units are packed longest
+    first. When that packing is out of balance (max/mean above ``max_imbalance``),
+    every (job, test) pair becomes its own unit. Deterministic in its input set.
+    """
+    if shards < 1:
+        raise ValueError(f"shards must be >= 1, got {shards}")
+    best: list[dict[str, list[str]]] = []
+    for whole_jobs in (True, False):
+        units = sorted(_units(items, shards, whole_jobs), key=lambda u: (-u[0], u[1], u[2]))
+        heap = [(0.0, 0, i) for i in range(shards)]
+        out: list[dict[str, list[str]]] = [{} for _ in range(shards)]
+        loads = [0.0] * shards
+        for seconds, job_id, tests in units:
+            load, count, index = heapq.heappop(heap)
+            out[index].setdefault(job_id, []).extend(tests)
+            loads[index] = load + seconds
+            heapq.heappush(heap, (loads[index], count + 1, index))
+        best = [{j: sorted(t) for j, t in sorted(s.items())} for s in out]
+        if imbalance(loads) <= max_imbalance and all(best):   # never an empty shard from whole jobs
+            break
+    return best
+
+
+def group_loads(items: GroupItems, shards: int) -> list[float]:
+    times = {(j, n): t for j, tests in items.items() for n, t in tests}
+    return [sum(max(times[(j, n)], 0.0) for j, tests in shard.items() for n in tests)
+            for shard in group_partition(items, shards)]
+
+
+def choose_group_shard_count(items: GroupItems, budget_s: float, max_imbalance: float = MAX_IMBALANCE) -> int:
+    """Fewest group shards that fit ``budget_s`` each, lowered until the split is balanced."""
+    pairs = sum(len(tests) for tests in items.values())
+    if not pairs:
+        return 0
+    total = sum(max(t, 0.0) for tests in items.values() for _, t in tests)
+    n = min(pairs, max(1, math.ceil(total / budget_s)))
+    while n > 1 and imbalance(group_loads(items, n)) > max_imbalance:
+        n -= 1
+    return n
+
+
 def parse_shard(text: str) -> tuple[int, int]:
     """``"I/N"`` (1-based) -> (I, N); a clear ValueError otherwise."""
     match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text or "")

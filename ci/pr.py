@@ -2,7 +2,8 @@
 
 1. the registry audit (python -m ci.audit)
 2. workflow drift + GitHub workflow schema (+ actionlint when installed)
-3. every per-commit job for ``cpu``: all variants, every shard, as the workflow runs them
+3. every shard of the per-commit ``cpu`` group, as its GitHub jobs run them (each job of
+   a shard in its own pytest process, variants one after another)
 
 Everything runs even when an early step fails; the exit status is non-zero if
 anything failed, after one summary table.
@@ -15,9 +16,9 @@ import time
 from pathlib import Path
 
 from ci import audit, workflows
-from ci.jobs import load_registry
-from ci.run_many import run_jobs, summary_table, totals_line
-from ci.run_suite import RESULTS_DIR
+from ci.jobs import JobFilter, load_registry
+from ci.run_many import run_jobs, summary_table
+from ci.run_suite import RESULTS_DIR, combined_summary, publish, totals_lines
 from ci.table import format_table
 
 
@@ -48,8 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     outcomes = []
     try:
         registry = load_registry(root)
-        jobs = [j for j in registry.jobs.values()
-                if j.key.schedule == "per-commit" and j.key.hardware == args.hardware]
+        jobs = JobFilter(schedule="per-commit", hardware=args.hardware).select(registry)
         if not jobs:
             print(f"no per-commit job is registered for {args.hardware}: nothing would be tested")
             checks.append((f"per-commit {args.hardware} jobs exist", False, 0.0))
@@ -58,6 +58,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"per-commit jobs could not run: {exc}")
         checks.append(("per-commit jobs", False, 0.0))
 
+    if outcomes:
+        publish(combined_summary(f"per-commit {args.hardware} group", outcomes),
+                root / RESULTS_DIR / "summary-pr.md", echo=False)
     print("\n=== summary ===")
     print(format_table(["check", "result", "seconds"],
                        [(name, "PASS" if ok else "FAIL", f"{sec:.1f}") for name, ok, sec in checks], right=(2,)))
@@ -68,8 +71,15 @@ def main(argv: list[str] | None = None) -> int:
     failed_shards = sum(1 for o in outcomes if not o.ok)
     ok = failed_checks == 0 and failed_shards == 0
     print(f"\npr: {'OK' if ok else 'FAILED'} -- {len(checks)} check(s) ({failed_checks} failed), "
-          f"{len(outcomes)} shard run(s) ({failed_shards} failed), {time.monotonic() - started:.0f}s")
-    print(totals_line("pr", outcomes))
+          f"{len(outcomes)} job run(s) ({failed_shards} failed), {time.monotonic() - started:.0f}s")
+    jobs_line, tests_line = totals_lines(outcomes)
+    print(jobs_line)
+    print(tests_line)
+    c = {k: sum(o.counts.get(k, 0) for o in outcomes) for k in ("passed", "flaky", "failed", "error", "skipped")}
+    # the closing line .ci/run repeats: tests first (its grep), then jobs and checks, each counted apart
+    print(f"pr: {c['passed']} passed, {c['failed'] + c['error']} failed, {c['skipped']} skipped, "
+          f"{c['flaky']} flaky (tests); {jobs_line}; checks: {len(checks) - failed_checks} passed, "
+          f"{failed_checks} failed")
     return 0 if ok else 1
 
 

@@ -1,53 +1,16 @@
-"""Reading a pytest JUnit XML: outcomes, skip reasons, and which registered tests ran."""
+"""Registered skip reasons: the keys a ``[registered:<key>]`` skip message may name.
+
+Read from ``registered/skips.py``'s syntax tree (that module imports torch; this one does not).
+The pytest plugin fails a job on any skip whose message does not start with a known key.
+"""
 from __future__ import annotations
 
 import ast
 import re
-import xml.etree.ElementTree as ET
-from dataclasses import dataclass
 from pathlib import Path
-
-from ci.partition import dotted
 
 SKIPS_FILE = "registered/skips.py"
 REGISTERED_SKIP_RE = re.compile(r"^\[registered:(?P<key>[A-Za-z0-9_.-]+)\]")
-_PARAMS = re.compile(r"\[.*\]$", re.S)
-
-
-@dataclass(frozen=True)
-class CaseResult:
-    classname: str
-    name: str
-    time: float
-    outcome: str          # passed | failed | error | skipped | xfailed
-    message: str = ""
-
-    @property
-    def test_name(self) -> str:
-        """``classname::name`` as a person reads it (JUnit loses the file/class boundary)."""
-        return f"{self.classname}::{self.name}"
-
-    @property
-    def dotted(self) -> str:
-        return f"{self.classname}.{_PARAMS.sub('', self.name)}".lstrip(".")
-
-
-def read_junit(path: str | Path) -> list[CaseResult]:
-    out: list[CaseResult] = []
-    for case in ET.parse(path).getroot().iter("testcase"):
-        outcome, message = "passed", ""
-        for child in case:
-            if child.tag == "failure":
-                outcome, message = "failed", child.get("message", "")
-            elif child.tag == "error":
-                outcome, message = "error", child.get("message", "")
-            elif child.tag == "skipped" and outcome == "passed":
-                kind = child.get("type", "")
-                outcome = "xfailed" if kind == "pytest.xfail" else "skipped"
-                message = child.get("message", "")
-        out.append(CaseResult(case.get("classname", ""), case.get("name", ""),
-                              float(case.get("time") or 0.0), outcome, message))
-    return out
 
 
 def registered_skip_keys(root: str | Path) -> set[str]:
@@ -70,21 +33,6 @@ def registered_skip_keys(root: str | Path) -> set[str]:
     return set()
 
 
-def unregistered_skips(cases: list[CaseResult], keys: set[str]) -> list[CaseResult]:
-    bad = []
-    for case in cases:
-        if case.outcome != "skipped":
-            continue
-        match = REGISTERED_SKIP_RE.match(case.message.strip())
-        if not match or match["key"] not in keys:
-            bad.append(case)
-    return bad
-
-
-def cases_for(node_id: str, cases: list[CaseResult]) -> list[CaseResult]:
-    base = dotted(node_id)
-    return [c for c in cases if c.dotted == base or c.dotted.startswith(base + ".")]
-
-
-def durations_by_node(node_ids: list[str], cases: list[CaseResult]) -> dict[str, float]:
-    return {n: round(sum(c.time for c in cases_for(n, cases)), 3) for n in node_ids}
+def is_registered_skip(message: str, keys: set[str]) -> bool:
+    match = REGISTERED_SKIP_RE.match(message.strip())
+    return bool(match) and match["key"] in keys

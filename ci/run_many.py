@@ -1,54 +1,70 @@
-"""Run a filtered set of registry jobs (every shard of each), then print one table.
+"""Run a filtered set of registry jobs, every group shard as its GitHub job would, then one table.
 
     python -m ci.run_many --schedule per-commit --hardware cpu
     python -m ci.run_many --schedule per-commit --hardware auto-kernels --suite-prefix kernels
-    python -m ci.run_many --schedule nightly --hardware-prefix mi35x [--emulate]
+    python -m ci.run_many --schedule nightly --hardware-prefix mi35x [--job ID] [--require-mi35x] [--emulate]
 
-Used by ``nox -s pr``, ``nox -s kernels`` and ``nox -s nightly_mi35x``. Jobs run
-one after another, each shard exactly as its workflow job would run it; the
-exit status is non-zero when any shard failed (or nothing was selected).
+Used by ``nox -s kernels`` and ``nox -s nightly_mi35x``. Jobs are picked with
+:class:`ci.jobs.JobFilter` (the same filter ``ci.pr`` and ``ci.coverage_gap`` use);
+each group shard runs its selected jobs one after another, each job in its own
+pytest process. Exit 1 when any job failed or nothing was selected, 3 when
+``--require-mi35x`` refuses this machine, 2 for bad arguments.
 """
 from __future__ import annotations
 
 import argparse
+import json
+import subprocess
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
-from ci.jobs import Job, Registry, load_registry
-from ci.run_suite import RESULTS_DIR, Outcome, banner, run_job
+from ci.catalog import CatalogError
+from ci.collect import CollectionError
+from ci.durations import DurationsError
+from ci.jobs import Job, JobFilter, Registry, group_id_of, load_registry
+from ci.machine import Machine
+from ci.run_suite import (
+    RESULTS_DIR,
+    Outcome,
+    banner,
+    combined_summary,
+    emulation_for,
+    publish,
+    run_job,
+    totals_lines,
+)
 from ci.table import format_table
 
 
-@dataclass
-class Selection:
-    schedule: str | None = None
-    hardware: str | None = None
-    hardware_prefix: str | None = None
-    suite_prefix: str | None = None
+def probe_machine(root: Path) -> Machine:
+    """``python -m ci.machine`` in a subprocess: torch is imported there, not in ci/."""
+    proc = subprocess.run([sys.executable, "-m", "ci.machine"], cwd=root, capture_output=True, text=True,
+                          check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"python -m ci.machine failed: {proc.stderr.strip()[-400:]}")
+    return Machine.from_mapping(json.loads(proc.stdout))
 
-    def matches(self, job: Job) -> bool:
-        key = job.key
-        return ((self.schedule is None or key.schedule == self.schedule)
-                and (self.hardware is None or key.hardware == self.hardware)
-                and (self.hardware_prefix is None or key.hardware.startswith(self.hardware_prefix))
-                and (self.suite_prefix is None or key.suite.startswith(self.suite_prefix)))
+
+def plan(registry: Registry, jobs: list[Job]) -> list[tuple[str | None, list[tuple[Job, list[str]]]]]:
+    """[(shard text or None, [(job, tests)])] covering every selected job's tests, group shard by group shard."""
+    wanted = {j.id for j in jobs}
+    steps = []
+    for gid in dict.fromkeys(group_id_of(j) for j in jobs):
+        group = registry.group(gid)
+        for index in range(1, group.shards + 1):
+            pairs = [(j, t) for j, t in registry.group_shard(gid, index, group.shards) if j.id in wanted]
+            if pairs:
+                steps.append((f"{index}/{group.shards}" if group.shards > 1 else None, pairs))
+    return steps
 
 
 def run_jobs(registry: Registry, jobs: list[Job], *, results_dir: Path, emulate: str | None = None,
-             host_label: str | None = None, workers: int | None = None) -> list[Outcome]:
-    host_env = registry.catalog.get(host_label).env if (emulate and host_label) else None
+             workers: int | None = None) -> list[Outcome]:
     outcomes = []
-    for job in jobs:
-        for index in range(1, job.shards + 1):
-            tests = job.shard_tests(index, job.shards)
-            shard = f"{index}/{job.shards}"
-            if not tests:
-                outcomes.append(Outcome(job.id, shard, 1, 0.0, problems=["shard selects no test"]))
-                continue
-            outcomes.append(run_job(registry.root, job, tests, shard, results_dir=results_dir,
-                                    host_env=host_env, emulate=emulate, host_label=host_label,
+    for shard, pairs in plan(registry, jobs):
+        for job, tests in pairs:
+            outcomes.append(run_job(registry, job, tests, shard, results_dir=results_dir, emulate=emulate,
                                     workers=workers))
     return outcomes
 
@@ -57,66 +73,71 @@ def summary_table(outcomes: list[Outcome]) -> str:
     rows = []
     for o in outcomes:
         c = o.counts
-        rows.append((o.job_id, o.shard, "PASS" if o.ok else "FAIL", c.get("passed", 0),
+        rows.append((o.job_id, o.shard, "PASS" if o.ok else "FAIL", c.get("passed", 0), c.get("flaky", 0),
                      c.get("failed", 0) + c.get("error", 0), c.get("skipped", 0), f"{o.seconds:.1f}"))
-    return format_table(["job", "shard", "result", "passed", "failed", "skipped", "seconds"], rows,
-                        right=(3, 4, 5, 6))
+    return format_table(["job", "shard", "result", "passed", "flaky", "failed", "skipped", "seconds"], rows,
+                        right=(3, 4, 5, 6, 7))
 
 
-def totals_line(prefix: str, outcomes: list[Outcome], extra_failed: int = 0) -> str:
-    passed = sum(o.counts.get("passed", 0) + o.counts.get("xfailed", 0) for o in outcomes)
-    failed = sum(o.counts.get("failed", 0) + o.counts.get("error", 0) for o in outcomes)
-    skipped = sum(o.counts.get("skipped", 0) for o in outcomes)
-    return f"{prefix}: {passed} passed, {failed + extra_failed} failed, {skipped} skipped"
+def filter_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--schedule", help="per-commit or nightly")
+    parser.add_argument("--hardware", help="catalog label, or auto / auto-kernels (this machine's label)")
+    parser.add_argument("--hardware-prefix", help="labels starting with this, e.g. mi35x")
+    parser.add_argument("--suite-prefix", help="suites starting with this, e.g. kernels")
+    parser.add_argument("--job", help="exactly this job id (e.g. nightly/mi35x-8/dspark-e2e)")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ci.run_many", description=__doc__.split("\n\n")[0])
     parser.add_argument("--root", default=".")
-    parser.add_argument("--schedule")
-    parser.add_argument("--hardware", help="catalog label, or auto / auto-kernels (detected via torch)")
-    parser.add_argument("--hardware-prefix")
-    parser.add_argument("--suite-prefix")
+    filter_arguments(parser)
     parser.add_argument("--emulate", action="store_true",
-                        help="run jobs for other hardware with DSPARK_PLATFORM=hip emulation on this machine")
+                        help="run the GPU jobs here with their platform emulated (announced everywhere)")
     parser.add_argument("--workers", type=int, help="override the hardware's pytest-xdist worker count")
     parser.add_argument("--require-mi35x", action="store_true",
                         help="refuse (unless --emulate) when this machine is not an MI35x (ROCm + gfx950)")
     args = parser.parse_args(argv)
-    registry = load_registry(args.root)
+    if args.workers is not None and args.workers < 1:
+        parser.error(f"--workers must be >= 1, got {args.workers}")
+    root = Path(args.root).resolve()
+    try:
+        registry = load_registry(root)
+    except (CollectionError, CatalogError, DurationsError, ValueError) as exc:
+        print(f"[ci] error: {exc}", file=sys.stderr)
+        return 2
     hardware = args.hardware
     machine = None
-    if hardware in ("auto", "auto-kernels") or args.require_mi35x or args.emulate:
-        from ci.machine import detect
-        machine = detect()
-        if hardware == "auto":
-            hardware = machine.label
-        elif hardware == "auto-kernels":
-            hardware = machine.kernels_label
-        print(f"[ci] this machine: {machine}")
-    emulate = None
+    if hardware in ("auto", "auto-kernels") or args.require_mi35x:
+        machine = probe_machine(root)
+        hardware = {"auto": machine.label, "auto-kernels": machine.kernels_label}.get(hardware, hardware)
+        print(f"[ci] this machine: {machine.describe()} -> label {machine.label}")
     if args.require_mi35x and not machine.is_mi35x:
         if not args.emulate:
             print(f"[ci] REFUSED: this machine is not an MI35x (needs a ROCm torch build and a gfx950 device; "
-                  f"found backend={machine.backend} arch={machine.arch} gpus={machine.gpus}). "
-                  "Run on an MI35x runner, or pass -- --emulate to run these jobs with "
-                  "DSPARK_PLATFORM=hip emulation here (not a substitute for real MI35x).", file=sys.stderr)
+                  f"found {machine.describe()}). Run on an MI35x runner, or pass -- --emulate to run these "
+                  "jobs with DSPARK_PLATFORM=hip emulation here (not a substitute for real MI35x).", file=sys.stderr)
             return 3
-        emulate = "hip"
-        print(banner(f"EMULATION MODE: MI35x jobs on {machine.label} ({machine.backend}/{machine.arch}) "
+        print(banner(f"EMULATION MODE: MI35x jobs on {machine.label} ({machine.describe()}) "
                      "with DSPARK_PLATFORM=hip -- results do NOT prove MI35x behaviour"), flush=True)
-    selection = Selection(args.schedule, hardware, args.hardware_prefix, args.suite_prefix)
-    jobs = [j for j in registry.jobs.values() if selection.matches(j)]
+    selection = JobFilter(args.schedule, hardware, args.hardware_prefix, args.suite_prefix, args.job)
+    try:
+        jobs = selection.select(registry)
+        emulate = emulation_for(jobs, "auto") if args.emulate else None
+    except (KeyError, ValueError) as exc:
+        print(f"[ci] error: {exc.args[0] if isinstance(exc, KeyError) else exc}", file=sys.stderr)
+        return 2
     if not jobs:
-        print(f"[ci] FAIL: no registered job matches {selection}", file=sys.stderr)
+        print(f"[ci] FAIL: no registered job matches {selection.describe()}", file=sys.stderr)
         return 1
     start = time.monotonic()
-    outcomes = run_jobs(registry, jobs, results_dir=registry.root / RESULTS_DIR, emulate=emulate,
-                        host_label=machine.label if (emulate and machine) else None, workers=args.workers)
+    outcomes = run_jobs(registry, jobs, results_dir=root / RESULTS_DIR, emulate=emulate, workers=args.workers)
+    publish(combined_summary(f"{selection.describe()} ({time.monotonic() - start:.0f}s)", outcomes),
+            root / RESULTS_DIR / "summary-run-many.md", echo=False)
     print()
     print(summary_table(outcomes))
-    print(f"\n{len(jobs)} job(s), {len(outcomes)} shard run(s) in {time.monotonic() - start:.0f}s")
-    print(totals_line("jobs", outcomes))
+    print(f"\n{len(jobs)} job(s) selected, {len(outcomes)} pytest run(s) in {time.monotonic() - start:.0f}s")
+    for line in totals_lines(outcomes):
+        print(line)
     return 0 if all(o.ok for o in outcomes) else 1
 
 

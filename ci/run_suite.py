@@ -1,13 +1,16 @@
-"""Run exactly one registry job (or one shard of it) through pytest.
+"""Run one group shard (what a GitHub job runs) or one job, each job in its own pytest process.
 
-    python -m ci.run_suite --job per-commit/cpu/kernels [--shard 1/2] [--dry-run] [--durations FILE]
+    python -m ci.run_suite --group per-commit/cpu --shard 2/3 [--dry-run] [--emulate [hip|cuda]]
+    python -m ci.run_suite --job per-commit/cpu/kernels [--shard I/N] [--dry-run] [--emulate [hip|cuda]]
 
-Sets the hardware's default env and the variant's env, runs the selected node
-ids, writes ``ci-results/<job>/junit-I-of-N.xml`` plus a Markdown summary
-(appended to ``$GITHUB_STEP_SUMMARY`` when set, else printed), and fails when:
-the selection is empty, pytest collects nothing, a selected test produced no
-result, every test skipped, or a test skipped without a registered reason
-(message starting ``[registered:<key>]``, key in ``registered/skips.py``).
+``--shard I/N`` is always a shard of the GROUP (``schedule/hardware``); with ``--job``
+it selects the tests of that job that the group shard holds. Each job runs as
+``pytest -p ci.pytest_plugin --ci-job ID [--ci-shard I/N]`` (the plugin attests the
+machine, applies the job's gate env, selects, times out, retries and accounts);
+this layer adds the process-level part: the hermetic environment of the process,
+variants one after another, ``ci-results/<job>/`` (JUnit, JSON-lines report,
+durations, Markdown), a combined summary (appended to ``$GITHUB_STEP_SUMMARY``),
+and a verdict that survives a killed or hung pytest. Imports no torch.
 """
 from __future__ import annotations
 
@@ -15,22 +18,26 @@ import argparse
 import importlib.util
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
+import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ci.collect import CollectionError
 from ci.catalog import CatalogError
-from ci.jobs import Job, load_registry, sanitize
-from ci.partition import load_durations, parse_shard
-from ci.results import (CaseResult, cases_for, durations_by_node, read_junit,
-                        registered_skip_keys, unregistered_skips)
+from ci.collect import CollectionError
+from ci.durations import DurationsError
+from ci.jobenv import hermetic_env, job_wanted_env, read_gates
+from ci.jobs import Job, Registry, load_registry, parse_group_id, sanitize
+from ci.partition import parse_shard
 
 RESULTS_DIR = "ci-results"
 EMULATED_PLATFORMS = ("hip", "cuda")
-XDIST_MIN_EST_S = 30.0  # below this estimate, starting xdist workers (each importing torch) costs more than it saves
+XDIST_MIN_EST_S = 30.0   # below this estimate, starting xdist workers (each importing torch) costs more than it saves
+KILL_GRACE_S = 20.0      # default: after SIGINT (pytest then writes its JUnit), wait this long before SIGKILL
+COUNT_KEYS = ("passed", "flaky", "failed", "error", "skipped", "xfailed", "not-run")
 
 
 @dataclass
@@ -41,9 +48,12 @@ class Outcome:
     seconds: float
     counts: dict[str, int] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
-    failures: list[CaseResult] = field(default_factory=list)
-    slowest: list[CaseResult] = field(default_factory=list)
+    failures: list[dict] = field(default_factory=list)
+    flaky: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    attestation: list[str] = field(default_factory=list)
     emulation: str | None = None
+    slowest: list[tuple[float, str]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -55,173 +65,362 @@ def banner(text: str) -> str:
     return f"{line}\n!!! {text}\n{line}"
 
 
-def job_environment(job: Job, *, host_env: dict[str, str] | None, emulate: str | None) -> dict[str, str]:
-    """os.environ + hardware default env (or the host's, when emulating) + variant env (+ emulation)."""
-    env = dict(os.environ)
-    env.update(host_env if host_env is not None else job.hardware.env)
-    env.update(job.env)
+# -- the environment and command of one job's pytest process --------------------------------
+def job_environment(job: Job, *, root: Path, emulate: str | None = None, base: dict[str, str] | None = None,
+                    quiet: bool = False) -> dict[str, str]:
+    """The hermetic process env: stray gate variables removed (each printed), the job's set.
+
+    When emulating, the hardware default env is left to the plugin (it uses the env of the
+    label this machine is, which only a probe inside the job's process knows).
+    """
+    hw_env = {} if emulate else dict(job.hardware.env)
+    wanted = job_wanted_env(hw_env, job.env, job_id=job.id, hardware=job.key.hardware, emulate=emulate)
+    result = hermetic_env(dict(os.environ if base is None else base), wanted, read_gates(root))
+    if not quiet:
+        for line in result.removal_lines():
+            print(line, flush=True)
+    return result.env
+
+
+def pytest_command(job: Job, tests: list[str], shard: str | None, junit: Path, report: Path, workers: int,
+                   emulate: str | None) -> list[str]:
+    files = sorted({t.split("::")[0] for t in tests})
+    cmd = [sys.executable, "-m", "pytest", "-p", "ci.pytest_plugin", "--ci-job", job.id]
+    if shard:
+        cmd += ["--ci-shard", shard]
     if emulate:
-        env["DSPARK_PLATFORM"] = emulate
-    env["DSPARK_JOB"] = job.id
-    env["DSPARK_HARDWARE"] = job.key.hardware
-    return env
-
-
-def pytest_command(tests: list[str], junit: Path, workers: int) -> list[str]:
-    cmd = [sys.executable, "-m", "pytest", *tests, f"--junitxml={junit}", "-p", "no:cacheprovider", "-q", "-rfEs"]
+        cmd += ["--ci-emulate", emulate]
+    cmd += [*files, f"--junitxml={junit}", "-o", f"junit_suite_name={job.id}", f"--ci-report={report}",
+            "-p", "no:cacheprovider", "-q", "-rfEs"]
     if workers > 1 and importlib.util.find_spec("xdist") is not None:
         cmd += ["-n", str(workers)]
     return cmd
 
 
-def judge(outcome: Outcome, tests: list[str], cases: list[CaseResult], skip_keys: set[str]) -> None:
-    """Turn pytest's exit code and the JUnit cases into the job's verdict."""
+# -- running it, surviving kills and hangs --------------------------------------------------
+class _Interrupted(Exception):
+    pass
+
+
+def _run_process(cmd: list[str], *, cwd: Path, env: dict[str, str], timeout: float | None,
+                 grace: float = KILL_GRACE_S) -> tuple[int, str | None]:
+    """Run pytest; on SIGTERM/SIGINT to the runner or a job timeout, SIGINT it (it writes its JUnit),
+    then SIGKILL after a grace period. Returns (exit code, what stopped it or None)."""
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, start_new_session=True)
+    stopped: list[str] = []
+
+    def on_signal(signum, _frame):
+        stopped.append(f"the runner received {signal.Signals(signum).name}")
+        raise _Interrupted()
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        try:
+            return proc.wait(timeout=timeout), None
+        except subprocess.TimeoutExpired:
+            stopped.append(f"the job exceeded its {timeout:.0f}s time limit")
+        except _Interrupted:
+            pass
+        try:
+            os.killpg(proc.pid, signal.SIGINT)
+            rc = proc.wait(timeout=grace)
+        except (subprocess.TimeoutExpired, _Interrupted, ProcessLookupError):
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            rc = proc.wait()
+        return rc, stopped[0]
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+def read_report(path: Path) -> list[dict]:
+    if not path.is_file():
+        return []
+    events = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            events.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue   # a line cut off by a kill
+    return events
+
+
+def judge(outcome: Outcome, events: list[dict], stopped: str | None, junit: Path) -> None:
+    """The job's verdict from pytest's exit code, the plugin's report stream and how the process ended."""
     rc = outcome.rc
-    counts = {k: 0 for k in ("passed", "failed", "error", "skipped", "xfailed")}
-    for case in cases:
-        counts[case.outcome] += 1
-    outcome.counts = counts
-    if rc == 5:
-        outcome.problems.append("pytest collected no test (exit 5): the job selected node ids that contain "
-                                "no runnable test -- an empty suite must fail, not pass")
-    elif rc in (2, 3, 4):
-        outcome.problems.append(f"pytest exit {rc} (interrupted, internal or usage error: "
-                                "a selected node id may not exist); see the log above")
-    elif rc not in (0, 1):
-        outcome.problems.append(f"pytest exit {rc}")
-    for case in unregistered_skips(cases, skip_keys):
-        outcome.problems.append(f"unregistered skip: {case.test_name}: {case.message!r} "
-                                "(skip only via registered/skips.py: registered_skip(key) / requires_gpu())")
-    if rc in (0, 1):
-        for node_id in tests:
-            if not cases_for(node_id, cases):
-                outcome.problems.append(f"{node_id}: selected, but pytest reported no result for it")
-        executed = counts["passed"] + counts["failed"] + counts["error"] + counts["xfailed"]
-        if cases and executed == 0:
-            outcome.problems.append(f"all {len(cases)} test(s) skipped: this job tested nothing on this machine")
-    outcome.failures = [c for c in cases if c.outcome in ("failed", "error")]
-    outcome.slowest = sorted(cases, key=lambda c: -c.time)[:5]
-    if outcome.problems and outcome.rc == 0:
+    finish = next((e for e in reversed(events) if e.get("event") == "finish"), None)
+    att = next((e for e in events if e.get("event") == "attestation"), None)
+    if att:
+        outcome.attestation = list(att.get("lines", []))
+        props = att.get("properties", {})
+        if props.get("emulated", "no") != "no":
+            outcome.emulation = props["emulated"]
+    results = {e["node"]: e for e in events if e.get("event") == "result"}
+    started = [e["node"] for e in events if e.get("event") == "start"]
+    if finish:
+        outcome.counts = {k: int(finish.get("counts", {}).get(k, 0)) for k in COUNT_KEYS}
+        outcome.problems += finish.get("problems", [])
+        outcome.notes += finish.get("notes", [])
+        outcome.flaky = finish.get("flaky", [])
+        outcome.failures = finish.get("failures", [])
+    else:
+        counts = {k: 0 for k in COUNT_KEYS}
+        for r in results.values():
+            counts[r["outcome"] if r["outcome"] in counts else "skipped"] += 1
+        outcome.counts = counts
+        outcome.failures = [{"node": n, "outcome": r["outcome"], "message": r.get("message", "")}
+                            for n, r in results.items() if r["outcome"] in ("failed", "error")]
+        unfinished = [n for n in dict.fromkeys(started) if n not in results]
+        how = stopped or (f"pytest was killed by {signal.Signals(-rc).name}" if rc < 0 else f"pytest exited {rc}")
+        if not events:
+            outcome.problems.append(f"{how} before the ci plugin reported anything (see the log above: "
+                                    "a usage error, a crash at start-up, or the plugin not loaded)")
+        else:
+            outcome.problems.append(f"{how} before the job finished: {len(results)} test(s) reported"
+                                    + (f"; running when it stopped: {', '.join(unfinished[:3])}" if unfinished else ""))
+            for node in unfinished:
+                outcome.failures.append({"node": node, "outcome": "error",
+                                         "message": f"did not finish: {how}"})
+    if finish and stopped:
+        outcome.problems.append(f"stopped: {stopped}")
+    if rc == 5 and not outcome.problems:
+        outcome.problems.append("pytest collected no test (exit 5): an empty selection must fail, not pass")
+    elif rc in (2, 3, 4) and finish is None and events:
+        outcome.problems.append(f"pytest exit {rc} (interrupted, internal or usage error); see the log above")
+    if rc == 0 and outcome.problems:
         outcome.rc = 1
+    if rc != 0 and not outcome.problems and not outcome.failures:
+        outcome.problems.append(f"pytest exit {rc}; see the log above")
+    outcome.slowest = sorted(((r.get("seconds", 0.0), n) for n, r in results.items()), reverse=True)[:5]
+    if not junit.is_file() or junit.stat().st_size == 0:
+        write_fallback_junit(junit, outcome, results)
 
 
+def write_fallback_junit(junit: Path, outcome: Outcome, results: dict[str, dict]) -> None:
+    """pytest left no JUnit (killed): write what the report stream knows, the stop as a failure."""
+    suite = ET.Element("testsuite", name=outcome.job_id, tests=str(len(results) + 1))
+    props = ET.SubElement(suite, "properties")
+    ET.SubElement(props, "property", name="ci.written-by", value="ci.run_suite (pytest left no JUnit)")
+    for i, text in enumerate(outcome.problems, 1):
+        ET.SubElement(props, "property", name=f"ci.problem.{i}", value=text)
+    for node, r in results.items():
+        path, _, name = node.partition("::")
+        case = ET.SubElement(suite, "testcase", classname=path.replace("/", ".").removesuffix(".py"), name=name,
+                             time=str(r.get("seconds", 0.0)))
+        if r["outcome"] in ("failed", "error"):
+            ET.SubElement(case, "failure", message=r.get("message", "")[:500])
+        elif r["outcome"] in ("skipped", "xfail-not-run"):
+            ET.SubElement(case, "skipped", message=r.get("message", "")[:500])
+    for failure in outcome.failures:
+        if failure["node"] not in results:
+            path, _, name = failure["node"].partition("::")
+            case = ET.SubElement(suite, "testcase", classname=path.replace("/", ".").removesuffix(".py"), name=name)
+            ET.SubElement(case, "failure", message=failure["message"])
+    case = ET.SubElement(suite, "testcase", classname="ci", name="job-finished")
+    ET.SubElement(case, "failure", message="; ".join(outcome.problems)[:1000])
+    root = ET.Element("testsuites")
+    root.append(suite)
+    junit.parent.mkdir(parents=True, exist_ok=True)
+    ET.ElementTree(root).write(junit, encoding="utf-8", xml_declaration=True)
+
+
+# -- summaries --------------------------------------------------------------------------------
 def summary_markdown(outcome: Outcome) -> str:
     verdict = "PASS" if outcome.ok else "FAIL"
     c = outcome.counts
     lines = [f"### {verdict}: `{outcome.job_id}` shard {outcome.shard}", ""]
     if outcome.emulation:
         lines += [f"> **EMULATION**: {outcome.emulation}", ""]
+    if outcome.attestation:
+        lines += [f"- {line.removeprefix('[ci] ')}" for line in outcome.attestation] + [""]
     lines += [
-        "| passed | failed | errors | skipped (registered) | xfailed | seconds |",
-        "| ---: | ---: | ---: | ---: | ---: | ---: |",
-        f"| {c.get('passed', 0)} | {c.get('failed', 0)} | {c.get('error', 0)} | {c.get('skipped', 0)} "
-        f"| {c.get('xfailed', 0)} | {outcome.seconds:.1f} |",
+        "| passed | flaky | failed | errors | skipped (registered) | xfailed | not run | seconds |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| " + " | ".join(str(c.get(k, 0)) for k in COUNT_KEYS) + f" | {outcome.seconds:.1f} |",
         "",
     ]
     if outcome.problems:
         lines += ["**Problems**", ""] + [f"- {p}" for p in outcome.problems] + [""]
     if outcome.failures:
         lines += ["**Failed tests**", ""] + [
-            f"- `{f.test_name}`: {f.message[:200]}" for f in outcome.failures[:30]] + [""]
+            f"- `{f['node']}`: {f.get('message', '')[:200]}" for f in outcome.failures[:30]] + [""]
+    if outcome.flaky:
+        lines += ["**Flaky** (failed, then passed on a registered rerun)", ""] + [f"- `{n}`" for n in outcome.flaky] + [""]
+    notes = [n for n in outcome.notes if not any(n in a for a in outcome.attestation)]
+    if notes:
+        lines += ["**Notes**", ""] + [f"- {n}" for n in notes] + [""]
     if outcome.slowest:
         lines += ["<details><summary>slowest tests</summary>", ""] + [
-            f"- {s.time:.2f}s `{s.test_name}`" for s in outcome.slowest] + ["", "</details>", ""]
+            f"- {s:.2f}s `{n}`" for s, n in outcome.slowest] + ["", "</details>", ""]
     return "\n".join(lines)
 
 
-def publish_summary(text: str, results: Path) -> None:
-    (results.parent).mkdir(parents=True, exist_ok=True)
-    results.write_text(text, encoding="utf-8")
+def totals_lines(outcomes: list[Outcome]) -> list[str]:
+    """Jobs and tests counted separately (a job can fail with every test passing: accounting)."""
+    jobs_ok = sum(1 for o in outcomes if o.ok)
+    c = {k: sum(o.counts.get(k, 0) for o in outcomes) for k in COUNT_KEYS}
+    tests = (f"tests: {c['passed']} passed, {c['flaky']} flaky, {c['failed'] + c['error']} failed, "
+             f"{c['skipped']} skipped, {c['xfailed']} xfailed, {c['not-run']} not run")
+    return [f"jobs: {jobs_ok} passed, {len(outcomes) - jobs_ok} failed", tests]
+
+
+def combined_summary(title: str, outcomes: list[Outcome]) -> str:
+    verdict = "PASS" if outcomes and all(o.ok for o in outcomes) else "FAIL"
+    head = [f"## {verdict}: {title}", ""] + [f"**{line}**  " for line in totals_lines(outcomes)] + [""]
+    return "\n".join(head + [summary_markdown(o) for o in outcomes])
+
+
+def publish(text: str, path: Path | None, *, echo: bool = True) -> None:
+    """Write the Markdown summary to ``path``, append it to $GITHUB_STEP_SUMMARY, else print it (``echo``)."""
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
     target = os.environ.get("GITHUB_STEP_SUMMARY")
     if target:
         with open(target, "a", encoding="utf-8") as fh:
             fh.write(text + "\n")
-    else:
+    elif echo:
         print(text)
+    elif path is not None:
+        print(f"[ci] Markdown summary: {path}")
 
 
-def run_job(root: Path, job: Job, tests: list[str], shard: str, *, results_dir: Path,
-            host_env: dict[str, str] | None = None, emulate: str | None = None,
-            host_label: str | None = None, workers: int | None = None,
-            pytest_args: list[str] | None = None) -> Outcome:
+# -- one job ---------------------------------------------------------------------------------
+def run_job(registry: Registry, job: Job, tests: list[str], shard: str | None, *, results_dir: Path,
+            emulate: str | None = None, workers: int | None = None, job_timeout: float | None = None,
+            pytest_args: list[str] | None = None, kill_grace: float = KILL_GRACE_S) -> Outcome:
+    root = registry.root
+    shown_shard = shard or "1/1"
     out_dir = results_dir / sanitize(job.id)
     out_dir.mkdir(parents=True, exist_ok=True)
-    tag = shard.replace("/", "-of-")
-    junit = out_dir / f"junit-{tag}.xml"
-    if junit.exists():
-        junit.unlink()
-    env = job_environment(job, host_env=host_env, emulate=emulate)
-    emulation = None
+    tag = shown_shard.replace("/", "-of-")
+    junit, report = out_dir / f"junit-{tag}.xml", out_dir / f"report-{tag}.jsonl"
+    for stale in (junit, report):
+        stale.unlink(missing_ok=True)
+    print(f"\n[ci] === job {job.id} shard {shown_shard}: {len(tests)} registered test node(s) ===", flush=True)
     if emulate:
-        emulation = (f"{job.id} runs with DSPARK_PLATFORM={emulate} emulated on "
-                     f"{host_label or 'this machine'}, not on real {job.key.hardware} hardware")
-        print(banner("EMULATION: " + emulation), flush=True)
-    shown = {k: env[k] for k in sorted({*job.full_env(), *(host_env or {}), "DSPARK_PLATFORM"}) if k in env}
-    print(f"[ci] job {job.id} shard {shard}: {len(tests)} node id(s); env {shown}", flush=True)
+        print(banner(f"EMULATION: {job.id} runs with DSPARK_PLATFORM={emulate} on this machine, "
+                     f"not on real {job.key.hardware} hardware"), flush=True)
+    env = job_environment(job, root=root, emulate=emulate)
     if workers is None:
-        est = sum(t.est_time for t in job.tests if t.node_id in set(tests))
+        chosen = set(tests)
+        est = sum(t.est_time for t in job.tests if t.node_id in chosen)
         workers = job.hardware.workers if est >= XDIST_MIN_EST_S else 1
-    cmd = pytest_command(tests, junit, workers)
-    cmd += list(pytest_args or [])
-    shown_cmd = cmd if len(tests) <= 6 else cmd[:3] + tests[:3] + [f"... ({len(tests)} node ids)"] + cmd[3 + len(tests):]
-    print("[ci] " + " ".join(shown_cmd), flush=True)
+    cmd = pytest_command(job, tests, shard, junit, report, workers, emulate) + list(pytest_args or [])
+    print("[ci] " + " ".join(cmd), flush=True)
+    if job_timeout is None:
+        by_test = {t.node_id: t for t in job.tests}
+        job_timeout = 120.0 + 2.0 * sum(by_test[n].per_test_timeout for n in tests if n in by_test)
     start = time.monotonic()
-    rc = subprocess.call(cmd, cwd=root, env=env)
-    outcome = Outcome(job.id, shard, rc, time.monotonic() - start, emulation=emulation)
-    cases = read_junit(junit) if junit.is_file() else []
-    judge(outcome, tests, cases, registered_skip_keys(root))
-    (out_dir / f"durations-{tag}.json").write_text(
-        json.dumps(durations_by_node(tests, cases), indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    publish_summary(summary_markdown(outcome), out_dir / f"summary-{tag}.md")
+    rc, stopped = _run_process(cmd, cwd=root, env=env, timeout=job_timeout, grace=kill_grace)
+    outcome = Outcome(job.id, shown_shard, rc, time.monotonic() - start)
+    judge(outcome, read_report(report), stopped, junit)
+    durations = {}
+    for e in read_report(report):
+        if e.get("event") == "result" and e.get("registration"):
+            durations[e["registration"]] = round(durations.get(e["registration"], 0.0) + e.get("seconds", 0.0), 3)
+    (out_dir / f"durations-{tag}.json").write_text(json.dumps(durations, indent=1, sort_keys=True) + "\n",
+                                                    encoding="utf-8")
+    (out_dir / f"summary-{tag}.md").write_text(summary_markdown(outcome), encoding="utf-8")
     for problem in outcome.problems:
-        print(f"[ci] FAIL {job.id} shard {shard}: {problem}", file=sys.stderr, flush=True)
+        print(f"[ci] FAIL {job.id} shard {shown_shard}: {problem}", file=sys.stderr, flush=True)
     return outcome
 
 
-def select(job: Job, shard_text: str | None, durations_file: str | None) -> tuple[list[str], str]:
-    durations = load_durations(durations_file) if durations_file else None
-    if shard_text:
-        index, count = parse_shard(shard_text)
-        return job.shard_tests(index, count, durations), f"{index}/{count}"
-    return [t.node_id for t in job.tests], "1/1"
+def run_selection(registry: Registry, selection: list[tuple[Job, list[str]]], shard: str | None, *,
+                  results_dir: Path, emulate: str | None = None, workers: int | None = None,
+                  job_timeout: float | None = None, pytest_args: list[str] | None = None,
+                  kill_grace: float = KILL_GRACE_S) -> list[Outcome]:
+    return [run_job(registry, job, tests, shard, results_dir=results_dir, emulate=emulate, workers=workers,
+                    job_timeout=job_timeout, pytest_args=pytest_args, kill_grace=kill_grace)
+            for job, tests in selection]
+
+
+def emulation_for(jobs: list[Job], value: str | None) -> str | None:
+    """``--emulate`` alone means each GPU job's own backend; the cpu label is never emulated."""
+    if value is None:
+        return None
+    if value == "auto":
+        backends = {j.hardware.backend for j in jobs if j.hardware.is_gpu}
+        if len(backends) != 1:
+            raise ValueError("--emulate: give the platform (hip or cuda): "
+                             + ("no GPU job is selected" if not backends else f"the jobs span {sorted(backends)}"))
+        return backends.pop()
+    return value
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ci.run_suite", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--job", required=True, help="job id, e.g. per-commit/cpu/kernels")
-    parser.add_argument("--shard", help="I/N: run shard I of N (LPT split by estimated/measured time)")
-    parser.add_argument("--dry-run", action="store_true", help="list the selected node ids; fail if none")
-    parser.add_argument("--durations", help="JUnit XML or JSON of measured durations to split by")
+    what = parser.add_mutually_exclusive_group(required=True)
+    what.add_argument("--group", help="group id schedule/hardware, e.g. per-commit/cpu (what a GitHub job runs)")
+    what.add_argument("--job", help="one job id, e.g. per-commit/cpu/kernels")
+    parser.add_argument("--shard", help="I/N: shard I of N of the group (default: the whole group / job)")
+    parser.add_argument("--dry-run", action="store_true", help="list what would run (and the env changes); fail if nothing")
     parser.add_argument("--root", default=".", help="repository root (default: .)")
     parser.add_argument("--results", help=f"results directory (default: ROOT/{RESULTS_DIR})")
-    parser.add_argument("--emulate", choices=EMULATED_PLATFORMS, help="run with DSPARK_PLATFORM emulated")
-    parser.add_argument("--host-hardware", help="catalog label of this machine (its default env is used when emulating)")
-    parser.add_argument("--workers", type=int, help="override the hardware's pytest-xdist worker count")
+    parser.add_argument("--emulate", nargs="?", const="auto", choices=(*EMULATED_PLATFORMS, "auto"),
+                        help="run GPU jobs here with DSPARK_PLATFORM emulated (announced in banner, JUnit, summary)")
+    parser.add_argument("--workers", type=int, help="override the hardware's pytest-xdist worker count (>= 1)")
+    parser.add_argument("--job-timeout", type=float, help="seconds before a job's pytest is stopped "
+                        "(default: 120 + 2 x the sum of its per-test timeouts)")
+    parser.add_argument("--kill-grace", type=float, default=KILL_GRACE_S,
+                        help=f"seconds between SIGINT and SIGKILL when stopping pytest (default {KILL_GRACE_S:.0f})")
     parser.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
     args = parser.parse_args(argv)
+    if args.workers is not None and args.workers < 1:
+        parser.error(f"--workers must be >= 1, got {args.workers}")
+    if args.job_timeout is not None and args.job_timeout <= 0:
+        parser.error(f"--job-timeout must be > 0, got {args.job_timeout}")
     root = Path(args.root).resolve()
     try:
+        shard = None
+        if args.shard is not None:
+            index, count = parse_shard(args.shard)
+            shard = f"{index}/{count}"
         registry = load_registry(root)
-        job = registry.job(args.job)
-        tests, shard = select(job, args.shard, args.durations)
-        host_env = registry.catalog.get(args.host_hardware).env if args.host_hardware else None
-    except (CollectionError, CatalogError, KeyError, ValueError, OSError) as exc:
+        if args.group:
+            parse_group_id(args.group)
+            group = registry.group(args.group)
+            title = f"group `{group.id}` shard {shard or '1/1'}"
+            selection = registry.group_shard(group.id, *(parse_shard(shard) if shard else (1, 1)))
+            jobs = group.jobs
+        else:
+            job = registry.job(args.job)
+            title = f"job `{job.id}` shard {shard or '1/1'}"
+            tests = registry.job_shard(job, *parse_shard(shard)) if shard else [t.node_id for t in job.tests]
+            selection = [(job, tests)] if tests else []
+            jobs = [job]
+        emulate = emulation_for(jobs, args.emulate)
+    except (CollectionError, CatalogError, DurationsError, KeyError, ValueError, OSError) as exc:
         print(f"[ci] error: {exc.args[0] if isinstance(exc, KeyError) else exc}", file=sys.stderr)
         return 2
-    if not tests:
-        print(f"[ci] FAIL: job {args.job} shard {shard} selects no test "
-              f"(the job has {len(job.tests)} registered test(s)); an empty shard must not pass", file=sys.stderr)
+    if not selection:
+        print(f"[ci] FAIL: {title} selects no test (an empty shard must not pass)", file=sys.stderr)
         return 1
     if args.dry_run:
-        print(f"# {job.id} shard {shard}: {len(tests)} node id(s), est "
-              f"{sum(t.est_time for t in job.tests if t.node_id in tests):.0f}s")
-        print("\n".join(tests))
+        for job, tests in selection:
+            est = sum(t.est_time for t in job.tests if t.node_id in set(tests))
+            print(f"# {job.id} shard {shard or '1/1'}: {len(tests)} node id(s), est {est:.0f}s")
+            job_environment(job, root=root, emulate=emulate)
+            print("\n".join(tests))
         return 0
     results = Path(args.results).resolve() if args.results else root / RESULTS_DIR
-    outcome = run_job(root, job, tests, shard, results_dir=results, host_env=host_env,
-                      emulate=args.emulate, host_label=args.host_hardware, workers=args.workers,
-                      pytest_args=args.pytest_args)
-    return outcome.rc
+    started = time.monotonic()
+    outcomes = run_selection(registry, selection, shard if (args.group or shard) else None, results_dir=results,
+                             emulate=emulate, workers=args.workers, job_timeout=args.job_timeout,
+                             pytest_args=args.pytest_args, kill_grace=args.kill_grace)
+    text = combined_summary(f"{title} ({time.monotonic() - started:.0f}s)", outcomes)
+    tag = (shard or "1/1").replace("/", "-of-")
+    name = sanitize(args.group or args.job)
+    publish(text, results / f"summary-{name}-{tag}.md")
+    for line in totals_lines(outcomes):
+        print(line)
+    if args.job and outcomes[0].rc not in (0, 1):
+        return outcomes[0].rc
+    return 0 if all(o.ok for o in outcomes) else 1
 
 
 if __name__ == "__main__":

@@ -99,3 +99,23 @@ diff --git a/impl/gone.py b/impl/gone.py
 """
     assert parse_diff(diff) == {"impl/a.py": {3, 4, 20}}
     assert ranges({1, 2, 3, 7, 9, 10}) == "1-3, 7, 9-10"
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=3)
+def test_bad_arguments_get_one_line_and_exit_2_before_any_work(tmp_path):
+    repo = FixtureRepo(tmp_path)
+    repo.write("impl/__init__.py", "")
+    repo.write("impl/mod.py", BASE_IMPL)
+    repo.test_file("test_mod.py", TESTS)
+    proc = repo.run_module("ci.coverage_gap", "--base", "HEAD")          # not a git repository yet
+    assert proc.returncode == 2 and "not a git working tree" in proc.stderr and "Traceback" not in proc.stderr
+    _git(tmp_path, "init", "-q")
+    _git(tmp_path, "add", "-A")
+    _git(tmp_path, "commit", "-q", "-m", "base")
+    for args, needle in ((("--base", "nosuchrev"), "--base 'nosuchrev': not a git revision here"),
+                         (("--base", "HEAD", "--hardware", "tpu-9"), "--hardware 'tpu-9': not a label"),
+                         (("--base", "HEAD", "--suite-prefix", "zzz"), "no per-commit job matches")):
+        proc = repo.run_module("ci.coverage_gap", *args)
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        assert needle in proc.stderr and "Traceback" not in proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1 and "[coverage-gap]" not in proc.stdout

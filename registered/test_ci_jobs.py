@@ -137,3 +137,32 @@ def test_catalog_rejects_malformed_entries(text, words):
 def test_parse_catalog_accepts_the_good_entry():
     catalog = parse_catalog(GOOD_ENTRY.format(extra=""))
     assert catalog.labels == ["cpu"] and catalog.shard_budget_s == 600
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
+def test_one_job_filter_and_group_ids(tmp_path):
+    from ci.jobs import JobFilter, parse_group_id
+
+    repo = FixtureRepo(tmp_path)
+    repo.test_file("test_f.py", """
+        @register(suite="kernels", hardware=["cpu", "h200-1"], schedule="per-commit", est_time=4)
+        def test_a(): pass
+
+        @register(suite="e2e", hardware="mi35x-8", schedule="nightly", est_time=9,
+                  env={"kv": {"DSPARK_KV_BACKEND": "unified"}})
+        def test_b(): pass
+    """)
+    registry = load_registry(tmp_path)
+    ids = lambda f: [j.id for j in f.select(registry)]  # noqa: E731
+    assert ids(JobFilter(schedule="per-commit", hardware="cpu")) == ["per-commit/cpu/kernels"]
+    assert ids(JobFilter(hardware_prefix="mi35x")) == ["nightly/mi35x-8/e2e[kv]"]
+    assert ids(JobFilter(job="nightly/mi35x-8/e2e[kv]")) == ["nightly/mi35x-8/e2e[kv]"]
+    with pytest.raises(KeyError, match="did you mean"):
+        JobFilter(job="nightly/mi35x-8/e2e").select(registry)
+    assert sorted(registry.groups) == ["nightly/mi35x-8", "per-commit/cpu", "per-commit/h200-1"]
+    assert registry.groups["per-commit/cpu"].jobs[0].id == "per-commit/cpu/kernels"
+    assert parse_group_id("per-commit/cpu") == ("per-commit", "cpu")
+    with pytest.raises(ValueError, match="schedule/hardware"):
+        parse_group_id("per-commit/cpu/kernels")
+    with pytest.raises(KeyError, match="no registered group"):
+        registry.group("nightly/cpu")

@@ -120,3 +120,53 @@ def test_real_per_commit_jobs_are_balanced_and_complete():
         if job.shards > 1:
             ratio = imbalance(shard_loads(job.timed_items(), job.shards))
             assert ratio <= MAX_IMBALANCE, (job.id, ratio)
+
+
+# ------------------------------------------------------------------ group shards
+group_strategy = st.dictionaries(
+    st.sampled_from([f"per-commit/cpu/s{i}" for i in range(8)]),
+    st.lists(st.tuples(st.text("abcdef", min_size=1, max_size=4), st.floats(0.1, 400, allow_nan=False)),
+             min_size=1, max_size=12, unique_by=lambda it: it[0]),
+    min_size=1, max_size=8)
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=4)
+@settings(max_examples=40, deadline=None)
+@given(items=group_strategy, budget=st.floats(50, 1500))
+def test_group_shards_hold_every_pair_once_balanced_and_deterministic(items, budget):
+    from ci.partition import choose_group_shard_count, group_loads, group_partition
+
+    n = choose_group_shard_count(items, budget)
+    shards = group_partition(items, n)
+    pairs = sorted((j, t) for shard in shards for j, tests in shard.items() for t in tests)
+    assert pairs == sorted((j, t) for j, tests in items.items() for t, _ in tests)
+    assert all(shards), "no empty group shard"
+    if n > 1:
+        assert imbalance(group_loads(items, n)) <= MAX_IMBALANCE
+    assert group_partition(dict(reversed(list(items.items()))), n) == shards
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
+def test_group_shards_keep_jobs_whole_when_they_fit():
+    from ci.partition import group_partition
+
+    items = {"big": [("a", 300.0), ("b", 300.0)], "v1": [("x", 100.0)], "v2": [("x", 100.0)], "v3": [("y", 200.0)]}
+    shards = group_partition(items, 2)
+    # 1000 s over two shards: 'big' (600 s) exceeds a share (500 s) and is cut in two; the rest stay whole
+    assert sorted(len(s) for s in shards) == [2, 3]
+    processes = sum(len(s) for s in shards)
+    assert processes == 5                     # one pytest process per (shard, job): 2 for big + 3 variants
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=2)
+def test_real_groups_cover_every_job_test_once_without_more_processes_than_jobs():
+    registry = load_registry(REAL_ROOT)
+    assert "per-commit/cpu" in registry.groups
+    for gid, group in registry.groups.items():
+        assert group.shards >= 1 and group.jobs
+        pairs = [(j.id, t) for i in range(1, group.shards + 1) for j, ts in registry.group_shard(gid, i, group.shards)
+                 for t in ts]
+        assert sorted(pairs) == sorted((j.id, t.node_id) for j in group.jobs for t in j.tests), gid
+    cpu = registry.groups["per-commit/cpu"]
+    processes = sum(len(registry.group_shard(cpu.id, i, cpu.shards)) for i in range(1, cpu.shards + 1))
+    assert processes <= len(cpu.jobs) + cpu.shards   # per-commit wall time: few extra pytest start-ups
