@@ -59,7 +59,7 @@ OPTIONS: dict[str, dict[str, bool] | None] = {
     "audit": {"--root": True, "--today": True, "--format": True, "--adapter": True, "--repository": True,
               "--pytest-collection": False},
     "workflows": {"--check": False, "--no-linters": False, "--root": True},
-    "nightly_mi35x": {"--emulate": False},
+    "nightly_mi35x": {"--emulate": False, "--job": True},
     "liveness": {"--repo": True, "--today": True, "--root": True},
     "suite": None, "kernels": None, "coverage_gap": None, "durations": None, "bench": None,
 }
@@ -284,6 +284,8 @@ def nightly_mi35x(session: nox.Session) -> None:
         session.error("nightly_mi35x: this machine has no ROCm device (/dev/kfd, rocm-smi); "
                       "run it on an MI35x, or pass -- --emulate to emulate HIP here")
     cmd = ["--schedule", "nightly", "--hardware-prefix", "mi35x", "--require-mi35x"]
+    if "--job" in args:  # one nightly job: -- --job nightly/mi35x-8/dspark-e2e[kv]
+        cmd += ["--job", args[args.index("--job") + 1]]
     run_in(session, [torch_env(session)], "-m", "ci.run_many", *cmd, *(["--emulate"] if emulate else []))
 
 

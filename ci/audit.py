@@ -37,7 +37,6 @@ from ci.collect import CollectionError, names_mentioned
 from ci.jobs import Job, Registry, load_registry, parse_job_id
 from ci.nox_check import suite_session_problems
 from ci.ops_audit import OP_TABLE_PATHS, impl_ops, reference_names
-from ci.partition import choose_shard_count
 from ci.skip_audit import SkipTable, condition_skips, load_skip_table, skip_uses
 from ci.table import format_table
 from ci.workflow_scan import StepRun, WorkflowScan, events_needed, scan_workflows
@@ -89,22 +88,8 @@ def group_id(job: Job) -> str:
 
 
 def group_plan(registry: Registry) -> dict[str, tuple[int, list[str]]]:
-    """group id -> (shard count, job ids). Uses ``Registry.groups`` when the registry has it.
-
-    Until then: the group's (job, test) pairs split by est_time with the catalog's budget.
-    """
-    groups = getattr(registry, "groups", None)
-    if groups:
-        return {gid: (int(g.shards), [j.id for j in g.jobs]) for gid, g in groups.items()}
-    members: dict[str, list[Job]] = {}
-    for job in registry.jobs.values():
-        members.setdefault(group_id(job), []).append(job)
-    out = {}
-    for gid, jobs in members.items():
-        items = [(f"{job.id}::{t.node_id}", t.est_time) for job in jobs for t in job.tests]
-        out[gid] = (choose_shard_count(items, registry.catalog.shard_budget_s) if items else 1,
-                    [j.id for j in jobs])
-    return out
+    """group id -> (shard count, job ids), from the registry's plan (``Registry.groups``)."""
+    return {gid: (int(g.shards), [j.id for j in g.jobs]) for gid, g in registry.groups.items()}
 
 
 def until_horizon_days(root: str | Path) -> int:

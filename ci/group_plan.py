@@ -2,9 +2,7 @@
 
 A group is ``schedule/hardware`` (e.g. ``per-commit/cpu``); one GitHub job runs each
 (group, shard). The plans API is ``Registry.groups`` / ``Registry.group_shard`` in
-``ci/jobs.py`` (owned by the runner side). Until that lands, :func:`groups` falls back
-to a local plan (marked FALLBACK below): the group's (job, test) pairs split
-longest-first over ``choose_shard_count`` shards, durations ignored.
+``ci/jobs.py`` (owned by the runner side); this module only adds the per-shard loads and names.
 Never imports torch, ``impl`` or test code.
 """
 from __future__ import annotations
@@ -13,7 +11,6 @@ from dataclasses import dataclass
 
 from ci.catalog import Hardware
 from ci.jobs import Job, Registry
-from ci.partition import choose_shard_count, lpt_partition
 
 SEP = "::"
 
@@ -43,12 +40,12 @@ def _times(job: Job) -> dict[str, float]:
 
 def _from_registry_api(registry: Registry) -> list[GroupView]:
     out = []
-    for gid, group in registry.groups.items():   # type: ignore[attr-defined]
-        items = registry.group_items(gid) if hasattr(registry, "group_items") else {}  # measured, else est_time
+    for gid, group in registry.groups.items():
+        items = registry.group_items(gid)  # measured seconds, else est_time
         seconds = []
         for index in range(1, group.shards + 1):
             total = 0.0
-            for job, nodes in registry.group_shard(gid, index, group.shards):  # type: ignore[attr-defined]
+            for job, nodes in registry.group_shard(gid, index, group.shards):
                 times = dict(items.get(job.id, ())) or _times(job)
                 total += sum(times.get(n, 0.0) for n in nodes)
             seconds.append(total)
@@ -58,26 +55,9 @@ def _from_registry_api(registry: Registry) -> list[GroupView]:
     return out
 
 
-def _fallback(registry: Registry) -> list[GroupView]:
-    # FALLBACK (emit): replace with Registry.groups once ci/jobs.py provides it.
-    by_group: dict[str, list[Job]] = {}
-    for job in registry.jobs.values():
-        by_group.setdefault(f"{job.key.schedule}/{job.key.hardware}", []).append(job)
-    out = []
-    for gid, jobs in by_group.items():
-        items = [(f"{job.id}{SEP}{node}", t) for job in jobs for node, t in job.timed_items()]
-        shards = max(1, choose_shard_count(items, registry.catalog.shard_budget_s))
-        times = dict(items)
-        seconds = tuple(sum(times[i] for i in part) for part in lpt_partition(items, shards))
-        out.append(GroupView(gid, jobs[0].key.schedule, jobs[0].hardware, shards, tuple(jobs), seconds))
-    return out
-
-
 def groups(registry: Registry) -> list[GroupView]:
     """Every group in registry order (per-commit first), each with its shard count and loads."""
-    if hasattr(registry, "groups") and hasattr(registry, "group_shard"):
-        return _from_registry_api(registry)
-    return _fallback(registry)
+    return _from_registry_api(registry)
 
 
 def by_schedule(registry: Registry, schedule: str) -> list[GroupView]:

@@ -86,12 +86,14 @@ def test_cli_mistake_is_one_line_and_exit_2(argv, env, pattern):
 
 @register(suite="foundation", hardware="cpu", schedule="per-commit", est_time=20)
 def test_hardware_mistakes_on_cpu_are_one_line_and_exit_2():
-    """--graph, --kernel-backend triton and check_nccl over NCCL need GPUs (torch is imported to know)."""
-    if _has_gpus(1):
-        pytest.skip("this machine has a GPU: these are not mistakes here")
-    _assert_one_line_exit_2(_run(E2E + ["--graph"]), r"argument --graph: CUDA graphs need a GPU")
-    _assert_one_line_exit_2(_run(E2E + ["--kernel-backend", "triton"]), r"kernel backend 'triton' needs a GPU")
-    _assert_one_line_exit_2(_run(NCCL), r"--backend nccl with --world-size 2 needs 2 GPUs, found 0 "
+    """--graph, --kernel-backend triton and check_nccl over NCCL need GPUs (torch is imported to know).
+
+    The subprocesses see no GPU even on a GPU machine (every device hidden), so this never skips."""
+    no_gpu = {"CUDA_VISIBLE_DEVICES": "", "HIP_VISIBLE_DEVICES": "", "ROCR_VISIBLE_DEVICES": ""}
+    _assert_one_line_exit_2(_run(E2E + ["--graph"], no_gpu), r"argument --graph: CUDA graphs need a GPU")
+    _assert_one_line_exit_2(_run(E2E + ["--kernel-backend", "triton"], no_gpu),
+                            r"kernel backend 'triton' needs a GPU")
+    _assert_one_line_exit_2(_run(NCCL, no_gpu), r"--backend nccl with --world-size 2 needs 2 GPUs, found 0 "
                                         r"\(use --backend gloo to run on CPU\)")
 
 
