@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Mapping
 
-from ci import durations as durations_file
+from ci import durations_file
 from ci.catalog import Catalog, Hardware, load_catalog
 from ci.collect import Collection, CollectionError, Registration, collect
 from ci.partition import (choose_group_shard_count, choose_shard_count, group_partition, lpt_partition,
