@@ -27,128 +27,164 @@ class Command:
     line: int              # 1-based line of the script where it starts
 
 
+class _CommandBuilder:
+    """Collects word pieces into words and words into commands while a script is read."""
+
+    def __init__(self) -> None:
+        self.commands: list[Command] = []
+        self.words: list[str] = []
+        self.word: list[str] = []
+        self.in_word = False
+        self.line = 1
+        self.start_line = 1
+
+    def add(self, piece: str) -> None:
+        """Append a piece to the word being read."""
+        self.word.append(piece)
+        self.in_word = True
+
+    def end_word(self) -> None:
+        """Finish the word being read, if any."""
+        if self.in_word:
+            self.words.append("".join(self.word))
+        self.word, self.in_word = [], False
+
+    def end_command(self, op: str) -> None:
+        """Finish the command being read; ``op`` is the operator that ends it."""
+        self.end_word()
+        if self.words or op in ("||", "&&", "|", "&"):
+            self.commands.append(Command(tuple(self.words), op, self.start_line))
+        self.words = []
+        self.start_line = self.line
+
+    def end_line(self) -> None:
+        """Finish the command at a newline and move to the next line."""
+        self.end_command("\n")
+        self.line += 1
+        self.start_line = self.line
+
+
+def _read_expression(text: str, i: int) -> tuple[str, int]:
+    """The ``${{ ... }}`` expression at ``i``, kept whole, and the index after it."""
+    close = text.find("}}", i)
+    close = len(text) - 2 if close < 0 else close
+    return text[i:close + 2], close + 2
+
+
+def _read_single_quoted(text: str, i: int) -> tuple[str, int]:
+    """The text of the ``'...'`` quote at ``i`` (quotes removed) and the index after it."""
+    close = text.find("'", i + 1)
+    close = len(text) if close < 0 else close
+    return text[i + 1:close], close + 1
+
+
+def _read_double_quoted(text: str, i: int) -> tuple[str, int]:
+    """The text of the ``"..."`` quote at ``i`` (quotes and escapes removed) and the index after it."""
+    n = len(text)
+    j = i + 1
+    buf = []
+    while j < n and text[j] != '"':
+        if text[j] == "\\" and j + 1 < n and text[j + 1] in '"\\$`':
+            buf.append(text[j + 1])
+            j += 2
+            continue
+        if text.startswith("${{", j):
+            piece, j = _read_expression(text, j)
+            buf.append(piece)
+            continue
+        buf.append(text[j])
+        j += 1
+    return "".join(buf), j + 1
+
+
+def _read_substitution(text: str, i: int) -> tuple[str, int]:
+    """The ``$( ... )`` or ``${ ... }`` at ``i``, kept whole up to the matching close, and the index after it."""
+    opener, closer = text[i + 1], ")" if text[i + 1] == "(" else "}"
+    depth, j = 0, i + 1
+    while j < len(text):
+        if text[j] == opener:
+            depth += 1
+        elif text[j] == closer:
+            depth -= 1
+            if depth == 0:
+                break
+        j += 1
+    return text[i:j + 1], j + 1
+
+
+def _read_piece(text: str, i: int) -> tuple[str, int] | None:
+    """The expression, quote or substitution starting at ``i`` and the index after it (None: none starts there)."""
+    if text.startswith("${{", i):
+        return _read_expression(text, i)
+    ch = text[i]
+    if ch == "'":
+        return _read_single_quoted(text, i)
+    if ch == '"':
+        return _read_double_quoted(text, i)
+    if ch == "$" and i + 1 < len(text) and text[i + 1] in "({":
+        return _read_substitution(text, i)
+    return None
+
+
+def _heredoc_stop(text: str, i: int) -> int | None:
+    """The index just past the terminator line of the heredoc ``<<WORD`` at ``i`` (None: no complete heredoc)."""
+    if not text.startswith("<<", i) or text.startswith("<<<", i):
+        return None
+    match = re.match(r"<<-?\s*(['\"]?)([A-Za-z_]\w*)\1", text[i:])
+    if not match:
+        return None
+    end = re.search(r"^\s*" + re.escape(match.group(2)) + r"\s*$", text[i:], re.M)
+    nl = text.find("\n", i)
+    if end and nl >= 0:
+        return i + end.end()
+    return None
+
+
+def _read_next(text: str, i: int, out: _CommandBuilder) -> int:
+    """Read what starts at ``text[i]`` into ``out``; return the index where the next read starts."""
+    read = _read_piece(text, i)
+    if read is not None:
+        out.add(read[0])
+        return read[1]
+    ch = text[i]
+    if ch == "#" and not out.in_word:
+        nl = text.find("\n", i)
+        return len(text) if nl < 0 else nl
+    if ch == "\n":
+        out.end_line()
+        return i + 1
+    if ch in " \t\r":
+        out.end_word()
+        return i + 1
+    two = text[i:i + 2]
+    if two in ("||", "&&"):
+        out.end_command(two)
+        return i + 2
+    if ch == "&" and ((out.word and out.word[-1] in "<>") or text[i + 1:i + 2] == ">"):
+        out.add(ch)   # a redirection (2>&1, &>file), not the background operator
+        return i + 1
+    if ch == "<":
+        stop = _heredoc_stop(text, i)   # a heredoc: its body is data, not commands
+        if stop is not None:
+            out.line += text.count("\n", i, stop)
+            out.end_command("\n")
+            return stop
+    if ch in "|;&":
+        out.end_command(ch)
+        return i + 1
+    out.add(ch)
+    return i + 1
+
+
 def split_commands(script: str) -> list[Command]:
     """Commands of a script; a backslash-newline continues a line; ``#`` starts a comment."""
     text = script.replace("\\\r\n", " ").replace("\\\n", " ")
-    commands: list[Command] = []
-    words: list[str] = []
-    word: list[str] = []
-    in_word = False
-    line = 1
-    start_line = 1
-    i, n = 0, len(text)
-
-    def end_word() -> None:
-        nonlocal word, in_word
-        if in_word:
-            words.append("".join(word))
-        word, in_word = [], False
-
-    def end_command(op: str) -> None:
-        nonlocal words, start_line
-        end_word()
-        if words or op in ("||", "&&", "|", "&"):
-            commands.append(Command(tuple(words), op, start_line))
-        words = []
-        start_line = line
-
-    while i < n:
-        ch = text[i]
-        if text.startswith("${{", i):
-            close = text.find("}}", i)
-            close = n - 2 if close < 0 else close
-            word.append(text[i:close + 2])
-            in_word = True
-            i = close + 2
-            continue
-        if ch == "'":
-            close = text.find("'", i + 1)
-            close = n if close < 0 else close
-            word.append(text[i + 1:close])
-            in_word = True
-            i = close + 1
-            continue
-        if ch == '"':
-            j = i + 1
-            buf = []
-            while j < n and text[j] != '"':
-                if text[j] == "\\" and j + 1 < n and text[j + 1] in '"\\$`':
-                    buf.append(text[j + 1])
-                    j += 2
-                    continue
-                if text.startswith("${{", j):
-                    close = text.find("}}", j)
-                    close = n - 2 if close < 0 else close
-                    buf.append(text[j:close + 2])
-                    j = close + 2
-                    continue
-                buf.append(text[j])
-                j += 1
-            word.append("".join(buf))
-            in_word = True
-            i = j + 1
-            continue
-        if ch == "$" and i + 1 < n and text[i + 1] in "({":
-            # $( ... ) or ${ ... }: keep as one piece up to the matching close
-            opener, closer = text[i + 1], ")" if text[i + 1] == "(" else "}"
-            depth, j = 0, i + 1
-            while j < n:
-                if text[j] == opener:
-                    depth += 1
-                elif text[j] == closer:
-                    depth -= 1
-                    if depth == 0:
-                        break
-                j += 1
-            word.append(text[i:j + 1])
-            in_word = True
-            i = j + 1
-            continue
-        if ch == "#" and not in_word:
-            while i < n and text[i] != "\n":
-                i += 1
-            continue
-        if ch == "\n":
-            end_command("\n")
-            line += 1
-            start_line = line
-            i += 1
-            continue
-        if ch in " \t\r":
-            end_word()
-            i += 1
-            continue
-        two = text[i:i + 2]
-        if two in ("||", "&&"):
-            end_command(two)
-            i += 2
-            continue
-        if ch == "&" and ((word and word[-1] in "<>") or text[i + 1:i + 2] == ">"):
-            word.append(ch)   # a redirection (2>&1, &>file), not the background operator
-            in_word = True
-            i += 1
-            continue
-        if ch == "<" and text.startswith("<<", i) and not text.startswith("<<<", i):
-            # a heredoc: its body is data, not commands
-            match = re.match(r"<<-?\s*(['\"]?)([A-Za-z_]\w*)\1", text[i:])
-            if match:
-                end = re.search(r"^\s*" + re.escape(match.group(2)) + r"\s*$", text[i:], re.M)
-                nl = text.find("\n", i)
-                if end and nl >= 0:
-                    stop = i + end.end()
-                    line += text.count("\n", i, stop)
-                    i = stop
-                    end_command("\n")
-                    continue
-        if ch in "|;&":
-            end_command(ch)
-            i += 1
-            continue
-        word.append(ch)
-        in_word = True
-        i += 1
-    end_command("")
-    return commands
+    out = _CommandBuilder()
+    i = 0
+    while i < len(text):
+        i = _read_next(text, i, out)
+    out.end_command("")
+    return out.commands
 
 
 def _is_noop_success(words: tuple[str, ...]) -> bool:
