@@ -38,7 +38,7 @@ from ci.jobs import Job, Registry, load_registry, parse_job_id
 from ci.nox_check import suite_session_problems
 from ci.ops_audit import OP_TABLE_PATHS, impl_ops, reference_names
 from ci.skip_audit import SkipTable, condition_skips, load_skip_table, skip_uses
-from ci.table import format_table
+from ci.table import format_rules, format_table
 from ci.workflow_scan import StepRun, WorkflowScan, events_needed, scan_workflows
 from impl.gates import GATES
 
@@ -465,16 +465,7 @@ def format_report(report: AuditReport) -> str:
     if report.retry_rows:
         lines += ["", "tests that opted into retries (a pass on a retry is reported flaky):",
                   format_table(["test", "registration", "retries", "where"], report.retry_rows, right=(2,))]
-    lines += ["", "rules:"]
-    for code, title in RULES.items():
-        found = report.violations[code]
-        if code in report.skipped_rules and not found:
-            lines.append(f"  [----] ({code}) {title}: {report.skipped_rules[code]}")
-            continue
-        lines.append(f"  [{'FAIL' if found else 'PASS'}] ({code}) {title}")
-        lines += [f"         - {v}" for v in found]
-    failed = sum(1 for v in report.violations.values() if v)
-    lines += ["", f"audit: {'OK' if not failed else f'{failed} of {len(RULES)} rule(s) failed'}"]
+    lines += format_rules(RULES, report.violations, report.skipped_rules)
     return "\n".join(lines)
 
 

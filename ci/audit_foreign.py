@@ -26,7 +26,7 @@ from typing import Any
 
 from ci.adapters import Adapter, get_adapter
 from ci.adapters.sglang import SuiteCollection, SuiteRegistration, expected_runner, runner_mismatch
-from ci.table import format_table
+from ci.table import format_rules, format_table
 from ci.workflow_scan import StepRun, WorkflowScan, events_needed, scan_workflows
 
 RULES = {
@@ -182,13 +182,7 @@ def format_foreign(report: ForeignReport) -> str:
     if report.disabled_rows:
         lines += ["", "disabled registrations:",
                   format_table(["file", "suite", "reason", "where"], report.disabled_rows)]
-    lines += ["", "rules:"]
-    for code, title in RULES.items():
-        found = report.violations[code]
-        lines.append(f"  [{'FAIL' if found else 'PASS'}] ({code}) {title}")
-        lines += [f"         - {v}" for v in found]
-    failed = sum(1 for v in report.violations.values() if v)
-    lines += ["", f"audit: {'OK' if not failed else f'{failed} of {len(RULES)} rule(s) failed'}"]
+    lines += format_rules(RULES, report.violations)
     return "\n".join(lines)
 
 

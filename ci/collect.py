@@ -16,6 +16,7 @@ from typing import Any
 
 from ci.catalog import Catalog
 from ci.gatecheck import gate_env_problem
+from ci.pyast import dotted_name
 from ci.registration import SCHEDULES
 
 REGISTERED_DIR = "registered"
@@ -76,17 +77,6 @@ class Collection:
 def is_test_file(path: Path) -> bool:
     name = path.name
     return name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py"))
-
-
-def _dotted(node: ast.AST) -> str | None:
-    parts: list[str] = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-        return ".".join(reversed(parts))
-    return None
 
 
 class _Resolver:
@@ -220,14 +210,14 @@ class _FileCollector:
 
     def _decorator_is_register(self, dec: ast.AST) -> bool:
         target = dec.func if isinstance(dec, ast.Call) else dec
-        dotted = _dotted(target)
+        dotted = dotted_name(target)
         return self.resolver.is_register(dotted) or self.resolver.looks_like_register(dotted)
 
     def _registrations_of(self, node, node_id: str, *, kind: str, owner: str | None = None) -> list[Registration]:
         regs: list[Registration] = []
         for dec in node.decorator_list:
             target = dec.func if isinstance(dec, ast.Call) else dec
-            dotted = _dotted(target)
+            dotted = dotted_name(target)
             if not self.resolver.is_register(dotted):
                 if self.resolver.looks_like_register(dotted):
                     self.err(dec.lineno, f"decorator {dotted!r} is not ci.registration.register "

@@ -13,13 +13,15 @@ import difflib
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Mapping
+from typing import Mapping, TypeVar
 
 from ci import durations_file
 from ci.catalog import Catalog, Hardware, load_catalog
 from ci.collect import Collection, CollectionError, Registration, collect
 from ci.partition import (choose_group_shard_count, choose_shard_count, group_partition, lpt_partition,
                           measured_time)
+
+T = TypeVar("T")
 
 JOB_ID_RE = re.compile(
     r"^(?P<schedule>[a-z][a-z-]*)/(?P<hardware>[a-z0-9][a-z0-9.-]*)/"
@@ -172,11 +174,7 @@ class Registry:
 
     def group(self, text: str) -> Group:
         parse_group_id(text)
-        if text not in self.groups:
-            close = difflib.get_close_matches(text, list(self.groups), n=3)
-            hint = f"; did you mean {close}?" if close else ""
-            raise KeyError(f"no registered group {text!r}{hint}; groups: {sorted(self.groups)}")
-        return self.groups[text]
+        return _look_up(self.groups, "group", text, f"; groups: {sorted(self.groups)}")
 
     def group_shard(self, group_id: str, index: int, count: int) -> list[tuple[Job, list[str]]]:
         """The (job, node ids) that shard ``index`` (1-based) of ``count`` of the group runs, in job order."""
@@ -191,11 +189,16 @@ class Registry:
 
     def job(self, text: str) -> Job:
         parse_job_id(text)
-        if text not in self.jobs:
-            close = difflib.get_close_matches(text, list(self.jobs), n=3)
-            hint = f"; did you mean {close}?" if close else ""
-            raise KeyError(f"no registered job {text!r}{hint} (list them: python -m ci.audit)")
-        return self.jobs[text]
+        return _look_up(self.jobs, "job", text, " (list them: python -m ci.audit)")
+
+
+def _look_up(table: Mapping[str, T], what: str, text: str, tail: str) -> T:
+    """``table[text]``, else a KeyError naming the closest ids, then ``tail``."""
+    if text not in table:
+        close = difflib.get_close_matches(text, list(table), n=3)
+        hint = f"; did you mean {close}?" if close else ""
+        raise KeyError(f"no registered {what} {text!r}{hint}{tail}")
+    return table[text]
 
 
 def group_id_of(job: Job) -> str:

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from ci.pyast import dotted_name
+
 SKIPS_FILE = "registered/skips.py"
 CONDITION_RE = re.compile(r"^(?:always|gpus<(?:\d+|N)|vendor!=(?:cpu|nvidia|amd))$")
 REASON_KEYS = ("text", "skips_when", "owner", "until")
@@ -130,15 +132,7 @@ def condition_skips(when: str, gpus: int, vendor: str, arg: int | None = None) -
 
 
 def _callee(node: ast.AST) -> str | None:
-    target = node.func if isinstance(node, ast.Call) else node
-    parts = []
-    while isinstance(target, ast.Attribute):
-        parts.append(target.attr)
-        target = target.value
-    if isinstance(target, ast.Name):
-        parts.append(target.id)
-        return ".".join(reversed(parts))
-    return None
+    return dotted_name(node.func if isinstance(node, ast.Call) else node)
 
 
 def _first_int(call: ast.AST) -> int | None:

@@ -1,7 +1,7 @@
 """Plain-text tables for terminal output."""
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Mapping, Sequence
 
 
 def format_table(headers: Sequence[str], rows: Sequence[Sequence[object]], *, right: Sequence[int] = ()) -> str:
@@ -15,3 +15,20 @@ def format_table(headers: Sequence[str], rows: Sequence[Sequence[object]], *, ri
     out = [line(cells[0]), "  ".join("-" * w for w in widths)]
     out += [line(r) for r in cells[1:]]
     return "\n".join(out)
+
+
+def format_rules(rules: Mapping[str, str], violations: Mapping[str, Sequence[str]],
+                 skipped: Mapping[str, str] | None = None) -> list[str]:
+    """An audit's closing lines: each rule's [PASS]/[FAIL] (or [----] with why, if skipped) and findings, the verdict."""
+    skipped = skipped or {}
+    lines = ["", "rules:"]
+    for code, title in rules.items():
+        found = violations[code]
+        if code in skipped and not found:
+            lines.append(f"  [----] ({code}) {title}: {skipped[code]}")
+            continue
+        lines.append(f"  [{'FAIL' if found else 'PASS'}] ({code}) {title}")
+        lines += [f"         - {v}" for v in found]
+    failed = sum(1 for v in violations.values() if v)
+    lines += ["", f"audit: {'OK' if not failed else f'{failed} of {len(rules)} rule(s) failed'}"]
+    return lines

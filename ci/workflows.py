@@ -159,6 +159,15 @@ def nox_install(registry: Registry) -> str:
     return f"python3 -m pip install '{pin}'"
 
 
+def nox_steps(registry: Registry, hw: Hardware | None = None) -> list[dict[str, Any]]:
+    """checkout, setup-python (none in a container; ``hw`` None: the hosted runner), install nox."""
+    steps = [checkout_step()]
+    if hw is None or not hw.container:
+        steps.append(setup_python_step(registry.catalog.python, hosted=hw is None or is_hosted(hw)))
+    steps.append({"name": "install nox", "run": nox_install(registry)})
+    return steps
+
+
 def toolchain_env(hw: Hardware) -> dict[str, str]:
     """The pins the nox session installs (and the runner reports next to what really ran)."""
     tc = hw.toolchain
@@ -187,10 +196,7 @@ def group_job(group: GroupView, registry: Registry, *, gated: bool, dispatch: bo
     out["timeout-minutes"] = _timeout_minutes(group)
     out["strategy"] = {"fail-fast": False,
                        "matrix": {"shard": [f"{i}/{group.shards}" for i in range(1, group.shards + 1)]}}
-    steps: list[dict[str, Any]] = [checkout_step()]
-    if not hw.container:
-        steps.append(setup_python_step(registry.catalog.python, hosted=is_hosted(hw)))
-    steps.append({"name": "install nox", "run": nox_install(registry)})
+    steps = nox_steps(registry, hw)
     steps.append({
         "name": "run suite",
         "env": {"SHARD": "${{ matrix.shard }}", **toolchain_env(hw)},
@@ -213,9 +219,7 @@ def lint_job(registry: Registry) -> dict[str, Any]:
         "runs-on": HOSTED_RUNNER,
         "timeout-minutes": 20,
         "steps": [
-            checkout_step(),
-            setup_python_step(registry.catalog.python),
-            {"name": "install nox", "run": nox_install(registry)},
+            *nox_steps(registry),
             {"name": "ruff", "run": "python3 -m nox -s lint"},
             {"name": "registry audit", "run": "python3 -m nox -s audit"},
             {"name": "workflow drift, schema, actionlint, zizmor",
@@ -314,9 +318,7 @@ def liveness_workflow(registry: Registry) -> dict[str, Any]:
             "runs-on": HOSTED_RUNNER,
             "timeout-minutes": 10,
             "steps": [
-                checkout_step(),
-                setup_python_step(registry.catalog.python),
-                {"name": "install nox", "run": nox_install(registry)},
+                *nox_steps(registry),
                 {"name": "liveness", "env": {"GITHUB_TOKEN": "${{ github.token }}"},
                  "run": "python3 -m nox -s liveness"},
             ],

@@ -239,19 +239,29 @@ def test_e_op_without_reference_or_per_commit_test(tmp_path):
     ]
 
 
-@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=2)
-def test_e_op_table_covers_ops_when_its_generic_test_is_per_commit(tmp_path):
+def op_table_repo(tmp_path, table: str, schedule: str) -> FixtureRepo:
+    """Ops scatter_op and gather_op, the op table module ``table`` listing both, a generic test on ``schedule``
+    importing its OPS; workflows generated."""
     repo = baseline(tmp_path, workflows=False)
     repo.write("impl/__init__.py", '_LAZY = {"scatter_op": "impl.kernels", "gather_op": "impl.kernels"}\n')
     repo.write("reference/__init__.py", "from reference.ops import scatter_op, gather_op\n")
-    repo.write("registered/op_table.py", "import impl.kernels as K\nOPS = [K.scatter_op, K.gather_op]\n")
-    repo.test_file("test_op_table_generic.py", """
-        from registered.op_table import OPS
+    package = table.rpartition(".")[0].replace(".", "/")
+    if not (repo.root / package / "__init__.py").exists():
+        repo.write(f"{package}/__init__.py", "")
+    repo.write(table.replace(".", "/") + ".py", "import impl.kernels as K\nOPS = [K.scatter_op, K.gather_op]\n")
+    repo.test_file("test_op_table_generic.py", f"""
+        from {table} import OPS
 
-        @register(suite="ops", hardware="cpu", schedule="nightly", est_time=5)
+        @register(suite="ops", hardware="cpu", schedule="{schedule}", est_time=5)
         def test_all_ops(): pass
     """)
     repo.generate_workflows()
+    return repo
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=2)
+def test_e_op_table_covers_ops_when_its_generic_test_is_per_commit(tmp_path):
+    repo = op_table_repo(tmp_path, "registered.op_table", "nightly")
     assert only(run_audit(repo.root, today=TODAY), "e") == [
         OP_MSG.format("gather_op")]
     source = (repo.root / "registered/test_op_table_generic.py").read_text()
@@ -324,18 +334,7 @@ def test_the_real_repository_passes_the_audit():
 
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=2)
 def test_e_the_op_table_in_impl_testing_counts(tmp_path):
-    repo = baseline(tmp_path, workflows=False)
-    repo.write("impl/__init__.py", '_LAZY = {"scatter_op": "impl.kernels", "gather_op": "impl.kernels"}\n')
-    repo.write("reference/__init__.py", "from reference.ops import scatter_op, gather_op\n")
-    repo.write("impl/testing/__init__.py", "")
-    repo.write("impl/testing/op_table.py", "import impl.kernels as K\nOPS = [K.scatter_op, K.gather_op]\n")
-    repo.test_file("test_op_table_generic.py", """
-        from impl.testing.op_table import OPS
-
-        @register(suite="ops", hardware="cpu", schedule="per-commit", est_time=5)
-        def test_all_ops(): pass
-    """)
-    repo.generate_workflows()
+    repo = op_table_repo(tmp_path, "impl.testing.op_table", "per-commit")
     assert run_audit(repo.root, today=TODAY).ok
     source = (repo.root / "registered/test_op_table_generic.py").read_text()
     (repo.root / "registered/test_op_table_generic.py").write_text(

@@ -1,4 +1,9 @@
-"""The sglang adapter: the audit on sglang-shaped trees (registered/fixtures/sglang/*, data only)."""
+"""The sglang adapter: the audit on sglang-shaped trees (registered/fixtures/sglang/*, data only).
+
+before/ and after/ are complete trees (the README runs the audit on them directly). Every other shape
+is an overlay on one of them: a BASE file naming the tree it starts from, the files it replaces or
+adds, and optionally a DELETE file listing base paths it drops (one a line); ``materialize`` builds it.
+"""
 from __future__ import annotations
 
 import json
@@ -18,6 +23,24 @@ from registered.fixture_repo import REAL_ROOT
 
 FIXTURES = REAL_ROOT / "registered" / "fixtures" / "sglang"
 DSPARK = "nightly/amd/nightly-amd-8-gpu-mi35x-deepseek-v4-pro-dspark"
+
+
+OVERLAY_META = frozenset({"BASE", "DELETE"})
+
+
+def materialize(shape: str, dest: Path) -> Path:
+    """Build the fixture tree ``shape`` at ``dest``: its BASE tree, then its overlay on top, minus DELETE."""
+    overlay = FIXTURES / shape
+    base = overlay / "BASE"
+    if not base.is_file():   # a complete tree (before/, after/)
+        return Path(shutil.copytree(overlay, dest))
+    shutil.copytree(FIXTURES / base.read_text().strip(), dest)
+    shutil.copytree(overlay, dest, dirs_exist_ok=True,
+                    ignore=lambda folder, names: OVERLAY_META & set(names) if Path(folder) == overlay else ())
+    delete = overlay / "DELETE"
+    for rel in delete.read_text().split() if delete.is_file() else []:
+        (dest / rel).unlink()
+    return dest
 
 
 def audit_cli(root: Path, *args: str) -> subprocess.CompletedProcess:
@@ -59,18 +82,21 @@ def test_json_output_lists_jobs_and_findings():
 
 
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=2)
-def test_other_shapes_from_sglang_history():
-    manual = failed(run_foreign_audit(FIXTURES / "dispatch-only"))
+def test_other_shapes_from_sglang_history(tmp_path):
+    def audit(shape: str) -> dict[str, list[str]]:
+        return failed(run_foreign_audit(materialize(shape, tmp_path / shape)))
+
+    manual = audit("dispatch-only")
     assert list(manual) == ["a"] and "only referenced by .github/workflows/manual-mi35x.yml:manual-mi35x-8 on " \
         "['workflow_dispatch']" in manual["a"][0]
-    partial = failed(run_foreign_audit(FIXTURES / "missing-partition"))
+    partial = audit("missing-partition")
     assert partial == {"a": ["PARTIAL per-commit/amd/stage-b-test-1-gpu-small-amd: .github/workflows/pr-test-amd.yml:"
                              "stage-b-test-1-gpu-small-amd runs --auto-partition-id [0, 1] of --auto-partition-size 3: "
                              "partition(s) [2] never run"]}
-    typo = failed(run_foreign_audit(FIXTURES / "unknown-suite"))
+    typo = audit("unknown-suite")
     assert sorted(typo) == ["a", "b"]
     assert typo["b"][0].endswith(f"--nightly, which nothing registers; did you mean {DSPARK}?")
-    masked = failed(run_foreign_audit(FIXTURES / "masked"))
+    masked = audit("masked")
     assert sorted(masked) == ["a", "e"]
     assert masked["e"] == [".github/workflows/nightly-test-amd.yml:nightly-8-gpu-mi35x-deepseek-v4-pro-dspark:"
                            "Accuracy test (8-GPU): job continue-on-error: True: a failure is reported as success"
@@ -79,12 +105,12 @@ def test_other_shapes_from_sglang_history():
 
 
 def tree(tmp_path: Path, files: dict[str, str]) -> Path:
-    shutil.copytree(FIXTURES / "after", tmp_path / "repo")
+    root = materialize("after", tmp_path / "repo")
     for rel, text in files.items():
-        path = tmp_path / "repo" / rel
+        path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(textwrap.dedent(text).lstrip("\n"))
-    return tmp_path / "repo"
+    return root
 
 
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=2)

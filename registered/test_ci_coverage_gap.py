@@ -43,6 +43,15 @@ def test_only_nightly():
 '''
 
 
+def _mod_repo(tmp_path) -> FixtureRepo:
+    """impl/mod.py at BASE_IMPL and registered/test_mod.py (TESTS), not yet under git."""
+    repo = FixtureRepo(tmp_path)
+    repo.write("impl/__init__.py", "")
+    repo.write("impl/mod.py", BASE_IMPL)
+    repo.test_file("test_mod.py", TESTS)
+    return repo
+
+
 def _git(root, *args):
     subprocess.run(["git", "-c", "user.name=ci", "-c", "user.email=ci@example.invalid", *args],
                    cwd=root, check=True, capture_output=True)
@@ -50,10 +59,7 @@ def _git(root, *args):
 
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=8)
 def test_coverage_gap_lists_changed_lines_no_per_commit_job_runs(tmp_path):
-    repo = FixtureRepo(tmp_path)
-    repo.write("impl/__init__.py", "")
-    repo.write("impl/mod.py", BASE_IMPL)
-    repo.test_file("test_mod.py", TESTS)
+    repo = _mod_repo(tmp_path)
     _git(tmp_path, "init", "-q")
     _git(tmp_path, "add", "-A")
     _git(tmp_path, "commit", "-q", "-m", "base")
@@ -103,10 +109,7 @@ diff --git a/impl/gone.py b/impl/gone.py
 
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=3)
 def test_bad_arguments_get_one_line_and_exit_2_before_any_work(tmp_path):
-    repo = FixtureRepo(tmp_path)
-    repo.write("impl/__init__.py", "")
-    repo.write("impl/mod.py", BASE_IMPL)
-    repo.test_file("test_mod.py", TESTS)
+    repo = _mod_repo(tmp_path)
     proc = repo.run_module("ci.coverage_gap", "--base", "HEAD")          # not a git repository yet
     assert proc.returncode == 2 and "not a git working tree" in proc.stderr and "Traceback" not in proc.stderr
     _git(tmp_path, "init", "-q")
