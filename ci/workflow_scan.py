@@ -28,9 +28,9 @@ from typing import Any, Iterable, Mapping
 
 import yaml
 
-from ci.adapters import Adapter, Target, get_adapter
+from ci.adapters import Adapter, RunnerCall, Target, get_adapter
 from ci.gh_expr import UNKNOWN, ExpressionError, evaluate, is_truthy, strip_wrapper, truth
-from ci.shell_words import NOT_A_RUN, masking, split_commands
+from ci.shell_words import NOT_A_RUN, Command, masking, split_commands
 
 WORKFLOW_DIR = ".github/workflows"
 PER_COMMIT_TRIGGERS = frozenset({"pull_request", "push", "merge_group", "pull_request_target"})
@@ -519,20 +519,119 @@ def _expanded_steps(steps: list[Any], root: Path) -> list[tuple[int, Any]]:
     return out
 
 
+PathEvent = tuple[str, tuple[str, ...], tuple[str, ...]]   # (event, paths, paths-ignore)
+
+
+def _runner_calls(adapter: Adapter, commands: list[Command]) -> list[tuple[int, RunnerCall]]:
+    """(index, call) for each command of a script that starts the suite runner."""
+    calls = [(k, adapter.find_call(c.words) if c.words and c.words[0] not in NOT_A_RUN else None)
+             for k, c in enumerate(commands)]
+    return [(k, call) for k, call in calls if call is not None]
+
+
+def _run_defaults(owner: dict[str, Any]) -> dict[str, Any]:
+    """The ``defaults: run:`` mapping of a job or workflow ({} when it has none)."""
+    return (owner.get("defaults") or {}).get("run", {}) if isinstance(owner.get("defaults"), dict) else {}
+
+
+def _command_masks(adapter: Adapter, commands: list[Command], calls: list[tuple[int, RunnerCall]],
+                   shell: str | None) -> list[str]:
+    """What in the script around each runner call (and in the call itself) can mask its exit."""
+    masks: list[str] = []
+    for k, call in calls:
+        masks += masking(commands, k, shell)
+        masks += adapter.call_masks(call)
+    return masks
+
+
+def _step_events(doc, key: str, job: dict[str, Any], step: dict[str, Any], acts: list[Activation],
+                 base_ctx: Mapping[str, Any]) -> tuple[set[str], set[PathEvent], list[str]]:
+    """Events that definitely run the step, events that run it through a path filter, and masks found on the way."""
+    step_events: set[str] = set()
+    path_events: set[PathEvent] = set()
+    masks: list[str] = []
+    for act in acts:
+        ctx = act.context(base_ctx)
+        if not _job_runs(doc, key, ctx, {}):
+            continue
+        t_step = truth(step.get("if"), ctx)
+        if t_step is True and not act.filtered:
+            if act.paths is None:
+                step_events.add(act.event)
+            else:
+                path_events.add((act.event, *act.paths))
+        elif "if" in step:
+            masks.append(f"step if: {step.get('if')!r} is not definitely true on {act.event}: "
+                         "it can skip the run while the job stays green")
+        for scope, what in ((step, "step"), (job, "job")):
+            flag = _truthy_flag(scope.get("continue-on-error"), ctx)
+            if flag is not False:
+                masks.append(f"{what} continue-on-error: {scope.get('continue-on-error')!r}: "
+                             "a failure is reported as success")
+    return step_events, path_events, masks
+
+
+def _never_runs(job: dict[str, Any], step: dict[str, Any], acts: list[Activation], base_ctx: Mapping[str, Any]) -> bool:
+    """The job's or the step's ``if:`` is false under every activation."""
+    return bool(acts) and all(
+        truth(job.get("if"), a.context(base_ctx)) is False or truth(step.get("if"), a.context(base_ctx)) is False
+        for a in acts)
+
+
+def _option_values(resolver: _Resolver, options: Mapping[str, str | None]) -> tuple[dict[str, list[str]], str | None]:
+    """Every value of each runner option in the resolver's context, or why one cannot be resolved."""
+    option_values: dict[str, list[str]] = {}
+    for name, token in options.items():
+        if token is None:
+            return option_values, f"{name} has no value"
+        got = resolver.values(token)
+        if got is None:
+            return option_values, f"cannot resolve {name} {token}"
+        option_values[name] = got
+    return option_values, None
+
+
+def _call_targets(adapter: Adapter, doc, job: dict[str, Any], step: dict[str, Any], call: RunnerCall,
+                  acts: list[Activation], rows: list[dict[str, str]], base_ctx: Mapping[str, Any],
+                  step_events: set[str], path_events: set[PathEvent],
+                  ) -> tuple[dict[Target, set[str]], dict[Target, set[PathEvent]], set[str]]:
+    """Targets of one runner call over every activation and matrix row: their events, path-gated events, problems."""
+    found: dict[Target, set[str]] = {}
+    gated: dict[Target, set[PathEvent]] = {}
+    unresolved: set[str] = set()
+    for act in acts or [Activation("none", ())]:
+        for row in rows:
+            option_values, bad = _option_values(_Resolver(doc, job, step, row, act, base_ctx), call.options)
+            if bad:
+                unresolved.add(bad)
+                continue
+            names = list(option_values)
+            for combo in itertools.product(*(option_values[n] for n in names)):
+                targets, problem = adapter.targets(dict(zip(names, combo)))
+                if problem:
+                    unresolved.add(problem)
+                for target in targets:
+                    events = found.setdefault(target, set())
+                    if act.event in step_events:
+                        events.add(act.event)
+                    elif act.paths is not None and (act.event, *act.paths) in path_events:
+                        gated.setdefault(target, set()).add((act.event, *act.paths))
+    return found, gated, unresolved
+
+
 def _scan_job(scan: WorkflowScan, adapter: Adapter, rel: str, doc, key: str, job: dict[str, Any],
               acts: list[Activation], seen: frozenset[str], base_ctx: Mapping[str, Any], root: Path) -> None:
+    """Record the runs-on labels of one job and, for each step that starts the runner, its targets and masks."""
     runs_on = job.get("runs-on")
     scan.runs_on[(rel, key)] = tuple(runs_on) if isinstance(runs_on, list) else (str(runs_on),) if runs_on else ()
     rows, matrix_problem = matrix_rows(job)
-    defaults = (job.get("defaults") or {}).get("run", {}) if isinstance(job.get("defaults"), dict) else {}
-    wf_defaults = (doc.get("defaults") or {}).get("run", {}) if isinstance(doc.get("defaults"), dict) else {}
+    defaults, wf_defaults = _run_defaults(job), _run_defaults(doc)
+    filters = tuple(sorted({a.filtered for a in acts if a.filtered}))
     for index, step in _expanded_steps(job.get("steps") or [], root):
         if not isinstance(step, dict) or not isinstance(step.get("run"), str):
             continue
         commands = split_commands(step["run"])
-        calls = [(k, adapter.find_call(c.words) if c.words and c.words[0] not in NOT_A_RUN else None)
-                 for k, c in enumerate(commands)]
-        calls = [(k, call) for k, call in calls if call is not None]
+        calls = _runner_calls(adapter, commands)
         if not calls:
             continue
         label = _step_label(step, index)
@@ -541,74 +640,16 @@ def _scan_job(scan: WorkflowScan, adapter: Adapter, rel: str, doc, key: str, job
             scan.problems.append(f"{where}: {matrix_problem}: cannot tell what it runs")
             continue
         shell = step.get("shell") or defaults.get("shell") or wf_defaults.get("shell")
-        masks: list[str] = []
-        for k, call in calls:
-            masks += masking(commands, k, shell)
-            masks += adapter.call_masks(call)
-        masks += _env_masks(step, job, doc)
-        job_events: set[str] = set()
-        step_events: set[str] = set()
-        path_events: set[tuple[str, tuple[str, ...], tuple[str, ...]]] = set()
-        for act in acts:
-            ctx = act.context(base_ctx)
-            if _job_runs(doc, key, ctx, {}):
-                job_events.add(act.event)
-                t_step = truth(step.get("if"), ctx)
-                if t_step is True and not act.filtered:
-                    if act.paths is None:
-                        step_events.add(act.event)
-                    else:
-                        path_events.add((act.event, *act.paths))
-                elif "if" in step:
-                    masks.append(f"step if: {step.get('if')!r} is not definitely true on {act.event}: "
-                                 "it can skip the run while the job stays green")
-                for scope, what in ((step, "step"), (job, "job")):
-                    flag = _truthy_flag(scope.get("continue-on-error"), ctx)
-                    if flag is not False:
-                        masks.append(f"{what} continue-on-error: {scope.get('continue-on-error')!r}: "
-                                     "a failure is reported as success")
-        masks = list(dict.fromkeys(masks))
-        if masks:
-            scan.masked += [f"{where}: {m}" for m in masks]
-        never = bool(acts) and all(
-            truth(job.get("if"), a.context(base_ctx)) is False or truth(step.get("if"), a.context(base_ctx)) is False
-            for a in acts)
-        for k, call in calls:
-            found: dict[Target, set[str]] = {}
-            gated: dict[Target, set[tuple[str, tuple[str, ...], tuple[str, ...]]]] = {}
-            unresolved: set[str] = set()
-            for act in acts or [Activation("none", ())]:
-                for row in rows:
-                    resolver = _Resolver(doc, job, step, row, act, base_ctx)
-                    option_values: dict[str, list[str]] = {}
-                    bad = None
-                    for name, token in call.options.items():
-                        if token is None:
-                            bad = f"{name} has no value"
-                            break
-                        got = resolver.values(token)
-                        if got is None:
-                            bad = f"cannot resolve {name} {token}"
-                            break
-                        option_values[name] = got
-                    if bad:
-                        unresolved.add(bad)
-                        continue
-                    names = list(option_values)
-                    for combo in itertools.product(*(option_values[n] for n in names)):
-                        targets, problem = adapter.targets(dict(zip(names, combo)))
-                        if problem:
-                            unresolved.add(problem)
-                        for target in targets:
-                            events = found.setdefault(target, set())
-                            if act.event in step_events:
-                                events.add(act.event)
-                            elif act.paths is not None and (act.event, *act.paths) in path_events:
-                                gated.setdefault(target, set()).add((act.event, *act.paths))
-            for problem in sorted(unresolved):
-                scan.problems.append(f"{where}: {problem}")
+        step_events, path_events, event_masks = _step_events(doc, key, job, step, acts, base_ctx)
+        masks = list(dict.fromkeys(_command_masks(adapter, commands, calls, shell) + _env_masks(step, job, doc)
+                                   + event_masks))
+        scan.masked += [f"{where}: {m}" for m in masks]
+        never = _never_runs(job, step, acts, base_ctx)
+        for _k, call in calls:
+            found, gated, unresolved = _call_targets(adapter, doc, job, step, call, acts, rows, base_ctx,
+                                                     step_events, path_events)
+            scan.problems += [f"{where}: {problem}" for problem in sorted(unresolved)]
             for target, events in found.items():
-                filters = tuple(sorted({a.filtered for a in acts if a.filtered}))
                 scan.refs.append(StepRun(rel, key, label, target.kind, target.id, target.shard,
                                          frozenset(events), seen, tuple(masks), never, filters,
                                          tuple(sorted(gated.get(target, ())))))
