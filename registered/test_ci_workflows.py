@@ -170,7 +170,8 @@ def test_toolchain_pins_reach_the_run_step():
     assert cpu_env["CI_TORCH_VERSION"] == "2.13.0" and cpu_env["CI_TRITON_VERSION"]
     h200_env = _run_step(doc["jobs"]["per-commit__h200-1"])["env"]
     assert h200_env["CI_TORCH_VERSION"] == "2.11.0" and h200_env["CI_TRITON_VERSION"] == "3.6.0"
-    assert "/whl/cu12" in h200_env["CI_TORCH_INDEX_URL"]
+    assert h200_env["CI_TORCH_INDEX_URL"] == registry.catalog.get("h200-1").toolchain.index_url
+    assert "/whl/cu" in h200_env["CI_TORCH_INDEX_URL"]  # a CUDA wheel index, not the CPU one
     assert registry.catalog.toolchain_problems() == []
 
 
