@@ -352,7 +352,8 @@ def emulation_for(jobs: list[Job], value: str | None) -> str | None:
     return value
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The command line, with --workers and --job-timeout checked."""
     parser = argparse.ArgumentParser(prog="python -m ci.run_suite", description=__doc__.split("\n\n")[0])
     what = parser.add_mutually_exclusive_group(required=True)
     what.add_argument("--group", help="group id schedule/hardware, e.g. per-commit/cpu (what a GitHub job runs)")
@@ -374,45 +375,60 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--workers must be >= 1, got {args.workers}")
     if args.job_timeout is not None and args.job_timeout <= 0:
         parser.error(f"--job-timeout must be > 0, got {args.job_timeout}")
-    root = Path(args.root).resolve()
-    try:
-        shard = None
-        if args.shard is not None:
-            index, count = parse_shard(args.shard)
-            shard = f"{index}/{count}"
-        registry = load_registry(root)
-        if args.group:
-            parse_group_id(args.group)
-            group = registry.group(args.group)
-            title = f"group `{group.id}` shard {shard or '1/1'}"
-            selection = registry.group_shard(group.id, *(parse_shard(shard) if shard else (1, 1)))
-            jobs = group.jobs
-        else:
-            job = registry.job(args.job)
-            title = f"job `{job.id}` shard {shard or '1/1'}"
-            tests = registry.job_shard(job, *parse_shard(shard)) if shard else [t.node_id for t in job.tests]
-            selection = [(job, tests)] if tests else []
-            jobs = [job]
-        emulate = emulation_for(jobs, args.emulate)
-    except (CollectionError, CatalogError, DurationsError, KeyError, ValueError, OSError) as exc:
-        print(f"[ci] error: {exc.args[0] if isinstance(exc, KeyError) else exc}", file=sys.stderr)
-        return 2
-    if not selection:
-        print(f"[ci] FAIL: {title} selects no test (an empty shard must not pass)", file=sys.stderr)
-        return 1
-    if args.dry_run:
-        for job, tests in selection:
-            est = sum(t.est_time for t in job.tests if t.node_id in set(tests))
-            print(f"# {job.id} shard {shard or '1/1'}: {len(tests)} node id(s), est {est:.0f}s")
-            job_environment(job, root=root, emulate=emulate)
-            print("\n".join(tests))
-        return 0
+    return args
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What one invocation runs: the group shard ("I/N" or None), a title and (job, node ids) pairs."""
+    registry: Registry
+    shard: str | None
+    title: str
+    selection: list[tuple[Job, list[str]]]
+    emulate: str | None
+
+
+def _plan(args: argparse.Namespace, root: Path) -> _Plan:
+    """Load the registry and select the tests of ``--group``/``--job`` (raises on a bad id, shard or catalog)."""
+    shard = None
+    if args.shard is not None:
+        index, count = parse_shard(args.shard)
+        shard = f"{index}/{count}"
+    registry = load_registry(root)
+    if args.group:
+        parse_group_id(args.group)
+        group = registry.group(args.group)
+        title = f"group `{group.id}` shard {shard or '1/1'}"
+        selection = registry.group_shard(group.id, *(parse_shard(shard) if shard else (1, 1)))
+        jobs = group.jobs
+    else:
+        job = registry.job(args.job)
+        title = f"job `{job.id}` shard {shard or '1/1'}"
+        tests = registry.job_shard(job, *parse_shard(shard)) if shard else [t.node_id for t in job.tests]
+        selection = [(job, tests)] if tests else []
+        jobs = [job]
+    return _Plan(registry, shard, title, selection, emulation_for(jobs, args.emulate))
+
+
+def _dry_run(plan: _Plan, root: Path) -> int:
+    """Print each job's node ids, estimate and environment changes instead of running them."""
+    for job, tests in plan.selection:
+        est = sum(t.est_time for t in job.tests if t.node_id in set(tests))
+        print(f"# {job.id} shard {plan.shard or '1/1'}: {len(tests)} node id(s), est {est:.0f}s")
+        job_environment(job, root=root, emulate=plan.emulate)
+        print("\n".join(tests))
+    return 0
+
+
+def _run(plan: _Plan, args: argparse.Namespace, root: Path) -> int:
+    """Run the selection, publish the combined summary and return the exit status."""
+    shard = plan.shard
     results = Path(args.results).resolve() if args.results else root / RESULTS_DIR
     started = time.monotonic()
-    outcomes = run_selection(registry, selection, shard if (args.group or shard) else None, results_dir=results,
-                             emulate=emulate, workers=args.workers, job_timeout=args.job_timeout,
-                             pytest_args=args.pytest_args, kill_grace=args.kill_grace)
-    text = combined_summary(f"{title} ({time.monotonic() - started:.0f}s)", outcomes)
+    outcomes = run_selection(plan.registry, plan.selection, shard if (args.group or shard) else None,
+                             results_dir=results, emulate=plan.emulate, workers=args.workers,
+                             job_timeout=args.job_timeout, pytest_args=args.pytest_args, kill_grace=args.kill_grace)
+    text = combined_summary(f"{plan.title} ({time.monotonic() - started:.0f}s)", outcomes)
     tag = (shard or "1/1").replace("/", "-of-")
     name = sanitize(args.group or args.job)
     publish(text, results / f"summary-{name}-{tag}.md")
@@ -421,6 +437,23 @@ def main(argv: list[str] | None = None) -> int:
     if args.job and outcomes[0].rc not in (0, 1):
         return outcomes[0].rc
     return 0 if all(o.ok for o in outcomes) else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run (or with --dry-run list) one group shard or one job; 0 when every job passed."""
+    args = _parse_args(argv)
+    root = Path(args.root).resolve()
+    try:
+        plan = _plan(args, root)
+    except (CollectionError, CatalogError, DurationsError, KeyError, ValueError, OSError) as exc:
+        print(f"[ci] error: {exc.args[0] if isinstance(exc, KeyError) else exc}", file=sys.stderr)
+        return 2
+    if not plan.selection:
+        print(f"[ci] FAIL: {plan.title} selects no test (an empty shard must not pass)", file=sys.stderr)
+        return 1
+    if args.dry_run:
+        return _dry_run(plan, root)
+    return _run(plan, args, root)
 
 
 if __name__ == "__main__":
