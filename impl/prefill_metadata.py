@@ -22,6 +22,7 @@ bounds.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -88,6 +89,92 @@ def check_output_size(output_size: int, repeats: torch.Tensor) -> None:
         )
 
 
+def _check_inputs(prefix_lens: torch.Tensor, extend_lens: torch.Tensor, req_pool_indices: torch.Tensor, *,
+                  window: int, path: str, platform: str, algorithm: str) -> None:
+    """Dtypes, shapes, device, ``window`` and the policy keys; in check mode also non-negative lengths."""
+    check_tensor("extend_lens", extend_lens, dtype=INDEX_DTYPES, ndim=1)
+    bs = extend_lens.shape[0]
+    check_tensor("prefix_lens", prefix_lens, dtype=INDEX_DTYPES, shape=[bs])
+    check_tensor("req_pool_indices", req_pool_indices, dtype=INDEX_DTYPES, shape=[bs])
+    check_same_device(prefix_lens=prefix_lens, extend_lens=extend_lens, req_pool_indices=req_pool_indices)
+    if not isinstance(window, int) or window < 1:
+        raise ValueError(f"window must be a positive int, got {window!r}")
+    sync_policy.lookup(platform, algorithm, path)  # validates the three keys
+    if check_mode_enabled():
+        if bs and bool((prefix_lens < 0).any()):
+            raise ValueError(f"prefix_lens must be non-negative, got {prefix_lens.tolist()}")
+        if bs and bool((extend_lens < 0).any()):
+            raise ValueError(f"extend_lens must be non-negative, got {extend_lens.tolist()}")
+
+
+def _total_tokens(path: str, num_tokens: int | None, extend_lens: torch.Tensor) -> tuple[int, bool]:
+    """The number of rows to lay out for ``path``, and whether it is the exact real total."""
+    if path == "uniform":
+        if num_tokens is None:
+            raise ValueError("the uniform path needs num_tokens (rows * bs, a host int)")
+        exact = True
+    elif path == "ragged-eager":
+        if num_tokens is None:
+            num_tokens = int(extend_lens.clamp_min(0).sum().item())  # the eager total: one sync, counted
+        exact = True
+    else:
+        if num_tokens is None:
+            raise ValueError("the ragged-graph path needs num_tokens = the captured token tier")
+        if extend_lens.shape[0] == 0:
+            raise ValueError("the ragged-graph path needs at least one request (padding takes the last slot)")
+        exact = False
+    if not isinstance(num_tokens, int) or isinstance(num_tokens, bool) or num_tokens < 0:
+        raise ValueError(f"num_tokens must be a non-negative int, got {num_tokens!r}")
+    return num_tokens, exact
+
+
+def _output_size(decision: str, ext: torch.Tensor, num_tokens: int,
+                 padded_bs: int | None) -> tuple[int | None, torch.Tensor | None]:
+    """The ``output_size`` the sync policy allows (None: keep the sync), and the graph layout's padded lens."""
+    if decision == sync_policy.PADDED_TIER:
+        from impl.kernels import pad_verify_lens_to_bucket
+
+        if check_mode_enabled():
+            real = int(ext.sum())
+            if real > num_tokens:
+                raise ValueError(f"verify/extend lens sum to {real}, above the graph token tier {num_tokens}")
+        # the graph layout: lens padded over padded_bs rows to sum to the tier (invariant 8)
+        bs = ext.shape[0]
+        return num_tokens, pad_verify_lens_to_bucket(ext, num_tokens, bs if padded_bs is None else padded_bs)
+    if decision == sync_policy.OUTPUT_SIZE:
+        if check_mode_enabled():
+            check_output_size(num_tokens, ext)
+        return num_tokens, None
+    return None, None  # keep the sync: repeat_interleave reads the total back
+
+
+def _expand_to_requests(seq_lens: torch.Tensor, ext: torch.Tensor, num_tokens: int,
+                        output_size: int | None) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """Per token: its causal length and its request index r; plus the rows laid out."""
+    # One repeat_interleave (inside expand_prefill_causally) maps tokens to requests.
+    # Expanding the batch indices 0..bs-1 instead of the slots gives r per token
+    # (padding: the last request, as docs/design.md §3.6 says).
+    from impl.kernels import expand_prefill_causally
+
+    batch = torch.arange(ext.shape[0], device=ext.device, dtype=torch.int64)
+    causal, r = expand_prefill_causally(seq_lens, ext, batch, num_tokens=output_size)
+    if output_size is None:
+        if check_mode_enabled() and causal.shape[0] != num_tokens:
+            raise ValueError(f"num_tokens={num_tokens} does not match sum(extend_lens)={causal.shape[0]}")
+        num_tokens = causal.shape[0]
+    return causal, r, num_tokens
+
+
+def _empty_metadata(ext: torch.Tensor, prefix: torch.Tensor, **common: Any) -> TokenMetadata:
+    """The metadata of a batch without requests: no rows."""
+    empty = torch.empty(0, dtype=torch.int64, device=ext.device)
+    return TokenMetadata(
+        positions=empty, seq_lens_causal=empty.to(torch.int32), req_indices=empty.to(torch.int32),
+        final_pos=empty, token_batch_index=empty, is_padding=empty.to(torch.bool),
+        extend_start_loc=ext.to(torch.int32), seq_lens=prefix, num_tokens=0, **common,
+    )
+
+
 def build_prefill_metadata(
     prefix_lens: torch.Tensor,
     extend_lens: torch.Tensor,
@@ -109,108 +196,38 @@ def build_prefill_metadata(
         (default: bs) and rows past the real total are padding.
     """
     platform, algorithm = resolve_platform_and_algorithm(platform, algorithm)
-    check_tensor("extend_lens", extend_lens, dtype=INDEX_DTYPES, ndim=1)
-    bs = extend_lens.shape[0]
-    check_tensor("prefix_lens", prefix_lens, dtype=INDEX_DTYPES, shape=[bs])
-    check_tensor("req_pool_indices", req_pool_indices, dtype=INDEX_DTYPES, shape=[bs])
-    check_same_device(prefix_lens=prefix_lens, extend_lens=extend_lens, req_pool_indices=req_pool_indices)
-    if not isinstance(window, int) or window < 1:
-        raise ValueError(f"window must be a positive int, got {window!r}")
-    sync_policy.lookup(platform, algorithm, path)  # validates the three keys
-    device = extend_lens.device
-    if check_mode_enabled():
-        if bs and bool((prefix_lens < 0).any()):
-            raise ValueError(f"prefix_lens must be non-negative, got {prefix_lens.tolist()}")
-        if bs and bool((extend_lens < 0).any()):
-            raise ValueError(f"extend_lens must be non-negative, got {extend_lens.tolist()}")
-
-    # ---- the total, and whether it is exact ----
-    if path == "uniform":
-        if num_tokens is None:
-            raise ValueError("the uniform path needs num_tokens (rows * bs, a host int)")
-        exact = True
-    elif path == "ragged-eager":
-        if num_tokens is None:
-            num_tokens = int(extend_lens.clamp_min(0).sum().item())  # the eager total: one sync, counted
-        exact = True
-    else:
-        if num_tokens is None:
-            raise ValueError("the ragged-graph path needs num_tokens = the captured token tier")
-        if bs == 0:
-            raise ValueError("the ragged-graph path needs at least one request (padding takes the last slot)")
-        exact = False
-    if not isinstance(num_tokens, int) or isinstance(num_tokens, bool) or num_tokens < 0:
-        raise ValueError(f"num_tokens must be a non-negative int, got {num_tokens!r}")
-
+    _check_inputs(prefix_lens, extend_lens, req_pool_indices, window=window, path=path,
+                  platform=platform, algorithm=algorithm)
+    num_tokens, exact = _total_tokens(path, num_tokens, extend_lens)
     decision = sync_policy.decide(platform, algorithm, path, exact_num_tokens=exact)
     # out of contract (check mode raised above): negative lengths count as 0
     ext = extend_lens.to(torch.int64).clamp_min(0)
     prefix = prefix_lens.to(torch.int64).clamp_min(0)
-    padded_lens = None
-    if decision == sync_policy.PADDED_TIER:
-        from impl.kernels import pad_verify_lens_to_bucket
-
-        if check_mode_enabled():
-            real = int(ext.sum())
-            if real > num_tokens:
-                raise ValueError(f"verify/extend lens sum to {real}, above the graph token tier {num_tokens}")
-        # the graph layout: lens padded over padded_bs rows to sum to the tier (invariant 8)
-        padded_lens = pad_verify_lens_to_bucket(ext, num_tokens, bs if padded_bs is None else padded_bs)
-        output_size: int | None = num_tokens
-    elif decision == sync_policy.OUTPUT_SIZE:
-        if check_mode_enabled():
-            check_output_size(num_tokens, ext)
-        output_size = num_tokens
-    else:
-        output_size = None  # keep the sync: repeat_interleave reads the total back
-
-    if bs == 0:
-        empty = torch.empty(0, dtype=torch.int64, device=device)
-        return TokenMetadata(
-            positions=empty, seq_lens_causal=empty.to(torch.int32), req_indices=empty.to(torch.int32),
-            final_pos=empty, token_batch_index=empty, is_padding=empty.to(torch.bool),
-            extend_lens=extend_lens.to(torch.int32), extend_start_loc=ext.to(torch.int32),
-            seq_lens=prefix, padded_lens=padded_lens, num_tokens=0, exact=exact,
-            used_output_size=output_size is not None, output_size=output_size, path=path,
-            decision=decision, platform=platform, algorithm=algorithm,
-        )
-
-    # One repeat_interleave (inside expand_prefill_causally) maps tokens to requests.
-    # Expanding the batch indices 0..bs-1 instead of the slots gives r per token
-    # (padding: the last request, as docs/design.md §3.6 says).
-    from impl.kernels import expand_prefill_causally
-
+    output_size, padded_lens = _output_size(decision, ext, num_tokens, padded_bs)
+    common: dict[str, Any] = dict(  # the fields that do not depend on the per-token layout
+        extend_lens=extend_lens.to(torch.int32), padded_lens=padded_lens, exact=exact,
+        used_output_size=output_size is not None, output_size=output_size, path=path,
+        decision=decision, platform=platform, algorithm=algorithm,
+    )
+    if extend_lens.shape[0] == 0:
+        return _empty_metadata(ext, prefix, **common)
     seq_lens = prefix + ext
-    batch = torch.arange(bs, device=device, dtype=torch.int64)
-    causal, r = expand_prefill_causally(seq_lens, ext, batch, num_tokens=output_size)
-    if output_size is None:
-        if check_mode_enabled() and causal.shape[0] != num_tokens:
-            raise ValueError(f"num_tokens={num_tokens} does not match sum(extend_lens)={causal.shape[0]}")
-        num_tokens = causal.shape[0]
+    causal, r, num_tokens = _expand_to_requests(seq_lens, ext, num_tokens, output_size)
 
     # ---- per-token fields: gathers only, no sync ----
-    t = torch.arange(num_tokens, device=device, dtype=torch.int64)
+    t = torch.arange(num_tokens, device=ext.device, dtype=torch.int64)
     is_pad = t >= ext.sum()
     positions = torch.where(is_pad, 0, causal - 1)
-    final_pos = torch.where(is_pad, window, seq_lens[r] - 1)
     return TokenMetadata(
         positions=positions,
         seq_lens_causal=(positions + 1).to(torch.int32),
         req_indices=req_pool_indices.to(torch.int32)[r],
-        final_pos=final_pos,
+        final_pos=torch.where(is_pad, window, seq_lens[r] - 1),
         token_batch_index=r,
         is_padding=is_pad,
-        extend_lens=extend_lens.to(torch.int32),
         extend_start_loc=(torch.cumsum(ext, 0) - ext).to(torch.int32),
         seq_lens=seq_lens,
-        padded_lens=padded_lens,
         num_tokens=num_tokens,
-        exact=exact,
-        used_output_size=output_size is not None,
-        output_size=output_size,
-        path=path,
-        decision=decision,
-        platform=platform,
-        algorithm=algorithm,
         tier=None if exact else num_tokens,
+        **common,
     )
