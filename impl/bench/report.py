@@ -42,6 +42,9 @@ def merge_json(path: Path, meta: dict, rows: list[dict]) -> tuple[list[dict], in
 def write_plot(path: Path, rows: list[dict], title: str) -> tuple[bool, str]:
     """One panel per op: GB/s against rows, one line per variant (points when an op has one size).
     Returns (written, why not)."""
+    ops = list(dict.fromkeys(r["op"] for r in rows))
+    if not ops:
+        return False, "no rows were measured"
     try:
         import matplotlib
 
@@ -49,9 +52,6 @@ def write_plot(path: Path, rows: list[dict], title: str) -> tuple[bool, str]:
         import matplotlib.pyplot as plt
     except ImportError:
         return False, "matplotlib is not installed (pip install matplotlib)"
-    ops = list(dict.fromkeys(r["op"] for r in rows))
-    if not ops:
-        return False, "no rows were measured"
     fig, axes = plt.subplots(1, len(ops), figsize=(5 * len(ops), 4), squeeze=False)
     for ax, op in zip(axes[0], ops):
         for variant in dict.fromkeys(r["variant"] for r in rows if r["op"] == op):
