@@ -64,7 +64,7 @@ def test_chain_draft_runs_k_sequential_steps():
         chain_draft(_step, hidden, token, 2, pick=None)
 
 
-@register(suite="components", hardware=["cpu", "h200-1", "mi35x-1"], schedule="per-commit", est_time=3)
+@register(suite="components", hardware=["cpu", "h200-1", "mi35x-1"], schedule="per-commit", est_time=7)
 def test_the_engines_mtp_draft_is_a_chain_of_picks():
     cfg, dev = cpu_small(), default_device()
     target = TargetModel(cfg, dev)
