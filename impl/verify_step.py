@@ -15,6 +15,7 @@ from __future__ import annotations
 import torch
 
 from impl import sync_policy
+from impl.cuda_graphs import capture_graph
 from impl.pools.unified import UnifiedKVPool
 from impl.prefill_metadata import resolve_platform_and_algorithm
 from impl.validation import INDEX_DTYPES, check_positive_int, check_tensor
@@ -98,24 +99,14 @@ class VerifyStep:
         self.loc.copy_(loc)
 
     def capture(self, *, warmup: int = 2) -> torch.cuda.CUDAGraph:
-        """Capture ``run`` in a CUDA graph (warm-up runs first compile the kernels).
+        """Capture ``run`` in a CUDA graph (warm-up runs first compile the kernels;
+        :func:`impl.cuda_graphs.capture_graph`).
 
         The warm-up runs write the ring with the currently loaded batch; load
         the batch you want before capturing, or reset the ring afterwards.
         """
-        if self.pool.device.type != "cuda":
-            raise ValueError("CUDA graph capture needs the pool on a CUDA device")
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(warmup):
-                self.run()
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            self.run()
-        self.graph = graph
-        return graph
+        self.graph = capture_graph(self.run, device=self.pool.device, warmup=warmup).graph
+        return self.graph
 
     def replay(self) -> None:
         if self.graph is None:

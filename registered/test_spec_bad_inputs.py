@@ -7,12 +7,14 @@ import torch
 from ci.registration import register
 from impl import sync_policy
 from impl.config import SpecConfig
+from impl.engine.engine import SpecEngine
+from impl.model.tiny_config import cpu_small
 from impl.platform import emulate
 from impl.pools import PagedKVPool, UnifiedKVPool, check_gamma_consistent, check_pools_compatible, make_pool
 from impl.prefill_metadata import build_prefill_metadata
+from impl.run_options import RunOptions
 from impl.spec.greedy_verify import greedy_verify
 from impl.spec.injector import TargetHiddenInjector
-from impl.spec.mtp import MTPVerifier
 from impl.spec.sampling_verify import sampling_probs
 from impl.validation import check_mode
 from impl.verify_metadata import RaggedVerifyLayout, build_verify_metadata
@@ -129,10 +131,11 @@ def test_verify_and_policy_errors():
     with pytest.raises(ValueError, match=r"target scores must have 4 rows per request \(gamma \+ 1"):
         greedy_verify(torch.zeros(2, 3, dtype=torch.int64), torch.zeros(2, 3, dtype=torch.int64),
                       prefix_lens=torch.zeros(2, dtype=torch.int64))
-    with pytest.raises(ValueError, match=r"draft_tokens must be \[bs, 3\] \(k = gamma = 3 chain steps\), got \[2, 2\]"):
-        MTPVerifier(small_config(gamma=3)).verify_greedy(torch.zeros(2, 3, dtype=torch.int64),
-                                                         torch.zeros(2, 2, dtype=torch.int64),
-                                                         prefix_lens=torch.zeros(2, dtype=torch.int64))
+    mtp = SpecEngine(cpu_small(), RunOptions(algorithm="mtp", gamma=3, device="cpu"), num_slots=2)
+    with pytest.raises(ValueError, match=r"draft_tokens must be \[bs, 3\] \(gamma = 3 drafts per request, 'mtp'\), "
+                                         r"got \[2, 2\]"):
+        mtp.verify_drafts(torch.zeros(2, 3, dtype=torch.int64), torch.zeros(2, 2, dtype=torch.int64),
+                          torch.zeros(2, dtype=torch.int64))
     with pytest.raises(ValueError, match="temperature must be > 0"):
         sampling_probs(torch.zeros(1, 2, 3), temperature=0.0)
     with pytest.raises(ValueError, match="platform must be one of"):

@@ -7,6 +7,8 @@ from typing import Callable
 
 import torch
 
+from impl.cuda_graphs import capture_graph
+
 
 def on_gpu() -> bool:
     return torch.cuda.is_available()
@@ -35,17 +37,8 @@ def graph_replay_us(fn: Callable[[], object], *, calls_per_graph: int = 50, repl
     """
     if not on_gpu():
         return median_us(fn)
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for _ in range(3):  # warm up outside capture (Triton compiles here)
-            fn()
-    torch.cuda.current_stream().wait_stream(stream)
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(calls_per_graph):
-            fn()
+    # warm up outside capture (Triton compiles here), then wait for the whole device
+    graph = capture_graph(fn, device="cuda", warmup=3, calls=calls_per_graph, synchronize=True).graph
     graph.replay()
     torch.cuda.synchronize()
     times = []

@@ -45,7 +45,7 @@ from impl.platform import default_device, platform_for, use_kernel_backend
 from impl.prefill_metadata import build_prefill_metadata
 from impl.run_options import RunOptions, SamplingParams  # noqa: F401 (SamplingParams re-exported)
 from impl.spec.acceptance import AcceptanceStats
-from impl.spec.greedy_verify import greedy_verify
+from impl.spec.greedy_verify import VerifyResult, greedy_verify
 from impl.spec.sampling_verify import sample_from, sampling_probs, sampling_verify
 from impl.validation import check_mode
 from impl.verify_metadata import build_verify_metadata
@@ -287,13 +287,7 @@ class SpecEngine:
         else:
             out, decision = self._verify_forward(tokens, prefix, slots)
         record.sync_decision = decision
-        logits = out.logits.view(bs, g + 1, -1)
-        if self.sampling is None:
-            res = greedy_verify(logits, drafts, prefix_lens=prefix)
-        else:
-            s = self.sampling
-            res = sampling_verify(logits, draft_logits, drafts, prefix_lens=prefix, temperature=s.temperature,
-                                  top_k=s.top_k, top_p=s.top_p, generator=self.generator)
+        res = self.verify_drafts(out.logits.view(bs, g + 1, -1), drafts, prefix, draft_logits=draft_logits)
         if self.checker:
             rows = prefix.view(-1, 1) + torch.arange(g + 1, device=dev)
             row_slots = slots.view(-1, 1).expand_as(rows).reshape(-1).contiguous()
@@ -321,7 +315,25 @@ class SpecEngine:
         record.verified = [r.rid for r in reqs]
         record.accept_lens = commit
 
+    def verify_drafts(self, target: torch.Tensor, drafts: torch.Tensor, prefix: torch.Tensor, *,
+                      draft_logits: torch.Tensor | None = None) -> VerifyResult:
+        """Verify ``[bs, gamma]`` drafts (DSpark block or MTP chain) against the target's
+        ``[bs, gamma + 1]`` rows (logits, or argmax ids for greedy): greedy, or chain
+        rejection sampling against ``draft_logits`` (docs/design.md §6.2-§6.4)."""
+        g = self.gamma
+        if drafts.dim() != 2 or drafts.shape[1] != g:
+            raise ValueError(f"draft_tokens must be [bs, {g}] (gamma = {g} drafts per request, "
+                             f"{self.algorithm!r}), got {list(drafts.shape)}")
+        if self.sampling is None:
+            return greedy_verify(target, drafts, prefix_lens=prefix)
+        s = self.sampling
+        return sampling_verify(target, draft_logits, drafts, prefix_lens=prefix, temperature=s.temperature,
+                               top_k=s.top_k, top_p=s.top_p, generator=self.generator)
+
     def verify_metadata(self, prefix, slots, ragged=None):
+        """Target-verify metadata: ``gamma + 1`` rows per request through the sync policy of
+        this run's platform and algorithm (``mtp`` keeps its sync on HIP, docs/design.md §4.3);
+        one row per request for algorithm ``none``."""
         if self.gamma == 0:  # plain decoding (algorithm 'none'): one row per request
             ones = torch.ones_like(prefix)
             return build_prefill_metadata(prefix, ones, slots, window=self.cfg.window, path="uniform",

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import torch
 
+from impl.cuda_graphs import capture_graph
 from impl.engine.stores import TargetStore, rows_from_metadata
 from impl.model.attention import ExtendRows
 from impl.model.target import ForwardOut
@@ -35,15 +36,8 @@ class _Captured:
         def forward() -> ForwardOut:
             return model.forward_extend(self.tokens, rows, store)
 
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(2):  # warm-up: Triton compilation, allocator pools
-                forward()
-        torch.cuda.current_stream().wait_stream(side)
-        self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph):
-            self.out = forward()
+        # warm-up: Triton compilation, allocator pools
+        self.graph, self.out = capture_graph(forward, device=dev, warmup=2)
 
 
 class VerifyGraphRunner:

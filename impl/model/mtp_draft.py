@@ -11,21 +11,13 @@ earlier steps (kept here, never stored). Shares the target's embedding and LM he
 """
 from __future__ import annotations
 
-from typing import Callable
-
 import torch
 
 from impl.model.attention import ExtendRows, attend, project_q, rms_norm, window_keys
 from impl.model.dspark_draft import DRAFT_LAYER, InjectedDraft, PoolReader
 from impl.model.tiny_config import TinyConfig
 from impl.model.weights import MtpDraftWeights, TargetWeights, mtp_weights
-
-# picks the next token from logits [bs, vocab]: argmax or a sampler
-Pick = Callable[[torch.Tensor], torch.Tensor]
-
-
-def argmax_pick(logits: torch.Tensor) -> torch.Tensor:
-    return torch.argmax(logits, dim=-1)
+from impl.spec.mtp import Pick, argmax_pick, chain_draft
 
 
 class MtpDraft(InjectedDraft):
@@ -35,14 +27,14 @@ class MtpDraft(InjectedDraft):
 
     def chain(self, last_hidden: torch.Tensor, anchor: torch.Tensor, anchor_pos: torch.Tensor,
               slots: torch.Tensor, pool, steps: int, pick: Pick = argmax_pick) -> tuple[torch.Tensor, torch.Tensor]:
-        """Draft tokens ``[bs, steps]`` and their logits ``[bs, steps, vocab]``."""
+        """Draft tokens ``[bs, steps]`` and their logits ``[bs, steps, vocab]``: this model's
+        step in the chain loop of :func:`impl.spec.mtp.chain_draft`."""
         cfg, a = self.cfg, self.w.layer.attn
         bs, device = anchor.shape[0], anchor.device
         chain_k = torch.zeros(bs * steps, cfg.head_dim, dtype=torch.bfloat16, device=device)
         base = torch.arange(bs, device=device) * steps
-        h_prev, tok = last_hidden.float(), anchor
-        tokens, all_logits = [], []
-        for j in range(steps):
+
+        def step(j: int, h_prev: torch.Tensor, tok: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
             pos = anchor_pos + j
             fused = torch.cat(
                 [rms_norm(h_prev, self.w.hidden_norm, cfg.eps), rms_norm(self.target_w.embed[tok], self.w.embed_norm, cfg.eps)],
@@ -57,9 +49,6 @@ class MtpDraft(InjectedDraft):
             keys, valid = window_keys(rows, chain_k, PoolReader(pool), DRAFT_LAYER, cfg.window)
             h = fused + attend(q, keys, valid).reshape(bs, -1) @ a.wo
             h = h + self.mlp(h)
-            logits = rms_norm(h, self.w.final_norm, cfg.eps) @ self.target_w.lm_head
-            tok = pick(logits)
-            tokens.append(tok)
-            all_logits.append(logits)
-            h_prev = h
-        return torch.stack(tokens, dim=1), torch.stack(all_logits, dim=1)
+            return rms_norm(h, self.w.final_norm, cfg.eps) @ self.target_w.lm_head, h
+
+        return chain_draft(step, last_hidden.float(), anchor, steps, pick=pick)
