@@ -35,7 +35,7 @@ import os
 import sys
 
 from impl.cli_args import CliParser, Progress, bounded_float, bounded_int, fail
-from impl.gates import GATES, GateError
+from impl.gates import GATES, GateError, gates_in_effect
 from impl.run_options import RunOptions, SamplingParams
 
 PROG = "python -m impl.e2e"
@@ -128,9 +128,11 @@ def settle_hardware(options: RunOptions, args, environ) -> RunOptions:
         fail(PROG, "kernel backend 'triton' needs a GPU; on CPU use --kernel-backend torch or triton-interpret")
     if options.kernel_backend is None:
         options = options.replace(kernel_backend="triton" if gpu else "torch")
-    # Triton fixes interpret-vs-compile when it is imported, and rank processes inherit the
-    # environment: export the one resolved choice before impl.kernels is imported.
-    os.environ[GATES["kernel_backend"].env_var] = options.kernel_backend
+    # The kernel backend reaches the ops through the run's gates (``main`` and every engine step
+    # run inside ``gates_in_effect(options.gates)``; impl.kernels, imported by the first op, decides
+    # interpret-vs-compile from them). TRITON_INTERPRET is Triton's own switch and stays an
+    # environment write: Triton reads it when *it* is imported -- possibly before impl.kernels --
+    # and spawned rank processes inherit it.
     if options.kernel_backend == "triton-interpret":
         os.environ["TRITON_INTERPRET"] = "1"
     return options
@@ -149,9 +151,10 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     options, cfg, fault = validate(args, os.environ)
     options = settle_hardware(options, args, os.environ)
-    if args.world_size > 1:
-        return _main_distributed(args, cfg, options, fault)
-    return _main_single(args, cfg, options)
+    with gates_in_effect(options.gates):
+        if args.world_size > 1:
+            return _main_distributed(args, cfg, options, fault)
+        return _main_single(args, cfg, options)
 
 
 def _main_single(args, cfg, options: RunOptions) -> int:

@@ -5,6 +5,8 @@ count. Emulation -- running HIP policy on a CPU or CUDA device -- is selected by
 the ``platform`` gate (``DSPARK_PLATFORM=hip``) or by the ``emulate(...)``
 context manager, and is announced on stderr the first time it takes effect so
 it is never silent. Tensors always live on the *real* device (``Platform.device``).
+Gates are read through :func:`impl.gates.active_gates` (a run's gates, else the
+environment's), never from the environment directly.
 """
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from typing import Iterator
 
 import torch
 
-from impl.gates import gate_value, validate_gate_value
+from impl.gates import active_gates, override_gates, validate_gate_value
 
 DEFAULT_ARCH = {"cuda": "sm90", "hip": "gfx950", "cpu": "cpu"}
 
@@ -92,7 +94,7 @@ def current_platform() -> Platform:
         p = _override[-1]
         _announce(p)
         return p
-    return platform_for(gate_value("platform"))
+    return platform_for(active_gates().platform)
 
 
 @contextlib.contextmanager
@@ -107,30 +109,21 @@ def emulate(backend: str, arch: str | None = None, device_count: int | None = No
         _override.pop()
 
 
-_kernel_override: list[str | None] = []
-
-
 @contextlib.contextmanager
 def use_kernel_backend(backend: str | None) -> Iterator[None]:
-    """Inside the block the ops run on ``backend`` (a run's ``RunOptions.kernel_backend``);
+    """Inside the block the ops run on ``backend`` (the kernel_backend gate, overridden);
     None: the hardware default, whatever the environment says."""
-    if backend is not None:
-        validate_gate_value("kernel_backend", backend, source="kernel_backend")
-    _kernel_override.append(backend)
-    try:
+    with override_gates(kernel_backend=backend):
         yield
-    finally:
-        _kernel_override.pop()
 
 
 def default_kernel_backend() -> str:
     return "triton" if _detect().device == "cuda" else "triton-interpret"
 
 
-def kernel_backend() -> str:
-    """Who runs the data-moving ops: the innermost ``use_kernel_backend``, else the gate's
-    value, else triton on GPU / interpreter on CPU."""
-    chosen = _kernel_override[-1] if _kernel_override else gate_value("kernel_backend")
+def concrete_kernel_backend(chosen: str | None) -> str:
+    """The backend a kernel_backend gate value means here: None is triton on a GPU and the
+    interpreter on CPU; 'triton' without a GPU is an error."""
     real = _detect()
     if chosen is None:
         return "triton" if real.device == "cuda" else "triton-interpret"
@@ -139,6 +132,12 @@ def kernel_backend() -> str:
             "DSPARK_KERNEL_BACKEND=triton needs a GPU; on CPU use 'triton-interpret' or 'torch'"
         )
     return chosen
+
+
+def kernel_backend() -> str:
+    """Who runs the data-moving ops: the kernel_backend gate in effect (the innermost
+    ``use_kernel_backend``, else the run's gates, else the environment), else the hardware default."""
+    return concrete_kernel_backend(active_gates().kernel_backend)
 
 
 def default_device() -> torch.device:

@@ -27,6 +27,7 @@ from typing import Any
 import torch
 
 from impl import sync_policy
+from impl.gates import active_gates
 from impl.validation import INDEX_DTYPES, check_mode_enabled, check_same_device, check_tensor
 
 
@@ -65,15 +66,13 @@ class TokenMetadata:
 
 
 def resolve_platform_and_algorithm(platform: str | None, algorithm: str | None) -> tuple[str, str]:
-    """Defaults: the current (possibly emulated) platform and the spec_algorithm gate."""
+    """Defaults: the current (possibly emulated) platform and the spec_algorithm gate in effect."""
     if platform is None:
         from impl.platform import current_platform
 
         platform = current_platform().backend
     if algorithm is None:
-        from impl.gates import gate_value
-
-        algorithm = gate_value("spec_algorithm")
+        algorithm = active_gates().spec_algorithm
     return platform, algorithm
 
 

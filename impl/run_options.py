@@ -4,7 +4,9 @@ A CLI, a test or the CI runner builds one :class:`RunOptions` with
 :meth:`RunOptions.resolve` -- explicit choices first, the gate environment
 (:func:`impl.gates.resolve_gates`, read ONCE) for the rest -- and hands it to
 ``impl.engine.run.run_case``, ``SpecEngine`` and ``DistCase``. Code below the
-edge takes values from here and never reads the environment.
+edge takes values from here and never reads the environment: the engine runs
+every step inside ``impl.gates.gates_in_effect(options.gates)``, so ops it calls
+answer the run's gates (docs/design.md §2.2).
 
 This module must never import torch, triton or the engine: the CLIs validate
 their arguments with it before anything heavy is imported.
@@ -91,6 +93,12 @@ class RunOptions:
     def value_checks(self) -> bool:
         """Whether the ops run under check mode (value checks; may sync)."""
         return self.check_mode or self.checked
+
+    @property
+    def gates(self) -> Gates:
+        """The run's gates, for ``impl.gates.gates_in_effect`` (check mode on when ``value_checks``)."""
+        return Gates(platform=self.platform, spec_algorithm=self.algorithm, kv_backend=self.kv_backend,
+                     kernel_backend=self.kernel_backend, check_mode="on" if self.value_checks else "off")
 
     def gamma_for(self, preset_gamma: int) -> int:
         return preset_gamma if self.gamma is None else self.gamma

@@ -3,7 +3,9 @@
 Structural checks (type, dtype, rank, shape, contiguity, device) read only host
 metadata, so they are always on and never sync. Value checks (negative
 positions, out-of-range or duplicate locs, ``output_size`` totals) must read
-device memory, so they run only in check mode (:func:`check_mode_enabled`).
+device memory, so they run only in check mode (:func:`check_mode_enabled`): the
+``check_mode`` gate in effect (docs/design.md §2.2), i.e. the innermost
+:func:`check_mode` block, else the run's gates, else ``DSPARK_CHECK``.
 """
 from __future__ import annotations
 
@@ -12,27 +14,20 @@ from typing import Iterable, Iterator, Sequence
 
 import torch
 
-from impl.gates import gate_value
+from impl.gates import active_gates, override_gates
 
 INDEX_DTYPES = (torch.int32, torch.int64)
 
-_check_override: list[bool] = []
-
 
 def check_mode_enabled() -> bool:
-    if _check_override:
-        return _check_override[-1]
-    return gate_value("check_mode") == "on"
+    return active_gates().check_mode == "on"
 
 
 @contextlib.contextmanager
 def check_mode(enabled: bool = True) -> Iterator[None]:
-    """Turn value checks on (they may sync) inside the block."""
-    _check_override.append(bool(enabled))
-    try:
+    """Turn value checks on (they may sync) -- or off -- inside the block."""
+    with override_gates(check_mode="on" if enabled else "off"):
         yield
-    finally:
-        _check_override.pop()
 
 
 def _names(dtypes: Iterable[torch.dtype]) -> str:

@@ -37,17 +37,17 @@ from impl.engine.checker import PoolChecker
 from impl.engine.drafting import DraftSource
 from impl.engine.state import RankState, Request
 from impl.engine.stores import TargetStore, rows_from_metadata
+from impl.gates import gates_in_effect
 from impl.model.dspark_draft import DSparkDraft
 from impl.model.mtp_draft import MtpDraft
 from impl.model.target import TargetModel
 from impl.model.tiny_config import TinyConfig
-from impl.platform import default_device, platform_for, use_kernel_backend
+from impl.platform import default_device, platform_for
 from impl.prefill_metadata import build_prefill_metadata
 from impl.run_options import RunOptions, SamplingParams  # noqa: F401 (SamplingParams re-exported)
 from impl.spec.acceptance import AcceptanceStats
 from impl.spec.greedy_verify import VerifyResult, greedy_verify
 from impl.spec.sampling_verify import sample_from, sampling_probs, sampling_verify
-from impl.validation import check_mode
 from impl.verify_metadata import build_verify_metadata
 
 
@@ -193,8 +193,8 @@ class SpecEngine:
 
     @contextlib.contextmanager
     def applied(self):
-        """The run's check mode and kernel backend, for every op called inside."""
-        with check_mode(self.options.value_checks), use_kernel_backend(self.kernel_backend):
+        """The run's gates (check mode, kernel backend, ...) for every op called inside."""
+        with gates_in_effect(self.options.gates):
             yield
 
     def _agree(self, phase: str, local: bool) -> bool:

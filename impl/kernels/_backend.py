@@ -5,14 +5,15 @@ Triton decides "interpret or compile" when it is *imported* (its own
 again in every ``@triton.jit`` (both read ``TRITON_INTERPRET`` through
 ``triton.knobs.runtime.interpret`` in triton 3.6 and 3.9). So the mode is
 process-wide: this module sets ``TRITON_INTERPRET=1`` before importing triton
-when there is no GPU (or the kernel_backend gate asks for the interpreter), and
-every kernel module imports triton through here.
+when there is no GPU (or the kernel_backend gate in effect -- the run's, when the
+first op of a run imports this module, else the environment's -- asks for the
+interpreter), and every kernel module imports triton through here.
 
 Eager calls are host-bound at small sizes, so this module also keeps the per-call
-host work small: ``launch_mode`` resolves the kernel_backend gate once per distinct
-raw value of its environment variable (the cache is keyed on the string itself, so a
-changed or removed variable is seen on the very next call: never stale, nothing to
-refresh), and ``cdiv`` is plain integer arithmetic (``triton.cdiv`` is a
+host work small: ``launch_mode`` asks :func:`impl.gates.active_gates` (cached on the
+raw environment strings, so a changed or removed variable is seen on the very next
+call: never stale, nothing to refresh) and resolves each gate value to a backend once,
+and ``cdiv`` is plain integer arithmetic (``triton.cdiv`` is a
 constexpr-function wrapper costing several microseconds a call on the host).
 ``LaunchCache`` launches an op's fixed sequence of kernels through the compiled
 kernels themselves after the first call: ``kernel[grid](...)`` re-binds the
@@ -26,15 +27,15 @@ import os
 
 import torch
 
-from impl.gates import GATES, GateError, gate_value
-from impl.platform import _kernel_override, kernel_backend
+from impl.gates import GateError, active_gates
+from impl.platform import concrete_kernel_backend
 
 
 def _wants_interpreter() -> bool:
     if os.environ.get("TRITON_INTERPRET", "") not in ("", "0"):
         return True
     try:
-        requested = gate_value("kernel_backend")
+        requested = active_gates().kernel_backend
     except GateError:
         requested = None  # a bad value is reported when an op runs, with the gate's message
     return requested == "triton-interpret" or not torch.cuda.is_available()
@@ -55,23 +56,20 @@ def _standard_library_interpreted() -> bool:
     return isinstance(triton.language.standard.sum, InterpretedFunction)
 
 
-_BACKEND_VAR = GATES["kernel_backend"].env_var
-_resolved: dict[tuple[str, str | None], str] = {}  # (source, raw value) -> kernel_backend(); errors never cached
+_resolved: dict[str | None, str] = {}  # kernel_backend gate value -> backend; errors never cached
 
 
 def _resolved_backend() -> str:
-    """kernel_backend(), re-resolved whenever its input changes (errors re-raise).
+    """``impl.platform.kernel_backend()``, resolved once per gate value (errors re-raise).
 
-    The input is the innermost ``use_kernel_backend`` block of a run (RunOptions) when there
-    is one, else the raw environment value; whether a GPU exists is fixed for the process.
+    The gate value is the one in effect (:func:`impl.gates.active_gates`: the innermost
+    ``use_kernel_backend`` block, a run's gates, else the environment); whether a GPU exists
+    is fixed for the process.
     """
-    if _kernel_override:
-        key = ("run", _kernel_override[-1])
-    else:
-        key = ("env", os.environ.get(_BACKEND_VAR))
-    backend = _resolved.get(key)
+    chosen = active_gates().kernel_backend
+    backend = _resolved.get(chosen)
     if backend is None:
-        backend = _resolved[key] = kernel_backend()
+        backend = _resolved[chosen] = concrete_kernel_backend(chosen)
     return backend
 
 

@@ -8,10 +8,12 @@ on any mismatch or unexpected sync count. Imports impl and impl.testing only.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 import time
 
+from impl.gates import GateError, gates_in_effect, resolve_gates
 from impl.platform import default_device, kernel_backend
 from impl.sync_detector import count_syncs
 from impl.table import format_table
@@ -54,11 +56,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--large", action="store_true", help="GPU-sized samples")
     parser.add_argument("--backend", choices=["triton", "triton-interpret", "torch"], help="kernel_backend gate")
     args = parser.parse_args(argv)
+    try:  # the environment's gates, read once; --backend over its kernel_backend
+        gates = resolve_gates(os.environ)
+    except GateError as err:
+        parser.error(str(err))
     if args.backend:
-        os.environ["DSPARK_KERNEL_BACKEND"] = args.backend
+        gates = dataclasses.replace(gates, kernel_backend=args.backend)
     start = time.perf_counter()
-    rows, failures = report(args.large)
-    print(f"kernel backend: {kernel_backend()}, device: {default_device()}")
+    with gates_in_effect(gates):
+        rows, failures = report(args.large)
+        print(f"kernel backend: {kernel_backend()}, device: {default_device()}")
     print(format_table(("op", "cases", "max abs err", "syncs", "verdict"), rows))
     for f in failures:
         print("MISMATCH", f)
