@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import ast
 import datetime as dt
-import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,7 +37,7 @@ from ci.jobs import Job, Registry, load_registry, parse_job_id
 from ci.nox_check import suite_session_problems
 from ci.ops_audit import OP_TABLE_PATHS, impl_ops, reference_names
 from ci.skip_audit import SkipTable, condition_skips, load_skip_table, skip_uses
-from ci.table import format_rules, format_table
+from ci.table import format_rules, format_table, print_report
 from ci.workflow_scan import StepRun, WorkflowScan, events_needed, scan_workflows
 from impl.gates import GATES
 
@@ -520,11 +519,7 @@ def main(argv: list[str] | None = None) -> int:
             hint = "\n(this looks like an sglang tree: python -m ci.audit --root PATH --adapter sglang)"
         print(f"audit: registry cannot be collected:\n{exc}{hint}", file=sys.stderr)
         return 2
-    if args.format == "json":
-        print(json.dumps(report_json(report), indent=2))
-    else:
-        print(format_report(report))
-    return 0 if report.ok else 1
+    return print_report(report.ok, args.format, lambda: report_json(report), lambda: format_report(report))
 
 
 if __name__ == "__main__":

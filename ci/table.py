@@ -1,7 +1,8 @@
-"""Plain-text tables for terminal output."""
+"""Plain-text tables for terminal output, and the audits' report printer."""
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+import json
+from typing import Any, Callable, Mapping, Sequence
 
 
 def format_table(headers: Sequence[str], rows: Sequence[Sequence[object]], *, right: Sequence[int] = ()) -> str:
@@ -32,3 +33,9 @@ def format_rules(rules: Mapping[str, str], violations: Mapping[str, Sequence[str
     failed = sum(1 for v in violations.values() if v)
     lines += ["", f"audit: {'OK' if not failed else f'{failed} of {len(rules)} rule(s) failed'}"]
     return lines
+
+
+def print_report(ok: bool, fmt: str, as_json: Callable[[], dict[str, Any]], as_text: Callable[[], str]) -> int:
+    """Print an audit report as ``--format`` asks (json or text); the exit status: 0 if ``ok``, else 1."""
+    print(json.dumps(as_json(), indent=2) if fmt == "json" else as_text())
+    return 0 if ok else 1
