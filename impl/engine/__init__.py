@@ -5,7 +5,7 @@ CLIs use to validate ``--draft`` -- can be imported without torch.
 """
 from __future__ import annotations
 
-import importlib
+from impl.lazy_exports import lazy_getattr
 
 _LAZY = {
     "SpecEngine": "impl.engine.engine",
@@ -23,9 +23,4 @@ _LAZY = {
 
 __all__ = sorted(_LAZY)
 
-
-def __getattr__(name: str):
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'impl.engine' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_getattr(__name__, _LAZY)

@@ -1,0 +1,18 @@
+"""Lazy package exports (PEP 562): a package lists ``name -> module`` in a literal ``_LAZY`` dict
+(the CI audit reads it from the syntax tree) and imports the module only when the name is used."""
+from __future__ import annotations
+
+import importlib
+from typing import Any, Callable, Mapping
+
+
+def lazy_getattr(package: str, table: Mapping[str, str]) -> Callable[[str], Any]:
+    """A module ``__getattr__`` for ``package`` that resolves the names in ``table``."""
+
+    def __getattr__(name: str) -> Any:
+        module = table.get(name)
+        if module is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        return getattr(importlib.import_module(module), name)
+
+    return __getattr__
