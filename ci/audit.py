@@ -38,7 +38,7 @@ from ci.nox_check import suite_session_problems
 from ci.ops_audit import OP_TABLE_PATHS, impl_ops, reference_names
 from ci.skip_audit import SkipTable, condition_skips, load_skip_table, skip_uses
 from ci.table import format_rules, format_table, print_report
-from ci.workflow_scan import StepRun, WorkflowScan, events_needed, scan_workflows
+from ci.workflow_scan import StepRun, WorkflowScan, describe_steps, events_needed, scan_workflows
 from impl.gates import GATES
 
 RULES = {
@@ -54,6 +54,7 @@ RULES = {
     "j": "pytest collects exactly the tests the registry knows (both directions)",
 }
 DEFAULT_HORIZON_DAYS = 90
+UNDECIDED = "its if: is not definitely true on any of them"  # a step that mentions a job, but may never run it
 
 
 @dataclass
@@ -135,23 +136,6 @@ def _complete(shards: set[tuple[int, int]], count: int | None) -> tuple[bool, li
     return have >= set(range(1, count + 1)), sorted(have), count
 
 
-def _describe(refs: list[StepRun], files: list[str]) -> str:
-    seen = []
-    for r in refs:
-        text = f"{r.workflow}:{r.wf_job} on {sorted(r.seen_events) or 'nothing'}"
-        notes = list(r.filters) + ([r.path_note(files)] if r.path_note(files) else [])
-        if r.never_runs:
-            text += " (if: false)"
-        elif not r.events and not notes and not r.masks:
-            text += " (its if: is not definitely true on any of them)"
-        if notes:
-            text += f" ({'; '.join(notes)})"
-        if r.masks:
-            text += " (masked)"
-        seen.append(text)
-    return "; ".join(dict.fromkeys(seen))
-
-
 def rule_dormant(report: AuditReport, plan: dict[str, tuple[int, list[str]]]) -> None:
     refs = report.scan.refs
     partial_groups: set[str] = set()
@@ -189,7 +173,7 @@ def rule_dormant(report: AuditReport, plan: dict[str, tuple[int, list[str]]]) ->
         where = job.tests[0].where
         need_text = "a schedule" if job.key.schedule == "nightly" else "pull_request/push"
         seen = job_refs + group_refs
-        detail = (f"only referenced by {_describe(seen, files)}" if seen else
+        detail = (f"only referenced by {describe_steps(seen, files, undecided=UNDECIDED)}" if seen else
                   f"no workflow job runs it (as --job {job.id} or --group {gid})")
         report.violations["a"].append(
             f"DORMANT {job.id} ({len(job.tests)} registration(s), first at {where}): needs a workflow "

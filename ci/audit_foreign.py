@@ -26,7 +26,7 @@ from typing import Any
 from ci.adapters import Adapter, get_adapter
 from ci.adapters.sglang import SuiteCollection, SuiteRegistration, expected_runner, runner_mismatch
 from ci.table import format_rules, format_table, print_report
-from ci.workflow_scan import StepRun, WorkflowScan, events_needed, scan_workflows
+from ci.workflow_scan import StepRun, WorkflowScan, describe_steps, events_needed, scan_workflows
 
 RULES = {
     "a": "every registered suite is run, unmasked, by a triggered workflow step (every partition)",
@@ -37,6 +37,7 @@ RULES = {
     "f": "every registration is readable by the repository's runner",
     "g": "every suite runs on the runner its name asks for (GPU count, MI35x)",
 }
+UNDECIDED = "its if: is not definitely true on any trigger"
 
 
 @dataclass
@@ -71,21 +72,6 @@ def _partitions_text(shards: set[tuple[int, int]]) -> tuple[bool, str]:
     have = sorted(i - 1 for i, m in shards if m == n)
     missing = sorted(set(range(n)) - set(have))
     return False, f"runs --auto-partition-id {have} of --auto-partition-size {n}: partition(s) {missing} never run"
-
-
-def _seen(refs: list[StepRun], files: list[str]) -> str:
-    parts = []
-    for r in refs:
-        text = f"{r.workflow}:{r.wf_job} on {sorted(r.seen_events) or 'nothing'}"
-        notes = list(r.filters) + ([r.path_note(files)] if r.path_note(files) else [])
-        if r.never_runs or (not r.events and not notes and not r.masks):
-            text += " (its if: is not definitely true on any trigger)" if not r.never_runs else " (if: false)"
-        if notes:
-            text += f" ({'; '.join(notes)})"
-        if r.masks:
-            text += " (masked)"
-        parts.append(text)
-    return "; ".join(dict.fromkeys(parts))
 
 
 def run_foreign_audit(root: str | Path, adapter: Adapter | str = "sglang", *,
@@ -128,7 +114,8 @@ def _audit_job(report: ForeignReport, job_id: str, regs: list[SuiteRegistration]
             report.violations["a"].append(f"PARTIAL {job_id}: {places} {parts}")
         else:
             need = "a schedule" if schedule == "nightly" else "pull_request/push"
-            detail = f"only referenced by {_seen(mine, files)}" if mine else "no workflow step runs it"
+            detail = (f"only referenced by {describe_steps(mine, files, undecided=UNDECIDED)}" if mine
+                      else "no workflow step runs it")
             hint = f" (runner {expected})" if expected else ""
             report.violations["a"].append(
                 f"DORMANT {job_id}{hint}: {len(enabled)} registered file(s), first at {enabled[0].where}; "

@@ -6,7 +6,7 @@ the CI audit on machines without torch -- does not import torch or triton.
 """
 from __future__ import annotations
 
-from impl.lazy_exports import lazy_getattr
+from impl.lazy_exports import lazy_exports
 
 _LAZY = {
     # docs/design.md §3 ops, same names and signatures as in reference/
@@ -49,6 +49,4 @@ _LAZY = {
     "launch_distributed": "impl.distributed.launch",
 }
 
-__all__ = sorted(_LAZY)
-
-__getattr__ = lazy_getattr(__name__, _LAZY)
+__all__, __getattr__ = lazy_exports(__name__, _LAZY)

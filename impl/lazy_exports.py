@@ -6,8 +6,9 @@ import importlib
 from typing import Any, Callable, Mapping
 
 
-def lazy_getattr(package: str, table: Mapping[str, str]) -> Callable[[str], Any]:
-    """A module ``__getattr__`` for ``package`` that resolves the names in ``table``."""
+def lazy_exports(package: str, table: Mapping[str, str]) -> tuple[list[str], Callable[[str], Any]]:
+    """``__all__`` (the names of ``table``, sorted) and a module ``__getattr__`` for ``package``
+    that imports a name's module on first use: ``__all__, __getattr__ = lazy_exports(__name__, _LAZY)``."""
 
     def __getattr__(name: str) -> Any:
         module = table.get(name)
@@ -15,4 +16,4 @@ def lazy_getattr(package: str, table: Mapping[str, str]) -> Callable[[str], Any]
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
         return getattr(importlib.import_module(module), name)
 
-    return __getattr__
+    return sorted(table), __getattr__

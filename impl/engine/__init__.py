@@ -5,7 +5,7 @@ CLIs use to validate ``--draft`` -- can be imported without torch.
 """
 from __future__ import annotations
 
-from impl.lazy_exports import lazy_getattr
+from impl.lazy_exports import lazy_exports
 
 _LAZY = {
     "SpecEngine": "impl.engine.engine",
@@ -21,6 +21,4 @@ _LAZY = {
     "make_prompts": "impl.engine.run",
 }
 
-__all__ = sorted(_LAZY)
-
-__getattr__ = lazy_getattr(__name__, _LAZY)
+__all__, __getattr__ = lazy_exports(__name__, _LAZY)
