@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import ast
 import datetime as dt
-import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,8 +37,8 @@ from ci.jobs import Job, Registry, load_registry, parse_job_id
 from ci.nox_check import suite_session_problems
 from ci.ops_audit import OP_TABLE_PATHS, impl_ops, reference_names
 from ci.skip_audit import SkipTable, condition_skips, load_skip_table, skip_uses
-from ci.table import format_rules, format_table
-from ci.workflow_scan import StepRun, WorkflowScan, events_needed, scan_workflows
+from ci.table import format_rules, format_table, print_report
+from ci.workflow_scan import StepRun, WorkflowScan, describe_steps, events_needed, scan_workflows
 from impl.gates import GATES
 
 RULES = {
@@ -55,6 +54,7 @@ RULES = {
     "j": "pytest collects exactly the tests the registry knows (both directions)",
 }
 DEFAULT_HORIZON_DAYS = 90
+UNDECIDED = "its if: is not definitely true on any of them"  # a step that mentions a job, but may never run it
 
 
 @dataclass
@@ -136,23 +136,6 @@ def _complete(shards: set[tuple[int, int]], count: int | None) -> tuple[bool, li
     return have >= set(range(1, count + 1)), sorted(have), count
 
 
-def _describe(refs: list[StepRun], files: list[str]) -> str:
-    seen = []
-    for r in refs:
-        text = f"{r.workflow}:{r.wf_job} on {sorted(r.seen_events) or 'nothing'}"
-        notes = list(r.filters) + ([r.path_note(files)] if r.path_note(files) else [])
-        if r.never_runs:
-            text += " (if: false)"
-        elif not r.events and not notes and not r.masks:
-            text += " (its if: is not definitely true on any of them)"
-        if notes:
-            text += f" ({'; '.join(notes)})"
-        if r.masks:
-            text += " (masked)"
-        seen.append(text)
-    return "; ".join(dict.fromkeys(seen))
-
-
 def rule_dormant(report: AuditReport, plan: dict[str, tuple[int, list[str]]]) -> None:
     refs = report.scan.refs
     partial_groups: set[str] = set()
@@ -190,7 +173,7 @@ def rule_dormant(report: AuditReport, plan: dict[str, tuple[int, list[str]]]) ->
         where = job.tests[0].where
         need_text = "a schedule" if job.key.schedule == "nightly" else "pull_request/push"
         seen = job_refs + group_refs
-        detail = (f"only referenced by {_describe(seen, files)}" if seen else
+        detail = (f"only referenced by {describe_steps(seen, files, undecided=UNDECIDED)}" if seen else
                   f"no workflow job runs it (as --job {job.id} or --group {gid})")
         report.violations["a"].append(
             f"DORMANT {job.id} ({len(job.tests)} registration(s), first at {where}): needs a workflow "
@@ -520,11 +503,7 @@ def main(argv: list[str] | None = None) -> int:
             hint = "\n(this looks like an sglang tree: python -m ci.audit --root PATH --adapter sglang)"
         print(f"audit: registry cannot be collected:\n{exc}{hint}", file=sys.stderr)
         return 2
-    if args.format == "json":
-        print(json.dumps(report_json(report), indent=2))
-    else:
-        print(format_report(report))
-    return 0 if report.ok else 1
+    return print_report(report.ok, args.format, lambda: report_json(report), lambda: format_report(report))
 
 
 if __name__ == "__main__":

@@ -18,7 +18,6 @@ Imports nothing from ``impl/`` or test code.
 from __future__ import annotations
 
 import difflib
-import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,8 +25,8 @@ from typing import Any
 
 from ci.adapters import Adapter, get_adapter
 from ci.adapters.sglang import SuiteCollection, SuiteRegistration, expected_runner, runner_mismatch
-from ci.table import format_rules, format_table
-from ci.workflow_scan import StepRun, WorkflowScan, events_needed, scan_workflows
+from ci.table import format_rules, format_table, print_report
+from ci.workflow_scan import StepRun, WorkflowScan, describe_steps, events_needed, scan_workflows
 
 RULES = {
     "a": "every registered suite is run, unmasked, by a triggered workflow step (every partition)",
@@ -38,6 +37,7 @@ RULES = {
     "f": "every registration is readable by the repository's runner",
     "g": "every suite runs on the runner its name asks for (GPU count, MI35x)",
 }
+UNDECIDED = "its if: is not definitely true on any trigger"
 
 
 @dataclass
@@ -74,21 +74,6 @@ def _partitions_text(shards: set[tuple[int, int]]) -> tuple[bool, str]:
     return False, f"runs --auto-partition-id {have} of --auto-partition-size {n}: partition(s) {missing} never run"
 
 
-def _seen(refs: list[StepRun], files: list[str]) -> str:
-    parts = []
-    for r in refs:
-        text = f"{r.workflow}:{r.wf_job} on {sorted(r.seen_events) or 'nothing'}"
-        notes = list(r.filters) + ([r.path_note(files)] if r.path_note(files) else [])
-        if r.never_runs or (not r.events and not notes and not r.masks):
-            text += " (its if: is not definitely true on any trigger)" if not r.never_runs else " (if: false)"
-        if notes:
-            text += f" ({'; '.join(notes)})"
-        if r.masks:
-            text += " (masked)"
-        parts.append(text)
-    return "; ".join(dict.fromkeys(parts))
-
-
 def run_foreign_audit(root: str | Path, adapter: Adapter | str = "sglang", *,
                       repository: str | None = None) -> ForeignReport:
     adapter = get_adapter(adapter) if isinstance(adapter, str) else adapter
@@ -106,50 +91,71 @@ def run_foreign_audit(root: str | Path, adapter: Adapter | str = "sglang", *,
     report.violations["e"] += [f"MASKED {m}" for m in scan.masked]
     report.violations["b"] += scan.problems
     for job_id, regs in jobs.items():
-        enabled = [r for r in regs if r.disabled is None]
-        mine = [r for r in refs if r.target == job_id]
-        schedule = job_id.split("/")[0]
-        files = sorted({r.file for r in regs})
-        live = [r for r in mine if not r.masks and r.events_for(files) & events_needed(schedule)]
-        runners = sorted({lbl for r in mine for lbl in scan.runs_on.get((r.workflow, r.wf_job), ())})
-        expected = expected_runner(regs[0].backend, regs[0].suite)
-        for reg in regs:
-            if reg.disabled is not None:
-                reason = reg.disabled if isinstance(reg.disabled, str) else ""
-                report.disabled_rows.append((reg.file, reg.suite, reason.strip() or "-", reg.where))
-                if not reason.strip():
-                    report.violations["c"].append(
-                        f"{reg.where}: disabled={reg.disabled!r} in suite {reg.suite}: give the reason as a string")
-        whole = any(r.shard is None for r in live)
-        complete, parts = _partitions_text({r.shard for r in live if r.shard is not None})
-        if enabled and not (whole or complete):
-            if live:
-                places = ", ".join(sorted({f"{r.workflow}:{r.wf_job}" for r in live}))
-                report.violations["a"].append(f"PARTIAL {job_id}: {places} {parts}")
-            else:
-                need = "a schedule" if schedule == "nightly" else "pull_request/push"
-                detail = f"only referenced by {_seen(mine, files)}" if mine else "no workflow step runs it"
-                hint = f" (runner {expected})" if expected else ""
-                report.violations["a"].append(
-                    f"DORMANT {job_id}{hint}: {len(enabled)} registered file(s), first at {enabled[0].where}; "
-                    f"needs a workflow triggered by {need}; {detail}")
-        if mine and not enabled:
-            report.violations["d"].append(
-                f"EMPTY {job_id}: {', '.join(sorted({r.where for r in mine}))} runs it, but all {len(regs)} "
-                "registration(s) are disabled: the runner finds nothing and the step passes")
-        workflows = sorted({r.workflow.rpartition("/")[2] for r in mine}) or ["-"]
-        triggers = sorted({t for r in mine if not r.masks for t in r.events_for(files)}) or ["-"]
-        shown_parts = "1" if whole else parts if complete else "-"
-        count = f"{len(enabled)}" + (f" (+{len(regs) - len(enabled)} disabled)" if len(regs) > len(enabled) else "")
-        report.job_rows.append((job_id, count, f"{sum(r.est_time for r in enabled):.0f}", shown_parts,
-                                ", ".join(workflows), ", ".join(triggers),
-                                ", ".join(runners) or (f"({expected})" if expected else "-")))
+        _audit_job(report, job_id, regs, [r for r in refs if r.target == job_id])
+    _check_runners(report, refs)
+    _check_unknown_suites(report, refs, jobs)
+    return report
+
+
+def _audit_job(report: ForeignReport, job_id: str, regs: list[SuiteRegistration], mine: list[StepRun]) -> None:
+    """Rules a, c and d for one job, and its row of the job table (``mine``: the steps that run it)."""
+    enabled = [r for r in regs if r.disabled is None]
+    schedule = job_id.split("/")[0]
+    files = sorted({r.file for r in regs})
+    live = [r for r in mine if not r.masks and r.events_for(files) & events_needed(schedule)]
+    runners = sorted({lbl for r in mine for lbl in report.scan.runs_on.get((r.workflow, r.wf_job), ())})
+    expected = expected_runner(regs[0].backend, regs[0].suite)
+    _note_disabled(report, regs)
+    whole = any(r.shard is None for r in live)
+    complete, parts = _partitions_text({r.shard for r in live if r.shard is not None})
+    if enabled and not (whole or complete):
+        if live:
+            places = ", ".join(sorted({f"{r.workflow}:{r.wf_job}" for r in live}))
+            report.violations["a"].append(f"PARTIAL {job_id}: {places} {parts}")
+        else:
+            need = "a schedule" if schedule == "nightly" else "pull_request/push"
+            detail = (f"only referenced by {describe_steps(mine, files, undecided=UNDECIDED)}" if mine
+                      else "no workflow step runs it")
+            hint = f" (runner {expected})" if expected else ""
+            report.violations["a"].append(
+                f"DORMANT {job_id}{hint}: {len(enabled)} registered file(s), first at {enabled[0].where}; "
+                f"needs a workflow triggered by {need}; {detail}")
+    if mine and not enabled:
+        report.violations["d"].append(
+            f"EMPTY {job_id}: {', '.join(sorted({r.where for r in mine}))} runs it, but all {len(regs)} "
+            "registration(s) are disabled: the runner finds nothing and the step passes")
+    workflows = sorted({r.workflow.rpartition("/")[2] for r in mine}) or ["-"]
+    triggers = sorted({t for r in mine if not r.masks for t in r.events_for(files)}) or ["-"]
+    shown_parts = "1" if whole else parts if complete else "-"
+    count = f"{len(enabled)}" + (f" (+{len(regs) - len(enabled)} disabled)" if len(regs) > len(enabled) else "")
+    report.job_rows.append((job_id, count, f"{sum(r.est_time for r in enabled):.0f}", shown_parts,
+                            ", ".join(workflows), ", ".join(triggers),
+                            ", ".join(runners) or (f"({expected})" if expected else "-")))
+
+
+def _note_disabled(report: ForeignReport, regs: list[SuiteRegistration]) -> None:
+    """The disabled registrations' table rows; rule c for those that give no reason."""
+    for reg in regs:
+        if reg.disabled is not None:
+            reason = reg.disabled if isinstance(reg.disabled, str) else ""
+            report.disabled_rows.append((reg.file, reg.suite, reason.strip() or "-", reg.where))
+            if not reason.strip():
+                report.violations["c"].append(
+                    f"{reg.where}: disabled={reg.disabled!r} in suite {reg.suite}: give the reason as a string")
+
+
+def _check_runners(report: ForeignReport, refs: list[StepRun]) -> None:
+    """Rule g: a step runs a suite on a runner the suite's name rules out (each message once)."""
     for ref in refs:
         schedule, hw, suite = ref.target.split("/", 2)
-        problem = runner_mismatch(suite, hw, scan.runs_on.get((ref.workflow, ref.wf_job), ()))
+        problem = runner_mismatch(suite, hw, report.scan.runs_on.get((ref.workflow, ref.wf_job), ()))
         message = f"HARDWARE {ref.where}: runs {ref.target}, but {problem}" if problem else None
         if message and message not in report.violations["g"]:
             report.violations["g"].append(message)
+
+
+def _check_unknown_suites(report: ForeignReport, refs: list[StepRun], jobs: dict[str, list]) -> None:
+    """Rule b: a step runs a suite nothing registers, with the nearest registered name as a hint."""
     for ref in refs:
         if ref.target in jobs:
             continue
@@ -165,7 +171,6 @@ def run_foreign_audit(root: str | Path, adapter: Adapter | str = "sglang", *,
                    f"{' --nightly' if schedule == 'nightly' else ''}, which nothing registers{hint}")
         if message not in report.violations["b"]:
             report.violations["b"].append(message)
-    return report
 
 
 def format_foreign(report: ForeignReport) -> str:
@@ -211,8 +216,4 @@ def main_foreign(args) -> int:
     except ValueError as exc:
         print(f"audit: {exc}", file=sys.stderr)
         return 2
-    if args.format == "json":
-        print(json.dumps(foreign_json(report), indent=2))
-    else:
-        print(format_foreign(report))
-    return 0 if report.ok else 1
+    return print_report(report.ok, args.format, lambda: foreign_json(report), lambda: format_foreign(report))

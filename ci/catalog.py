@@ -139,12 +139,9 @@ def _parse_entry(label: str, raw: Any, where: str) -> Hardware:
         runs_on = [runs_on]
     if not runs_on or not all(isinstance(x, str) and x for x in runs_on):
         raise fail("runs_on must be a runner label or a non-empty list of them")
-    if raw["vendor"] not in VENDORS:
-        raise fail(f"vendor {raw['vendor']!r} not in {list(VENDORS)}")
-    if raw["backend"] not in BACKENDS:
-        raise fail(f"backend {raw['backend']!r} not in {list(BACKENDS)}")
-    if raw["arch"] not in ARCHES:
-        raise fail(f"arch {raw['arch']!r} not in {list(ARCHES)}")
+    for name, allowed in (("vendor", VENDORS), ("backend", BACKENDS), ("arch", ARCHES)):
+        if raw[name] not in allowed:
+            raise fail(f"{name} {raw[name]!r} not in {list(allowed)}")
     gpus = raw["gpus"]
     if not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 0:
         raise fail(f"gpus must be a non-negative integer, got {gpus!r}")
@@ -154,22 +151,10 @@ def _parse_entry(label: str, raw: Any, where: str) -> Hardware:
     if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
         raise fail(f"workers must be a positive integer, got {workers!r}")
     env = raw.get("env") or {}
-    if not isinstance(env, dict):
-        raise fail("env must be a mapping of variable -> string value")
-    for var, value in env.items():
-        if not isinstance(var, str) or not isinstance(value, str):
-            raise fail(f"env {var!r}: names and values must be strings (quote numbers)")
-        problem = gate_env_problem(var, value)
-        if problem:
-            raise fail(f"env: {problem}")
+    _check_env(env, fail)
     container = raw.get("container")
     if container is not None:
-        if not isinstance(container, dict) or not isinstance(container.get("image"), str):
-            raise fail("container must be a mapping with an 'image' string (and optional 'options')")
-        if set(container) - {"image", "options"}:
-            raise fail(f"container: unknown field(s) {sorted(set(container) - {'image', 'options'})}")
-        if "@" in container["image"] and not DIGEST_RE.search(container["image"]):
-            raise fail(f"container.image {container['image']!r}: a digest must read @sha256:<64 lower-case hex>")
+        _check_container(container, fail)
     toolchain = _parse_toolchain(raw.get("toolchain"), container is not None, fail)
     return Hardware(
         label=label,
@@ -183,6 +168,28 @@ def _parse_entry(label: str, raw: Any, where: str) -> Hardware:
         container=dict(container) if container else None,
         toolchain=toolchain,
     )
+
+
+def _check_env(env: Any, fail) -> None:
+    """A hardware entry's ``env``: gate variables with valid string values."""
+    if not isinstance(env, dict):
+        raise fail("env must be a mapping of variable -> string value")
+    for var, value in env.items():
+        if not isinstance(var, str) or not isinstance(value, str):
+            raise fail(f"env {var!r}: names and values must be strings (quote numbers)")
+        problem = gate_env_problem(var, value)
+        if problem:
+            raise fail(f"env: {problem}")
+
+
+def _check_container(container: Any, fail) -> None:
+    """A hardware entry's ``container``: an ``image`` (pinned by a well-formed digest, if any) and ``options``."""
+    if not isinstance(container, dict) or not isinstance(container.get("image"), str):
+        raise fail("container must be a mapping with an 'image' string (and optional 'options')")
+    if set(container) - {"image", "options"}:
+        raise fail(f"container: unknown field(s) {sorted(set(container) - {'image', 'options'})}")
+    if "@" in container["image"] and not DIGEST_RE.search(container["image"]):
+        raise fail(f"container.image {container['image']!r}: a digest must read @sha256:<64 lower-case hex>")
 
 
 def _parse_toolchain(raw: Any, in_container: bool, fail) -> Toolchain | None:

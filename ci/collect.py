@@ -291,51 +291,16 @@ class _FileCollector:
         suite = v["suite"]
         if not isinstance(suite, str) or not SUITE_RE.match(suite):
             self.err(line, f"register(suite={suite!r}): lower-case letters, digits, '_', '.', '-'")
-        hardware = v["hardware"]
-        hw_list = [hardware] if isinstance(hardware, str) else hardware
-        if not isinstance(hw_list, (list, tuple)) or not hw_list or not all(isinstance(h, str) for h in hw_list):
-            self.err(line, f"register(hardware={hardware!r}): a label or a non-empty list of labels")
-            hw_list = []
-        for label in hw_list:
-            if label not in self.catalog.hardware:
-                self.err(line, f"register(hardware=...): unknown hardware label {label!r}; "
-                               f"{self.catalog.path} defines {self.catalog.labels}")
-        if len(set(hw_list)) != len(hw_list):
-            self.err(line, f"register(hardware={hardware!r}): a label is listed twice")
+        hw_list = self._hardware(line, v["hardware"])
         schedule = v["schedule"]
         if schedule not in SCHEDULES:
             self.err(line, f"register(schedule={schedule!r}): unknown schedule; expected one of {list(SCHEDULES)}")
         est = v["est_time"]
         if isinstance(est, bool) or not isinstance(est, (int, float)) or not est > 0:
             self.err(line, f"register(est_time={est!r}): a positive number of seconds")
-        env = v.get("env")
-        env_out: dict[str, dict[str, str]] = {}
-        if env is not None:
-            if not isinstance(env, dict) or not env:
-                self.err(line, "register(env=...): a non-empty mapping {variant: {GATE_ENV_VAR: value}}")
-            else:
-                for name, settings in env.items():
-                    if not isinstance(name, str) or not VARIANT_RE.match(name):
-                        self.err(line, f"register(env=...): variant name {name!r} must be letters, digits, '_', '.', '-'")
-                        continue
-                    if not isinstance(settings, dict):
-                        self.err(line, f"register(env={{{name!r}: ...}}): variant must map gate env vars to values")
-                        continue
-                    for var, value in settings.items():
-                        if not isinstance(var, str) or not isinstance(value, str):
-                            self.err(line, f"register(env={{{name!r}: ...}}): {var!r}: names and values must be strings")
-                            continue
-                        problem = gate_env_problem(var, value, gates_only=True)
-                        if problem:
-                            self.err(line, f"register(env={{{name!r}: ...}}): {problem}")
-                    env_out[name] = dict(settings)
+        env_out = self._env(line, v.get("env"))
         disabled = v.get("disabled")
-        if disabled is not None:
-            if not isinstance(disabled, dict) or not all(isinstance(x, str) for x in disabled.values()):
-                self.err(line, "register(disabled=...): a mapping {'reason': str, 'until': 'YYYY-MM-DD'}")
-            elif set(disabled) - set(DISABLED_KEYS):
-                self.err(line, f"register(disabled=...): unknown key(s) {sorted(set(disabled) - set(DISABLED_KEYS))}; "
-                               f"expected {list(DISABLED_KEYS)}")
+        self._check_disabled(line, disabled)
         retries = v.get("retries", 0)
         if isinstance(retries, bool) or not isinstance(retries, int) or not 0 <= retries <= 3:
             self.err(line, f"register(retries={retries!r}): an int from 0 to 3 (opt-in reruns for a known-flaky test)")
@@ -353,6 +318,55 @@ class _FileCollector:
         )
         self.registrations.append(reg)
         return reg
+
+    def _hardware(self, line: int, hardware: Any) -> list[str]:
+        """``hardware=``: one catalog label or a non-empty list of distinct ones (``[]`` if not a list of str)."""
+        hw_list = [hardware] if isinstance(hardware, str) else hardware
+        if not isinstance(hw_list, (list, tuple)) or not hw_list or not all(isinstance(h, str) for h in hw_list):
+            self.err(line, f"register(hardware={hardware!r}): a label or a non-empty list of labels")
+            hw_list = []
+        for label in hw_list:
+            if label not in self.catalog.hardware:
+                self.err(line, f"register(hardware=...): unknown hardware label {label!r}; "
+                               f"{self.catalog.path} defines {self.catalog.labels}")
+        if len(set(hw_list)) != len(hw_list):
+            self.err(line, f"register(hardware={hardware!r}): a label is listed twice")
+        return hw_list
+
+    def _env(self, line: int, env: Any) -> dict[str, dict[str, str]]:
+        """``env=``: ``{variant: {GATE_ENV_VAR: value}}`` with known gates and values; the variants kept."""
+        env_out: dict[str, dict[str, str]] = {}
+        if env is None:
+            return env_out
+        if not isinstance(env, dict) or not env:
+            self.err(line, "register(env=...): a non-empty mapping {variant: {GATE_ENV_VAR: value}}")
+            return env_out
+        for name, settings in env.items():
+            if not isinstance(name, str) or not VARIANT_RE.match(name):
+                self.err(line, f"register(env=...): variant name {name!r} must be letters, digits, '_', '.', '-'")
+                continue
+            if not isinstance(settings, dict):
+                self.err(line, f"register(env={{{name!r}: ...}}): variant must map gate env vars to values")
+                continue
+            for var, value in settings.items():
+                if not isinstance(var, str) or not isinstance(value, str):
+                    self.err(line, f"register(env={{{name!r}: ...}}): {var!r}: names and values must be strings")
+                    continue
+                problem = gate_env_problem(var, value, gates_only=True)
+                if problem:
+                    self.err(line, f"register(env={{{name!r}: ...}}): {problem}")
+            env_out[name] = dict(settings)
+        return env_out
+
+    def _check_disabled(self, line: int, disabled: Any) -> None:
+        """``disabled=``: ``{'reason': str, 'until': 'YYYY-MM-DD'}`` (keys from DISABLED_KEYS), or absent."""
+        if disabled is None:
+            return
+        if not isinstance(disabled, dict) or not all(isinstance(x, str) for x in disabled.values()):
+            self.err(line, "register(disabled=...): a mapping {'reason': str, 'until': 'YYYY-MM-DD'}")
+        elif set(disabled) - set(DISABLED_KEYS):
+            self.err(line, f"register(disabled=...): unknown key(s) {sorted(set(disabled) - set(DISABLED_KEYS))}; "
+                           f"expected {list(DISABLED_KEYS)}")
 
 
 def _seen_args(call: ast.Call) -> set[str]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 
 class _Unknown:
@@ -131,31 +131,26 @@ class _Parser:
         return value
 
     def or_(self) -> Any:
-        left = self.and_()
-        while self.peek() == ("op", "||"):
-            self.take()
-            right = self.and_()
-            t = is_truthy(left)
-            if t is True:
-                continue
-            if t is False:
-                left = right
-            else:
-                left = True if is_truthy(right) is True else UNKNOWN
-        return left
+        return self._logical("||", self.and_, short_circuit=True)
 
     def and_(self) -> Any:
-        left = self.cmp()
-        while self.peek() == ("op", "&&"):
+        return self._logical("&&", self.cmp, short_circuit=False)
+
+    def _logical(self, op: str, operand: Callable[[], Any], *, short_circuit: bool) -> Any:
+        """``a || b`` (short_circuit=True) or ``a && b`` (False), left to right, with GitHub's value
+        semantics: a left side whose truth is ``short_circuit`` is the result, the other truth gives
+        the right side; an unknown left side decides only where the right side's truth does."""
+        left = operand()
+        while self.peek() == ("op", op):
             self.take()
-            right = self.cmp()
+            right = operand()
             t = is_truthy(left)
-            if t is False:
+            if t is short_circuit:
                 continue
-            if t is True:
+            if t is (not short_circuit):
                 left = right
             else:
-                left = False if is_truthy(right) is False else UNKNOWN
+                left = short_circuit if is_truthy(right) is short_circuit else UNKNOWN
         return left
 
     def cmp(self) -> Any:

@@ -1,20 +1,10 @@
-"""Plain-text tables for terminal output."""
+"""The audits' closing lines and report printer; ``format_table`` is impl.table's (torch-free)."""
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+import json
+from typing import Any, Callable, Mapping, Sequence
 
-
-def format_table(headers: Sequence[str], rows: Sequence[Sequence[object]], *, right: Sequence[int] = ()) -> str:
-    cells = [[str(h) for h in headers]] + [[str(c) for c in row] for row in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
-
-    def line(row: list[str]) -> str:
-        parts = [c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))]
-        return "  ".join(parts).rstrip()
-
-    out = [line(cells[0]), "  ".join("-" * w for w in widths)]
-    out += [line(r) for r in cells[1:]]
-    return "\n".join(out)
+from impl.table import format_table  # noqa: F401 (re-exported: impl/ and ci/ print tables one way)
 
 
 def format_rules(rules: Mapping[str, str], violations: Mapping[str, Sequence[str]],
@@ -32,3 +22,9 @@ def format_rules(rules: Mapping[str, str], violations: Mapping[str, Sequence[str
     failed = sum(1 for v in violations.values() if v)
     lines += ["", f"audit: {'OK' if not failed else f'{failed} of {len(rules)} rule(s) failed'}"]
     return lines
+
+
+def print_report(ok: bool, fmt: str, as_json: Callable[[], dict[str, Any]], as_text: Callable[[], str]) -> int:
+    """Print an audit report as ``--format`` asks (json or text); the exit status: 0 if ``ok``, else 1."""
+    print(json.dumps(as_json(), indent=2) if fmt == "json" else as_text())
+    return 0 if ok else 1

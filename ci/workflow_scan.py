@@ -79,6 +79,26 @@ class StepRun:
         return self.events
 
 
+def describe_steps(refs: list[StepRun], files: list[str], *, undecided: str) -> str:
+    """The steps that mention a target, each ``workflow:job on [events]`` with why it does not
+    count (``if: false``; ``undecided`` when its ``if:`` is not definitely true on any event; trigger
+    and path filters; masked), duplicates once, joined by "; ". ``files``: the target's test files."""
+    seen = []
+    for r in refs:
+        text = f"{r.workflow}:{r.wf_job} on {sorted(r.seen_events) or 'nothing'}"
+        notes = list(r.filters) + ([r.path_note(files)] if r.path_note(files) else [])
+        if r.never_runs:
+            text += " (if: false)"
+        elif not r.events and not notes and not r.masks:
+            text += f" ({undecided})"
+        if notes:
+            text += f" ({'; '.join(notes)})"
+        if r.masks:
+            text += " (masked)"
+        seen.append(text)
+    return "; ".join(dict.fromkeys(seen))
+
+
 @dataclass
 class WorkflowScan:
     refs: list[StepRun] = field(default_factory=list)

@@ -6,7 +6,7 @@ the CI audit on machines without torch -- does not import torch or triton.
 """
 from __future__ import annotations
 
-import importlib
+from impl.lazy_exports import lazy_exports
 
 _LAZY = {
     # docs/design.md §3 ops, same names and signatures as in reference/
@@ -49,11 +49,4 @@ _LAZY = {
     "launch_distributed": "impl.distributed.launch",
 }
 
-__all__ = sorted(_LAZY)
-
-
-def __getattr__(name: str):
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'impl' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__all__, __getattr__ = lazy_exports(__name__, _LAZY)

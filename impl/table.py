@@ -1,6 +1,6 @@
-"""Plain-text tables for impl's terminal output (op report, sync policy, gates, bench).
+"""Plain-text tables for terminal output (op report, sync policy, gates, bench, and ci/'s audits).
 
-Imports nothing. ci/ keeps its own twin (``ci/table.py``) because ci/ never imports impl/.
+Imports nothing, so ci/ (which runs without torch) uses it through ``ci.table``.
 """
 from __future__ import annotations
 

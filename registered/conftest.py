@@ -20,3 +20,12 @@ def value_checks_off():
     ``pytestmark = pytest.mark.usefixtures("value_checks_off")``."""
     with check_mode(False):
         yield
+
+
+@pytest.fixture(params=["default", "torch"])
+def kernel_backend(request, monkeypatch):
+    """The test runs twice: on the default kernel backend, and with ``DSPARK_KERNEL_BACKEND=torch``
+    (the eager fallback). The value is the parameter's name."""
+    if request.param == "torch":
+        monkeypatch.setenv("DSPARK_KERNEL_BACKEND", "torch")
+    return request.param

@@ -16,15 +16,7 @@ from pathlib import Path
 
 REAL_ROOT = Path(__file__).resolve().parent.parent
 
-SKIPS_SOURCE = '''\
-import pytest
-
-SKIP_REASONS = {
-    "needs-gpu": {"text": "needs a CUDA or ROCm device", "skips_when": "gpus<1"},
-    "needs-hip": {"text": "needs a real ROCm device", "skips_when": "vendor!=amd"},
-}
-
-
+SKIP_HELPERS = '''
 def skip_message(key):
     return f"[registered:{key}] {SKIP_REASONS[key]['text']}"
 
@@ -36,6 +28,18 @@ def registered_skip(key):
 def requires_gpu():
     return pytest.mark.skipif(True, reason=skip_message("needs-gpu"))
 '''
+
+
+def skips_source(reasons: str, more_helpers: str = "") -> str:
+    """A fixture ``registered/skips.py``: ``SKIP_REASONS`` with the given entries (dict body lines), the
+    helpers every fixture has (skip_message, registered_skip, requires_gpu) and ``more_helpers``."""
+    return f"import pytest\n\nSKIP_REASONS = {{\n{reasons}}}\n\n{SKIP_HELPERS}{more_helpers}"
+
+
+SKIPS_SOURCE = skips_source('''\
+    "needs-gpu": {"text": "needs a CUDA or ROCm device", "skips_when": "gpus<1"},
+    "needs-hip": {"text": "needs a real ROCm device", "skips_when": "vendor!=amd"},
+''')
 
 PYPROJECT = '''\
 [tool.pytest.ini_options]

@@ -17,16 +17,13 @@ import reference.ops_ring as RR
 from ci.registration import register
 from impl.platform import default_device, default_kernel_backend, use_kernel_backend
 from impl.validation import check_mode
+from reference.bits import bits_view
 
 BACKENDS = ["torch", default_kernel_backend()]  # triton-interpret on CPU, triton on a GPU
 
 
 def _i64(values, device):
     return torch.tensor(values, dtype=torch.int64, device=device)
-
-
-def _bits(t):
-    return t.view(torch.int16) if t.element_size() == 2 else t.view(torch.int32)
 
 
 def _poisoned(rows, width, dtype, device):
@@ -41,11 +38,11 @@ def _assert_one_row_each(out, before, kv, dests, label):
         if d >= 0:
             candidates.setdefault(d, []).append(i)
     for row in range(out.shape[0]):
-        got = _bits(out[row])
+        got = bits_view(out[row])
         if row not in candidates:
-            assert torch.equal(got, _bits(before[row])), f"{label}: row {row} was not aimed at but changed"
+            assert torch.equal(got, bits_view(before[row])), f"{label}: row {row} was not aimed at but changed"
             continue
-        if not any(torch.equal(got, _bits(kv[i])) for i in candidates[row]):
+        if not any(torch.equal(got, bits_view(kv[i])) for i in candidates[row]):
             raise AssertionError(f"{label}: row {row} holds none of the rows {candidates[row]} aimed at it "
                                  f"(a blend or garbage: {out[row][:4].tolist()} ...)")
 

@@ -9,31 +9,16 @@ import pytest
 
 from ci.audit import format_report, run_audit
 from ci.registration import register
-from registered.fixture_repo import FixtureRepo
+from registered.fixture_repo import FixtureRepo, skips_source
 
 TODAY = dt.date(2026, 12, 1)
-SKIPS = '''
-import pytest
-
-SKIP_REASONS = {{
+REASONS = '''\
     "needs-gpu": {{"text": "needs a GPU", "skips_when": "gpus<1"}},
     "needs-multi-gpu": {{"text": "needs N GPUs", "skips_when": "gpus<N"}},
     "needs-hip": {{"text": "needs ROCm", "skips_when": "vendor!=amd"}},
     "flaky-infra": {flaky},
-}}
-
-
-def skip_message(key):
-    return f"[registered:{{key}}] {{SKIP_REASONS[key]['text']}}"
-
-
-def registered_skip(key):
-    pytest.skip(skip_message(key))
-
-
-def requires_gpu():
-    return pytest.mark.skipif(True, reason=skip_message("needs-gpu"))
-
+'''
+MORE_HELPERS = '''
 
 def requires_gpus(n):
     return pytest.mark.skipif(True, reason=skip_message("needs-multi-gpu"))
@@ -47,7 +32,7 @@ GOOD_FLAKY = '{"text": "the shared model cache is flaky", "skips_when": "always"
 
 def repo_with(tmp_path, body: str, flaky: str = GOOD_FLAKY) -> FixtureRepo:
     repo = FixtureRepo(tmp_path)
-    repo.write("registered/skips.py", SKIPS.format(flaky=flaky))
+    repo.write("registered/skips.py", skips_source(REASONS.format(flaky=flaky), MORE_HELPERS))
     repo.test_file("test_x.py", "from registered.skips import registered_skip, requires_gpu, requires_gpus, "
                                 "requires_hip\n" + textwrap.dedent(body))
     repo.generate_workflows()
@@ -89,7 +74,7 @@ def test_h_the_horizon_comes_from_the_catalog(tmp_path):
         text = text.replace("defaults:\n", "defaults:\n  until_horizon_days: 30\n", 1)
     catalog.write_text(text)
     found = run_audit(repo.root, today=TODAY).violations["h"]
-    assert found == ["registered/skips.py:8: skip reason 'flaky-infra' can skip on any machine: until=2027-01-15 "
+    assert found == ["registered/skips.py:7: skip reason 'flaky-infra' can skip on any machine: until=2027-01-15 "
                      "is beyond the 30-day horizon (2026-12-31; ci/hardware.yaml defaults.until_horizon_days)"]
 
 

@@ -112,11 +112,9 @@ def test_inv5_positions_do_not_depend_on_commit_gate():
 
 
 @register(suite="kernels", hardware=["cpu", "h200-1", "mi35x-1"], schedule="per-commit", est_time=1)
-@pytest.mark.parametrize("backend", ["default", "torch"])
-def test_inv6_skipped_and_untouched_rows_bitwise_unchanged(backend, monkeypatch):
+@pytest.mark.usefixtures("kernel_backend")
+def test_inv6_skipped_and_untouched_rows_bitwise_unchanged():
     """Invariant 6: rows with loc < 0 are not written; rows nobody targets keep their bits (NaN payloads too)."""
-    if backend == "torch":
-        monkeypatch.setenv("DSPARK_KERNEL_BACKEND", "torch")
     g = torch.Generator().manual_seed(6)
     pages, d = 40, 24
     unified = torch.randint(-(2**15), 2**15 - 1, (pages, d), generator=g, dtype=torch.int16).view(torch.bfloat16)

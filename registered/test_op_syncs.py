@@ -22,12 +22,10 @@ CASES = cases(large=False)
 
 
 @register(suite="kernels", hardware=["cpu", "h200-1", "mi35x-1"], schedule="per-commit", est_time=16)
-@pytest.mark.parametrize("backend", ["default", "torch"])
 @pytest.mark.parametrize("case", CASES, ids=case_id)
-def test_op_sync_count_is_exact(case, backend, monkeypatch):
+@pytest.mark.usefixtures("kernel_backend")
+def test_op_sync_count_is_exact(case):
     """Graph-safe ops (and graph-safe samples) record 0 syncs; eager paths exactly their intended count."""
-    if backend == "torch":
-        monkeypatch.setenv("DSPARK_KERNEL_BACKEND", "torch")
     op, sample = case
     kwargs = clone_kwargs(sample.make(default_device()))
     with check_mode(False), count_syncs() as log:

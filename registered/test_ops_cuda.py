@@ -69,11 +69,9 @@ def test_cuda_large_samples_match_reference(case):
 
 @register(suite="kernels-cuda", hardware=["h200-1", "mi35x-1"], schedule="per-commit", est_time=60)
 @requires_gpu()
-@pytest.mark.parametrize("backend", ["default", "torch"])
 @pytest.mark.parametrize("case", GRAPH_CASES, ids=case_id)
-def test_cuda_graph_replay_with_changed_inputs_equals_eager(case, backend, monkeypatch):
-    if backend == "torch":
-        monkeypatch.setenv("DSPARK_KERNEL_BACKEND", "torch")
+@pytest.mark.usefixtures("kernel_backend")
+def test_cuda_graph_replay_with_changed_inputs_equals_eager(case):
     op, sample = case
     first = sample.make(torch.device("cuda"))
     second = _vary(op.name, first, torch.Generator().manual_seed(7))

@@ -138,32 +138,31 @@ def flashinfer_available(aot_dir: str | None = None) -> bool:
     return _FLASHINFER[0] is not None
 
 
-def top_k_case(batch: int, vocab: int, device: str, gen: torch.Generator, with_compile: bool, k: int = 50) -> Case:
-    probs, _, _ = _renorm_inputs(batch, vocab, device, gen)
-    k_t = torch.full((batch,), k, dtype=torch.int32, device=device)
+def _renorm_case(op: str, setting: str, probs: torch.Tensor, param: torch.Tensor, device: str) -> Case:
+    """``op`` ("top_k" or "top_p") on ``probs`` with the per-row ``param``: the project's kernel, the
+    sort-based baseline, a copy of the same bytes and (on CUDA, when it loads) FlashInfer's kernel."""
+    batch, vocab = probs.shape
     nbytes = batch * vocab * 4 * 2
+    project, sort_based = getattr(impl, f"{op}_renorm"), getattr(baselines, f"renorm_sort_{op}")
     variants = {
         "copy": _copy_variant(nbytes, device),
-        "project": lambda: impl.top_k_renorm(probs, k_t),
-        "sort-based": lambda: baselines.renorm_sort_top_k(probs, k_t),
+        "project": lambda: project(probs, param),
+        "sort-based": lambda: sort_based(probs, param),
     }
     if device == "cuda" and flashinfer_available():
-        variants["flashinfer"] = lambda: _FLASHINFER[0].top_k_renorm_probs(probs, k_t)
-    return Case("top_k_renorm", f"{batch}x{vocab} fp32 k={k}", batch, nbytes, variants)
+        flashinfer = getattr(_FLASHINFER[0], f"{op}_renorm_probs")
+        variants["flashinfer"] = lambda: flashinfer(probs, param)
+    return Case(f"{op}_renorm", f"{batch}x{vocab} fp32 {setting}", batch, nbytes, variants)
+
+
+def top_k_case(batch: int, vocab: int, device: str, gen: torch.Generator, with_compile: bool, k: int = 50) -> Case:
+    probs, _, _ = _renorm_inputs(batch, vocab, device, gen)
+    return _renorm_case("top_k", f"k={k}", probs, torch.full((batch,), k, dtype=torch.int32, device=device), device)
 
 
 def top_p_case(batch: int, vocab: int, device: str, gen: torch.Generator, with_compile: bool, p: float = 0.9) -> Case:
     probs, _, _ = _renorm_inputs(batch, vocab, device, gen)
-    p_t = torch.full((batch,), p, dtype=torch.float32, device=device)
-    nbytes = batch * vocab * 4 * 2
-    variants = {
-        "copy": _copy_variant(nbytes, device),
-        "project": lambda: impl.top_p_renorm(probs, p_t),
-        "sort-based": lambda: baselines.renorm_sort_top_p(probs, p_t),
-    }
-    if device == "cuda" and flashinfer_available():
-        variants["flashinfer"] = lambda: _FLASHINFER[0].top_p_renorm_probs(probs, p_t)
-    return Case("top_p_renorm", f"{batch}x{vocab} fp32 p={p}", batch, nbytes, variants)
+    return _renorm_case("top_p", f"p={p}", probs, torch.full((batch,), p, dtype=torch.float32, device=device), device)
 
 
 GPU_SWEEP = {

@@ -37,7 +37,7 @@ def build_cases(cfg, options: RunOptions, *, continuations=None):
             for algo, kv in ALGORITHMS_AND_KV]
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> CliParser:
     ap = CliParser(prog=PROG, description=__doc__.split("\n\n")[0])
     ap.add_argument("--world-size", type=bounded_int(2, 8), default=2)
     ap.add_argument("--preset", choices=["cpu-small", "dsv4"], default="dsv4")
@@ -48,7 +48,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--backend", choices=["nccl", "gloo"], default="nccl")
     ap.add_argument("--timeout", type=bounded_float(0, 3600, low_open=True), default=120.0,
                     help="process-group timeout (s)")
-    args = ap.parse_args(argv)
+    return ap
+
+
+def _resolve(args) -> tuple:
+    """The model config, the batch and the run options the arguments ask for (exit 2 on a bad one)."""
     from impl.engine.drafting import DraftSource
     from impl.model.tiny_config import preset
 
@@ -63,13 +67,26 @@ def main(argv: list[str] | None = None) -> int:
                                      batch=batch, max_new_tokens=args.steps)
     except GateError as err:
         fail(PROG, str(err))
+    return cfg, batch, options
 
+
+def _visible_gpus(args) -> int:
+    """The GPUs torch sees; exit 2 when ``--backend nccl`` needs more than that."""
     import torch
 
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
     if args.backend == "nccl" and gpus < args.world_size:
         fail(PROG, f"--backend nccl with --world-size {args.world_size} needs {args.world_size} GPUs, found {gpus} "
                    "(use --backend gloo to run on CPU)")
+    return gpus
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    cfg, batch, options = _resolve(args)
+    gpus = _visible_gpus(args)
+    import torch
+
     from impl.distributed.compare import expected, prepare, table
     from impl.distributed.launch import launch, pick_backend
 

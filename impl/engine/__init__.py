@@ -5,7 +5,7 @@ CLIs use to validate ``--draft`` -- can be imported without torch.
 """
 from __future__ import annotations
 
-import importlib
+from impl.lazy_exports import lazy_exports
 
 _LAZY = {
     "SpecEngine": "impl.engine.engine",
@@ -21,11 +21,4 @@ _LAZY = {
     "make_prompts": "impl.engine.run",
 }
 
-__all__ = sorted(_LAZY)
-
-
-def __getattr__(name: str):
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'impl.engine' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__all__, __getattr__ = lazy_exports(__name__, _LAZY)

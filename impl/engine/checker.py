@@ -19,13 +19,11 @@ from __future__ import annotations
 
 import torch
 
+from impl.kernels._checks import bits_view
+
 
 class PoolCheckError(AssertionError):
     """The pools do not hold what the committed tokens say they must."""
-
-
-def _bits(t: torch.Tensor) -> torch.Tensor:
-    return t.view(torch.int16) if t.element_size() == 2 else t.view(torch.uint8)
 
 
 class PoolChecker:
@@ -70,7 +68,7 @@ class PoolChecker:
                     continue
                 want[loc] = ((s, p), rows[i])
                 self.model[name][(layer, s, p)] = rows[i]
-        changed = (_bits(buf) != _bits(self.snapshots[name][layer])).any(dim=-1)
+        changed = (bits_view(buf) != bits_view(self.snapshots[name][layer])).any(dim=-1)
         allowed = torch.zeros_like(changed)
         if want:
             allowed[torch.tensor(list(want), dtype=torch.int64, device=device)] = True
@@ -81,7 +79,7 @@ class PoolChecker:
                 f"in-window position owns (first locs {stray[:8]}): a skipped window trim or a dropped commit gate"
             )
         for loc, ((s, p), row) in want.items():
-            if not torch.equal(_bits(buf[loc]), _bits(row.to(device))):
+            if not torch.equal(bits_view(buf[loc]), bits_view(row.to(device))):
                 raise PoolCheckError(
                     f"step {step}: {name} pool layer {layer} row {loc} (slot {s}, position {p}) does not hold "
                     "the row written for it (lost to a colliding write?)"
@@ -96,7 +94,7 @@ class PoolChecker:
                 exp = self.model[name].get((layer, slot, p))
                 if exp is None:
                     raise PoolCheckError(f"step {step}: {name} pool: slot {slot} position {p} was never written")
-                if not torch.equal(_bits(got[j]), _bits(exp.to(device))):
+                if not torch.equal(bits_view(got[j]), bits_view(exp.to(device))):
                     raise PoolCheckError(
                         f"step {step}: {name} pool layer {layer}: slot {slot} position {p} (in the window of "
                         f"seq_len {seq_len}) reads back a different row than was committed for it"

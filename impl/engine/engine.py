@@ -88,26 +88,14 @@ class SpecEngine:
         self.cfg = cfg
         self.spec = cfg.spec_config(gamma, num_slots)
         self.gamma = self.spec.gamma if self.algorithm != "none" else 0
-        self.source = DraftSource.parse(draft) if isinstance(draft, str) else draft
-        if self.algorithm == "none" and self.source.kind != "model":
-            raise ValueError("spec_algorithm 'none' decodes without drafts; draft sources need dspark or mtp")
+        self.source = self._draft_source(draft)
         self.sampling = sampling
         self.checked = checked
-        if graph and self.device.type != "cuda":
-            raise ValueError("graph=True needs a CUDA/ROCm device (CUDA graphs)")
-        if graph and lockstep is not None:
-            raise ValueError("graph=True is single-rank only (the verify graph holds no collectives)")
+        self._check_graph(graph, lockstep)
         # data-parallel ranks (impl.distributed): agree(phase, local) -> any rank has work in
         # ``phase``; idle(phase) issues the phase's collectives with zero tokens
         self.lockstep = lockstep
-        self.target = target if target is not None else TargetModel(cfg, self.device)
-        w, cos, sin = self.target.w, self.target.cos, self.target.sin
-        self.draft = {"dspark": DSparkDraft, "mtp": MtpDraft}.get(self.algorithm)
-        self.draft = self.draft(cfg, w, cos, sin) if self.draft else None
-        self.state = RankState.build(
-            self.spec, n_layers=cfg.n_layers, kv_backend=self.kv_backend, device=self.device, draft=self.draft,
-            cos=cos, sin=sin, eps=cfg.eps, max_positions=cfg.max_pos,
-        )
+        self._build_models(cfg, target)
         self.override = self.source.build(continuations or {}, cfg.vocab, seed)
         if self.source.needs_continuation and not continuations:
             raise ValueError(f"draft source {self.source.kind!r} needs the target's continuations")
@@ -118,6 +106,33 @@ class SpecEngine:
             from impl.engine.graph import VerifyGraphRunner
 
             self.graph_runner = VerifyGraphRunner(self)
+        self._start_bookkeeping()
+
+    def _draft_source(self, draft: DraftSource | str) -> DraftSource:
+        source = DraftSource.parse(draft) if isinstance(draft, str) else draft
+        if self.algorithm == "none" and source.kind != "model":
+            raise ValueError("spec_algorithm 'none' decodes without drafts; draft sources need dspark or mtp")
+        return source
+
+    def _check_graph(self, graph: bool, lockstep) -> None:
+        if graph and self.device.type != "cuda":
+            raise ValueError("graph=True needs a CUDA/ROCm device (CUDA graphs)")
+        if graph and lockstep is not None:
+            raise ValueError("graph=True is single-rank only (the verify graph holds no collectives)")
+
+    def _build_models(self, cfg: TinyConfig, target: TargetModel | None) -> None:
+        """The target (given, e.g. shared by DP ranks, or built), the draft model and this rank's pools."""
+        self.target = target if target is not None else TargetModel(cfg, self.device)
+        w, cos, sin = self.target.w, self.target.cos, self.target.sin
+        self.draft = {"dspark": DSparkDraft, "mtp": MtpDraft}.get(self.algorithm)
+        self.draft = self.draft(cfg, w, cos, sin) if self.draft else None
+        self.state = RankState.build(
+            self.spec, n_layers=cfg.n_layers, kv_backend=self.kv_backend, device=self.device, draft=self.draft,
+            cos=cos, sin=sin, eps=cfg.eps, max_positions=cfg.max_pos,
+        )
+
+    def _start_bookkeeping(self) -> None:
+        """Empty queues, records and counters."""
         self.stats = AcceptanceStats()
         self.records: list[StepRecord] = []
         self.waiting: deque[Request] = deque()
