@@ -50,7 +50,11 @@ impl/bench/renorm_pass_probe.py and notes/perf_log.md): a pass with four 1-D fp6
 accumulators costs ~60 us, a tl.histogram of 16 bins ~90 us, of 64 bins ~400 us, a
 [BLOCK, NB] tile costs a shared-memory layout change per step; v7's first pass runs ~16
 instructions per element for top-k (v6: 37) and 39 for top-p (v6: 56), the compaction's
-1024 x 8 programs spent their time in 10 bar.sync per block. MEASURED_V7
+1024 x 8 programs spent their time in 10 bar.sync per block. Measured (v7, CUDA graph, vs
+FlashInfer 0.7.2 in the same process): 256 rows 185-193 / 289-290 us (top-k / top-p; 1.38-1.43x /
+1.29-1.32x FlashInfer), 64 rows 75-78 / 112-114 us (1.13-1.16x / 1.42-1.47x), batch 1 28 / 34-35 us
+(1.35-1.38x / 1.93-1.97x); eager 1.06-1.40x at 64 and 256 rows, batch-1 top-k eager host-bound
+(58-64 us against 43) (bench-results/2026-12-01_NVIDIA-H200, notes/perf_log.md v7).
 Eager calls reuse the compiled kernels through the plan's LaunchCache (impl/kernels/_backend.py).
 """
 from __future__ import annotations
@@ -171,8 +175,9 @@ class RenormTuning:
             refuse("narrow_pass", "and every launch shape must be (power-of-two BLOCK, power-of-two warps)")
         if self.chunk_align > int(rk.FIELD_MAX) * self.first_pass[0]:
             refuse("first_pass", f"BLOCK must be >= chunk_align / {int(rk.FIELD_MAX)} (its per-lane byte counters)")
-        if max(self.compact[0], self.large_batch_compact[0]) >= 1 << 16:
-            refuse("compact", "BLOCK must be < 65536 (one reduction counts two things in 16-bit halves)")
+        for name in ("compact", "large_batch_compact"):
+            if getattr(self, name)[0] > 1 << 14:
+                refuse(name, "BLOCK must be <= 16384 (one int32 reduction counts two things, 16 bits apart)")
 
 
 DEFAULT_TUNING = RenormTuning()

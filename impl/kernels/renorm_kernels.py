@@ -136,7 +136,7 @@ def _copy_in_range(src, start, end, lo, hi, dst, slot, SUM_ABOVE: tl.constexpr, 
         key = _keys(x)
         take = ok & (key >= lo) & (key < hi)
         big = ok & (key >= hi)
-        # one reduction counts both (BLOCK < 2^16): the block's candidates and its keys above the range
+        # one reduction counts both (BLOCK <= 2^14): the block's candidates and its keys above the range
         both = tl.sum(take.to(tl.int32) + (big.to(tl.int32) << 16), axis=0)
         n_take = both & 0xFFFF
         if n_take > 0:
