@@ -207,7 +207,7 @@ def test_top_p_first_pass_widens_its_range_near_the_target():
 
 @register(suite="kernels", hardware=["cpu"], schedule="per-commit", est_time=1)
 @pytest.mark.parametrize("name, value", [("small_batch_passes", 0), ("sort_capacity", 1000), ("short_sort", 0),
-                                         ("finish_sort", (256, 3)), ("first_pass", (2, 1)), ("compact", (65536, 8)),
+                                         ("finish_sort", (256, 3)), ("first_pass", (2, 1)), ("compact", (32768, 8)),
                                          ("wide_split", 32), ("finish_split", (16, 3)), ("candidate_capacity", 0),
                                          ("write", (1000, 8)), ("finish_min_rows", (4, 0)),
                                          ("small_batch_programs", 0)])
