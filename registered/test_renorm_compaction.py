@@ -36,9 +36,9 @@ def _rows(seed: int) -> torch.Tensor:
     g = torch.Generator().manual_seed(seed)
     rand = lambda *shape: torch.rand(*shape, generator=g)  # noqa: E731
     spread = lambda n: torch.randperm(VOCAB, generator=g)[:n]  # noqa: E731  (positions in every chunk)
-    p = 1e-4 * rand(7, VOCAB)  # a floor below 2^-8: the first split's top range holds only what is set
+    p = 1e-5 * rand(7, VOCAB)  # a floor below 2^-16: the first split's top bucket [2^-12, ...) holds only what is set
     p[0, spread(5)] = 0.1 + 0.05 * rand(5)  # five large entries: fit the scratch from the first compacting pass
-    p[1, spread(40)] = 2.0 ** -8 * (1 + rand(40))  # forty within one octave: fit only once the range narrows
+    p[1, spread(40)] = 2.0 ** (-12 + 4 * rand(40))  # forty across the top bucket: fit only once the range narrows
     p[2] = 1.0  # every entry ties: never fits
     p[3] = 0.0  # zero mass: never fits, all zeros out
     p[4] = 1e6 * (1 + rand(VOCAB))  # above 1: the first split's widest range [2^-8, inf)
@@ -148,8 +148,66 @@ def test_small_batch_gather_paths_match_the_oracle(top_p):
     assert problem is None, problem
 
 
+@register(suite="kernels", hardware=["cpu", "h200-1"], schedule="per-commit", est_time=20)
+@pytest.mark.parametrize("top_p", [False, True], ids=["top_k", "top_p"])
+def test_finish_sorts_or_runs_passes_to_the_end(top_p):
+    """The finish kernel runs range passes over a row's candidates until at most finish_sort remain,
+    then sorts them; finish_sort 0 runs passes to the end. Rows that never fit loop over their full
+    row either way. The state proves which ran; every setting keeps the same entries, as the oracle."""
+    probs, param = _rows(4).to(DEV), _params(top_p).to(DEV)
+    op = K.top_p_renorm if top_p else K.top_k_renorm
+    outputs = []
+    for sort in (0, 2, 4096):
+        tuning = _tuning(finish_min_rows=2, candidate_capacity=64, finish_sort=(sort, sort))
+        state = _state(probs, param, top_p, tuning)
+        by, fits = state[:, int(rk.FINISHED_BY)].tolist(), state[:, int(rk.COMPACTED)].tolist()
+        assert (int(rk.SORTED) in by) == (sort > 0), f"finish_sort {sort}: finished by {by}"
+        assert all(b == 0 for b, f in zip(by, fits, strict=True) if f == 0), f"rows that never fit sort nothing: {by}"
+        outputs.append(op(probs, param, tuning=tuning))
+    oracle = (R.top_p_renorm if top_p else R.top_k_renorm)(probs.cpu(), param.cpu())
+    for out in outputs:  # sums in another order may round the scale differently: same kept sets, exact
+        assert torch.equal(out > 0, outputs[0] > 0)
+        problem = mismatch(RENORM, out, oracle)
+        assert problem is None, problem
+
+
+def _first_range(probs: torch.Tensor, param: torch.Tensor, top_p: bool) -> list[tuple[int, int]]:
+    """Each row's key range [LO, HI) after the first pass alone."""
+    plan = renorm._plan(probs.shape[0], probs.shape[1], top_p, True, _tuning(finish_min_rows=1))
+    first = dataclasses.replace(plan, launches=plan.launches[:1])
+    state = renorm._select(probs, None, param, first)[0]
+    return [(int(lo), int(hi)) for lo, hi in state[:, [int(rk.LO), int(rk.HI)]].tolist()]
+
+
+def _key(value: float) -> int:
+    return int(torch.tensor(value, dtype=torch.float32).view(torch.int32))
+
+
+@register(suite="kernels", hardware=["cpu", "h200-1"], schedule="per-commit", est_time=10)
+def test_top_p_first_pass_widens_its_range_near_the_target():
+    """Top-p's first pass weighs its buckets in fp32 and keeps every bucket the pivot may be in, given
+    the rounding. Row 0 puts the mass below the bucket of 2^-10 at exactly (1 - p) x the row's mass:
+    the exact rule keeps 2^-20's bucket, so the range must reach from there to the row's largest key.
+    Row 1 is far from any boundary: one bucket. Both agree with the exact oracle."""
+    probs = torch.zeros(2, VOCAB)
+    probs[0, :1024] = 2.0 ** -20  # 1024 x 2^-20 = 2^-10: half the row's mass, the target at p = 0.5
+    probs[0, 1500] = 2.0 ** -10
+    probs[1, :1000] = 2.0 ** -19
+    probs[1, 1500:1510] = 2.0 ** -4
+    param = torch.tensor([0.5, 0.5])
+    ranges = _first_range(probs.to(DEV), param.to(DEV), True)
+    assert ranges[0] == (_key(2.0 ** -20), _key(2.0 ** -10) + 1), f"row 0 not widened: {ranges}"
+    assert ranges[1] == (_key(2.0 ** -12), _key(2.0 ** -4) + 1), f"row 1: the top bucket alone: {ranges}"
+    for tuning in (_tuning(finish_min_rows=1), _tuning(finish_min_rows=10**9)):
+        got = K.top_p_renorm(probs.to(DEV), param.to(DEV), tuning=tuning)
+        problem = mismatch(RENORM, got, R.top_p_renorm(probs, param))
+        assert problem is None, problem
+        assert bool((got[0] > 0).sum() == 1025), "the exact boundary keeps the entry that reaches it"
+
+
 @register(suite="kernels", hardware=["cpu"], schedule="per-commit", est_time=1)
 @pytest.mark.parametrize("name, value", [("small_batch_passes", 0), ("sort_capacity", 1000), ("short_sort", 0),
+                                         ("finish_sort", (256, 3)), ("first_pass", (2, 1)), ("compact", (32768, 8)),
                                          ("wide_split", 32), ("finish_split", (16, 3)), ("candidate_capacity", 0),
                                          ("write", (1000, 8)), ("finish_min_rows", (4, 0)),
                                          ("small_batch_programs", 0)])

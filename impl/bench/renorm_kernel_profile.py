@@ -1,9 +1,11 @@
 """Per-kernel GPU time of one top-k and one top-p renorm call, and a tuning sweep (GPU only).
 
-`python -m impl.bench.renorm_kernel_profile [--rows 256] [--vocab 129280] [--sweep] [--batches 1,64,256]`
+`python -m impl.bench.renorm_kernel_profile [--rows 256] [--vocab 129280] [--k 50] [--p 0.9] [--sweep]
+[--batches 1,64,256]`
 
-The profile lists each kernel's device time (torch.profiler) so a change can be
-pinned to the pass it sped up; `--sweep` times whole calls as CUDA-graph replays for
+The profile lists each kernel's device time (torch.profiler) of one top-k call (every row's k =
+--k) and one top-p call (p = --p) on softmax(3 randn) rows, the peer benchmark's inputs, so a change
+can be pinned to the pass it sped up; `--sweep` times whole calls as CUDA-graph replays for
 a few RenormTuning variants (passed explicitly with ``tuning=``) at each batch of
 `--batches`, with k in {50, 1000} and p in {0.9, 0.95} (the peer benchmark's cells).
 """
@@ -17,28 +19,26 @@ import torch
 from impl.bench.timing import graph_replay_us
 from impl.kernels.renorm import DEFAULT_TUNING, top_k_renorm, top_p_renorm
 
-SMALL_SWEEP = [  # RenormTuning changes to try at batches below finish_min_rows; the first is the default
+SMALL_SWEEP = [  # RenormTuning changes to try at batches below large_batch_rows; the first is the default
     {},
-    {"small_batch_passes": 2},
-    {"short_sort": 128},
-    {"small_batch_chunks": (16, 64)},
+    {"large_batch_rows": 64},
+    {"finish_min_rows": (128, 8)},
+    {"first_pass": (2048, 8)},
 ]
 LARGE_SWEEP = [  # and at larger batches
     {},
-    {"target_programs": 2640},
-    {"finish": (512, 4)},
-    {"compact_attempts": 2},
-    {"finish_min_rows": 10**9},
-    {"finish_min_rows": 10**9, "small_batch_chunks": (4, 16)},
+    {"large_batch_rows": 10**9},
+    {"large_batch_compact": (256, 1)},
+    {"large_batch_programs": 8192},
+    {"first_pass": (2048, 8)},
+    {"compact_attempts": 1},
 ]
 
 
-def _inputs(rows: int, vocab: int):
+def _inputs(rows: int, vocab: int, k: int = 50, p: float = 0.9):
     gen = torch.Generator().manual_seed(0)
     probs = torch.softmax(torch.randn(rows, vocab, generator=gen) * 3, -1).cuda()
-    k = torch.randint(1, 64, (rows,), generator=gen).cuda()
-    p = (0.5 + 0.45 * torch.rand(rows, generator=gen)).cuda()
-    return probs, k, p
+    return probs, torch.full((rows,), k, dtype=torch.int32).cuda(), torch.full((rows,), p).cuda()
 
 
 def _profile(fn, label: str) -> None:
@@ -59,12 +59,17 @@ def _sweep(batches: list[int], vocab: int) -> None:
         probs, _, _ = _inputs(batch, vocab)
         params = {f"k={k}": (top_k_renorm, torch.full((batch,), k, dtype=torch.int32, device="cuda")) for k in (50, 1000)}
         params |= {f"p={p}": (top_p_renorm, torch.full((batch,), p, device="cuda")) for p in (0.9, 0.95)}
-        sweep = SMALL_SWEEP if batch < DEFAULT_TUNING.finish_min_rows else LARGE_SWEEP
+        sweep = SMALL_SWEEP if batch < DEFAULT_TUNING.large_batch_rows else LARGE_SWEEP
         for changes in sweep:
             tuning = dataclasses.replace(DEFAULT_TUNING, **changes)
             cells = []
             for name, (op, param) in params.items():
-                us = graph_replay_us(lambda op=op, param=param: op(probs, param, tuning=tuning), calls_per_graph=5, replays=10)
+                try:
+                    us = graph_replay_us(lambda op=op, param=param: op(probs, param, tuning=tuning), calls_per_graph=5,
+                                         replays=10)
+                except Exception as exc:  # noqa: BLE001  (one failing variant must not end the sweep)
+                    print(f"sweep {batch}x{vocab} {changes}: {type(exc).__name__}: {exc}", flush=True)
+                    us = float("nan")
                 cells.append(f"{name} {us:7.1f}")
             print(f"sweep {batch}x{vocab}  " + "  ".join(cells) + f"  us  {changes or 'defaults'}", flush=True)
 
@@ -73,12 +78,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=256)
     parser.add_argument("--vocab", type=int, default=129280)
+    parser.add_argument("--k", type=int, default=50)
+    parser.add_argument("--p", type=float, default=0.9)
     parser.add_argument("--sweep", action="store_true")
     parser.add_argument("--batches", default="1,64,256", help="batches the sweep times (comma-separated)")
     args = parser.parse_args()
     if not torch.cuda.is_available():
         raise SystemExit("renorm_kernel_profile needs a GPU")
-    probs, k, p = _inputs(args.rows, args.vocab)
+    probs, k, p = _inputs(args.rows, args.vocab, args.k, args.p)
     _profile(lambda: top_k_renorm(probs, k), f"top_k {args.rows}x{args.vocab}")
     _profile(lambda: top_p_renorm(probs, p), f"top_p {args.rows}x{args.vocab}")
     if args.sweep:

@@ -15,10 +15,13 @@ The Triton path finds the pivot without sorting the row, by a range select over 
 non-negative fp32 values order like their int32 bit patterns. Each row carries a
 key range [lo, hi) known to hold the pivot; a pass splits it into sub-ranges,
 counts (top-k) or weighs in fp64 (top-p) the row's keys in each, and keeps the one
-holding the pivot. The first pass splits at fixed octaves (2^-24, 2^-16, 2^-8),
-where probability rows keep their pivots, and ends the top range at the row's
-largest key; later passes split evenly. Nothing syncs with the host and the launch
-count is fixed (CUDA-graph safe). Kernels: renorm_kernels.py.
+holding the pivot. The first pass splits at 8 fixed buckets two octaves wide ([0, 2^-24),
+[2^-24, 2^-22), ..., [2^-14, 2^-12), [2^-12, the row's largest key]), where probability rows
+keep their pivots: each lane counts its keys per bucket in one int64 (a byte a bucket), top-p
+weighs the buckets in fp32 and keeps every bucket the pivot may be in given a rigorous bound
+on the rounding; the exact fp64 masses (below the range, the row's total) come from the
+compaction, which reads the row anyway. Later passes split evenly. Nothing syncs with the
+host and the launch count is fixed (CUDA-graph safe). Kernels: renorm_kernels.py.
 
 Candidate compaction: a row whose current range holds few enough keys copies them
 into a per-row scratch, and its later passes read only those. The pass before
@@ -28,9 +31,11 @@ Every knob below lives in the frozen RenormTuning (DEFAULT_TUNING is the H200 tu
 and benchmarks pass their own with ``tuning=``.
   >= finish_min_rows rows: compact_attempts attempts, after the first pass and after each
     full 4-way pass that follows (those skip compacted rows), into candidate_capacity slots;
-    then one program per row runs every remaining pass in an in-kernel loop (no
-    partials, tickets or launches) and sums top-k's kept mass. A row that never fit
-    finishes from its full row: slower, still exact.
+    then one program per row runs the remaining passes in an in-kernel loop (no
+    partials, tickets or launches) until at most finish_sort candidates remain, sorts them and
+    reads the pivot off, and sums top-k's kept mass. A row that never fit finishes from its
+    full row: slower, still exact. From large_batch_rows rows the (chunk, row) grid is finer
+    and the compaction runs one-warp programs (no bar.sync in its loop).
   smaller batches: one attempt after the first pass, into a whole-row scratch (any
     row fits; the range shrinks to the keys copied), then small_batch_passes 16-way
     passes over (chunk, row) programs; then the keys still in range are gathered
@@ -40,15 +45,17 @@ and benchmarks pass their own with ``tuning=``.
     range). Batch 1 is bound by launch latency (~4-8 us a launch), so this plan cuts
     launches: 6 instead of 11-12.
 
-Costs that shaped this (H200, 256 x 129280, one full read ~45 us; see
-impl/bench/renorm_pass_probe.py and notes/perf_log.md): a pass with four 1-D
-accumulators costs ~60 us, a tl.histogram of 16 bins ~90 us, of 64 bins ~400 us,
-a [BLOCK, NB] fp64 one-hot tile ~2x the 1-D accumulators; so full-row passes split
-4 ways and the wider splits run on candidates. Measured (v6, CUDA graph, vs FlashInfer
-0.7.2): 256 rows 267 / 446 us (top-k / top-p; 0.99x / 0.83x FlashInfer), 64 rows 93 / 155 us
-(0.95x / 1.05x), batch 1 28 / 33 us (1.33x / 2.08x); eager batch 1 49-64 / 53 us, host-bound
-(bench-results/2026-12-01_NVIDIA-H200, notes/perf_log.md v6). Eager calls reuse the compiled
-kernels through the plan's LaunchCache (impl/kernels/_backend.py).
+Costs that shaped this (H200, 256 x 129280, one full read ~30-45 us; see
+impl/bench/renorm_pass_probe.py and notes/perf_log.md): a pass with four 1-D fp64
+accumulators costs ~60 us, a tl.histogram of 16 bins ~90 us, of 64 bins ~400 us, a
+[BLOCK, NB] tile costs a shared-memory layout change per step; v7's first pass runs ~16
+instructions per element for top-k (v6: 37) and 39 for top-p (v6: 56), the compaction's
+1024 x 8 programs spent their time in 10 bar.sync per block. Measured (v7, CUDA graph, vs
+FlashInfer 0.7.2 in the same process): 256 rows 185-193 / 289-290 us (top-k / top-p; 1.38-1.43x /
+1.29-1.32x FlashInfer), 64 rows 75-78 / 112-114 us (1.13-1.16x / 1.42-1.47x), batch 1 28 / 34-35 us
+(1.35-1.38x / 1.93-1.97x); eager 1.06-1.40x at 64 and 256 rows, batch-1 top-k eager host-bound
+(58-64 us against 43) (bench-results/2026-12-01_NVIDIA-H200, notes/perf_log.md v7).
+Eager calls reuse the compiled kernels through the plan's LaunchCache (impl/kernels/_backend.py).
 """
 from __future__ import annotations
 
@@ -76,9 +83,10 @@ class RenormTuning:
     # times (candidate_capacity values per row) and finish in one program per row; smaller batches
     # compact once, into a scratch that holds a whole row, and run the remaining passes over
     # (chunk, row) programs (launch latency, not bandwidth, bounds them). A huge value forces the
-    # small-batch path. H200, 2026-12-01: at 64 rows top-k's small-batch path takes 99 us against
-    # the finish path's 113, top-p's 258 against 165; at 256 rows top-k's 293 against 285.
-    finish_min_rows: int | tuple[int, int] = (128, 8)
+    # small-batch path. H200, 2026-12-01 (v5): at 64 rows top-p's small-batch path took 258 us against
+    # the finish path's 165; v7 (finer first pass, the finish sorts): top-k at 64 rows 77-81 us on the
+    # finish path against 92 on the small-batch path.
+    finish_min_rows: int | tuple[int, int] = (64, 8)
     candidate_capacity: int = 32768
     # After the first pass and after each full pass that follows, by op (one int sets both): 2 beat 3
     # by 2-4% at 64 and 256 rows. Top-k's candidates (the pivot's octaves) fit at once on probability
@@ -95,17 +103,28 @@ class RenormTuning:
     # fp64 tile) and the finish kernel's, by op (top-p's 1-D accumulators need 4).
     wide_split: int = 16
     finish_split: tuple[int, int] = (16, 4)
+    first_pass: _Shape = (1024, 8)  # chunk_align <= 255 x its BLOCK (byte counters per lane)
     narrow_pass: _Shape = (1024, 8)  # 4-way passes, 1-D accumulators
     wide_pass: tuple[_Shape, _Shape] = ((512, 4), (256, 4))
     compact: _Shape = (1024, 8)
     # By op (one shape sets both): 512 x 4 was 2% faster at 256 rows for both, 1% slower for top-p
     # at 64 rows (top-p finishes from 8 rows, top-k from 128).
     finish: _Shape | tuple[_Shape, _Shape] = ((512, 4), (1024, 8))
+    # The finish kernel sorts a row's candidates once at most this many remain in range (by op; a
+    # power of two, or 0: range passes to the end). tl.sort costs ~2 us for 256 keys, ~5 for 1024.
+    finish_sort: tuple[int, int] = (256, 256)
     gather_warps: int = 4  # the gather kernel's BLOCK is the wide passes'
     write: _Shape = (1024, 8)
     # (chunk, row) programs to aim for; chunks are whole multiples of chunk_align columns.
     chunk_align: int = 1024
     target_programs: int = 1280
+    # From large_batch_rows rows: large_batch_programs (chunk, row) programs, and the compaction in
+    # programs of large_batch_compact (one warp: no bar.sync in its loop; it needs many programs).
+    # H200, v7: at 256 rows 237 -> 188 us (top-k, k = 50), 327 -> 296 (top-p, p = 0.9); at 64 rows
+    # 4096 one-warp programs cost 7-17 us (so smaller batches keep the shapes above).
+    large_batch_rows: int = 256
+    large_batch_programs: int = 4096
+    large_batch_compact: _Shape = (512, 1)
     # Small batches read the candidates on this many programs per row after the compaction: top-k's
     # histogram passes are latency-bound (fewer partials to reduce), top-p's fp64 tiles
     # compute-bound (spread them). H200 sweep, batch 1.
@@ -125,7 +144,8 @@ class RenormTuning:
         def pow2(v: int) -> bool:
             return isinstance(v, int) and v >= 1 and not v & (v - 1)
 
-        for name in ("candidate_capacity", "chunk_align", "target_programs", "small_batch_programs"):
+        for name in ("candidate_capacity", "chunk_align", "target_programs", "small_batch_programs",
+                     "large_batch_rows", "large_batch_programs"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
                 refuse(name, "must be an int >= 1")
         for name in ("finish_min_rows", "compact_attempts"):
@@ -137,6 +157,9 @@ class RenormTuning:
         for name in ("sort_capacity", "short_sort"):  # tl.sort sizes
             if not pow2(getattr(self, name)):
                 refuse(name, "must be a power of two")
+        if not (isinstance(self.finish_sort, tuple) and len(self.finish_sort) == 2
+                and all(v == 0 or pow2(v) for v in self.finish_sort)):
+            refuse("finish_sort", "must be a (top-k, top-p) pair of powers of two or 0")
         if not pow2(self.wide_split) or not 2 <= self.wide_split <= int(rk.NB_MAX):
             refuse("wide_split", f"must be a power of two in [2, {int(rk.NB_MAX)}]")
         if any(not pow2(nb) or not 2 <= nb <= int(rk.NB_MAX) for nb in self.finish_split):
@@ -146,9 +169,15 @@ class RenormTuning:
         if not (isinstance(self.finish, tuple) and len(self.finish) == 2
                 and all(isinstance(v, tuple) and len(v) == 2 for v in self.finish)):
             refuse("finish", "must be a (BLOCK, warps) shape or a (top-k, top-p) pair of them")
-        shapes = [self.narrow_pass, *self.wide_pass, self.compact, *self.finish, self.write]
+        shapes = [self.first_pass, self.narrow_pass, *self.wide_pass, self.compact, self.large_batch_compact,
+                  *self.finish, self.write]
         if any(not pow2(block) or not pow2(warps) for block, warps in shapes) or not pow2(self.gather_warps):
             refuse("narrow_pass", "and every launch shape must be (power-of-two BLOCK, power-of-two warps)")
+        if self.chunk_align > int(rk.FIELD_MAX) * self.first_pass[0]:
+            refuse("first_pass", f"BLOCK must be >= chunk_align / {int(rk.FIELD_MAX)} (its per-lane byte counters)")
+        for name in ("compact", "large_batch_compact"):
+            if getattr(self, name)[0] > 1 << 14:
+                refuse(name, "BLOCK must be <= 16384 (one int32 reduction counts two things, 16 bits apart)")
 
 
 DEFAULT_TUNING = RenormTuning()
@@ -158,7 +187,7 @@ DEFAULT_TUNING = RenormTuning()
 class _Launch:
     kernel: object  # a jitted kernel of renorm_kernels
     grid: tuple[int, ...]
-    args: str  # which argument list: "pass", "gather", "compact", "finish"
+    args: str  # which argument list: "first", "pass", "gather", "compact", "finish"
     sizes: tuple[int, ...]
     meta: dict  # constexpr and launch keywords
 
@@ -186,9 +215,12 @@ def _steps(bs: int, top_p: bool, t: RenormTuning) -> list[tuple[str, int]]:
 
 
 def _split(bs: int, vocab: int, t: RenormTuning, most_chunks: int | None = None) -> tuple[int, int]:
-    """(chunk length, chunks): enough (chunk, row) programs to fill the GPU, at most most_chunks."""
+    """(chunk length, chunks): enough (chunk, row) programs to fill the GPU, at most most_chunks, and
+    chunks the first pass covers in at most FIELD_MAX steps (its per-lane byte counters)."""
     steps = cdiv(vocab, t.chunk_align)
-    chunks = max(1, min(steps, cdiv(t.target_programs, bs), most_chunks or steps))
+    programs = t.large_batch_programs if bs >= t.large_batch_rows else t.target_programs
+    chunks = max(1, min(steps, cdiv(programs, bs), most_chunks or steps),
+                 cdiv(steps, int(rk.FIELD_MAX) * t.first_pass[0] // t.chunk_align))
     chunk_len = t.chunk_align * cdiv(steps, chunks)
     return chunk_len, cdiv(vocab, chunk_len)
 
@@ -212,10 +244,14 @@ def _plan(bs: int, vocab: int, top_p: bool, param_is_tensor: bool, t: RenormTuni
         if kind in ("pass", "gather"):  # small-batch steps after the compaction
             grid, sizes, chunks_p2 = (small_chunks, bs), (vocab, small_len, small_chunks, cap), next_pow2(small_chunks)
         common = dict(TICKET=ticket, CHUNKS_P2=chunks_p2)
-        if kind in ("first pass", "pass", "skip-compacted pass"):
+        if kind == "first pass":
+            block, warps = t.first_pass
+            meta = dict(**param, **common, BLOCK=block, num_warps=warps)
+            launches.append(_Launch(rk._first_pass_kernel, grid, "first", sizes[:3], meta))
+        elif kind in ("pass", "skip-compacted pass"):
             block, warps = t.narrow_pass if nb == 4 else t.wide_pass[top_p]
-            meta = dict(**param, **common, FIRST=kind == "first pass", SKIP_COMPACTED=kind == "skip-compacted pass",
-                        NB=nb, BLOCK=block, num_warps=warps)
+            meta = dict(**param, **common, SKIP_COMPACTED=kind == "skip-compacted pass", NB=nb, BLOCK=block,
+                        num_warps=warps)
             launches.append(_Launch(rk._pass_kernel, grid, "pass", sizes, meta))
         elif kind == "gather":  # the passes' BLOCK: the same shares of the candidates
             meta = dict(**param, **common, NB=nb, SORT_CAP=t.sort_capacity, SHORT_SORT=min(t.short_sort, t.sort_capacity),
@@ -223,14 +259,14 @@ def _plan(bs: int, vocab: int, top_p: bool, param_is_tensor: bool, t: RenormTuni
             launches.append(_Launch(rk._gather_finish_kernel, grid, "gather", sizes, meta))
         elif kind == "compact":
             attempt += 1
-            block, warps = t.compact
-            meta = dict(**common, TOP_P=top_p, ATTEMPT=attempt, ADAPT=small, BLOCK=block,
+            block, warps = t.large_batch_compact if bs >= t.large_batch_rows else t.compact
+            meta = dict(**param, **common, ATTEMPT=attempt, ADAPT=small, MASSES=top_p and attempt == 1, BLOCK=block,
                         num_warps=warps)
             launches.append(_Launch(rk._compact_kernel, grid, "compact", sizes, meta))
         else:  # "finish"
             block, warps = t.finish[top_p]
             launches.append(_Launch(rk._finish_kernel, (bs,), "finish", (vocab, cap),
-                                    dict(**param, NB=nb, BLOCK=block, num_warps=warps)))
+                                    dict(**param, NB=nb, SORT_CAP=t.finish_sort[top_p], BLOCK=block, num_warps=warps)))
         ticket += kind != "finish"
     block, warps = t.write
     write = _Launch(rk._write_kernel, (chunks, bs), "write", (vocab, chunk_len), dict(TOP_P=top_p, BLOCK=block,
@@ -335,14 +371,16 @@ def _select(probs, param, param_t, plan: _Plan):
     gath = torch.empty((bs, vocab) if plan.gathers else (1, 1), dtype=torch.float32, device=dev)
     param_ptr, param_scalar = (probs, param) if param_t is None else (param_t, 0)
     for i, step in enumerate(plan.launches):
-        if step.args == "pass":
+        if step.args == "first":
+            args = (probs, part, state, fstate, param_ptr, param_scalar, *step.sizes)
+        elif step.args == "pass":
             args = (probs, cand, part, state, fstate, param_ptr, param_scalar, *step.sizes)
         elif step.args == "gather":
             args = (probs, cand, gath, part, state, fstate, param_ptr, param_scalar, *step.sizes)
         elif step.args == "finish":
             args = (probs, cand, state, fstate, param_ptr, param_scalar, *step.sizes)
         else:  # "compact"
-            args = (probs, cand, part, state, fstate, *step.sizes)
+            args = (probs, cand, part, state, fstate, param_ptr, param_scalar, *step.sizes)
         plan.compiled.launch((key, i), stream, step.kernel, step.grid, args, step.meta)
     return state, key, stream
 

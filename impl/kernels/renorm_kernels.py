@@ -1,6 +1,6 @@
 """Triton kernels of the top-k / top-p renorm range select (host side: impl/kernels/renorm.py).
 
-The pass, compaction, gather and write kernels run on a (chunk, row) grid
+The first pass, pass, compaction, gather and write kernels run on a (chunk, row) grid
 and read their chunk of a probability row or, once the row is compacted, their share
 of its candidate scratch; the finish kernel runs one program per row, and the gather
 kernel's last program per row sorts what it gathered. Per-row
@@ -46,9 +46,13 @@ STATE_W = tl.constexpr(FIRST_TICKET + MAX_LAUNCHES)
 NB_MAX = tl.constexpr(16)  # most sub-ranges one pass splits into
 MASS_AT = NB_MAX
 PART_W = tl.constexpr(2 * 16)
-# Words 4-way passes (and top-k's 16-way passes: no masses) leave free: the first pass's partial
-# largest key; the compaction's partial smallest and largest copied key and top-k's mass above the
-# range (the compaction's, and the small-batch gather's share of the kept mass).
+# Words a pass leaves free: the first pass's per-chunk count of the keys in its chosen range
+# (RANGE_SLOT, its counts use [0, FIRST_NB)) and largest key; the compaction's partial smallest and
+# largest copied key, top-k's mass above the range (the compaction's, and the small-batch gather's
+# share of the kept mass) and top-p's exact masses below the range and of the rest of the row.
+RANGE_SLOT = tl.constexpr(15)
+BELOW_SLOT = tl.constexpr(26)
+REST_SLOT = tl.constexpr(27)
 MIN_KEY_SLOT = tl.constexpr(28)
 MAX_KEY_SLOT = tl.constexpr(29)
 TOP_KEY_SLOT = tl.constexpr(30)
@@ -56,13 +60,20 @@ ABOVE_SLOT = tl.constexpr(31)
 
 KEY_NONE = tl.constexpr(0x7FFFFFFF)  # above every key (+inf's is 0x7F800000): "no key" for a minimum
 KEY_END = tl.constexpr(0x7F800001)  # one past +inf's key
-# The first pass splits every key at fixed octave boundaries instead of evenly: probability rows
-# hold their mass, and their pivots, within a few octaves around 1/vocab, so after one pass the
-# pivot's range is 8 octaves wide, not 64. Keys of 2^-24, 2^-16, 2^-8; the last range ends past
-# the row's largest key (at most +inf).
-SPLIT_1 = tl.constexpr(0x33800000)
-SPLIT_2 = tl.constexpr(0x37800000)
-SPLIT_3 = tl.constexpr(0x3B800000)
+# The first pass splits every key at fixed boundaries instead of evenly: probability rows hold their
+# mass, and their pivots, within a few octaves around 1/vocab. FIRST_NB buckets two octaves wide:
+# [0, 2^-24), [2^-24, 2^-22), ..., [2^-14, 2^-12), [2^-12, the row's largest key]. Bucket of a key:
+# clamp((key - FIRST_BASE) >> 24, 0, FIRST_NB - 1), FIRST_BASE the key of 2^-26. Each lane counts
+# its keys per bucket in one int64, FIELD_BITS bits a bucket: at most FIELD_MAX loop steps a program.
+FIRST_NB = tl.constexpr(8)
+FIRST_BASE = tl.constexpr(101 << 23)
+FIELD_BITS = tl.constexpr(8)
+FIELD_MAX = tl.constexpr(255)
+# Top-p's first pass weighs its buckets in fp32 and widens the chosen range by a rigorous bound on
+# the rounding (relative MARGIN_SCALE x (steps + BLOCK) x 2^-24, plus ABS_SLACK per key for
+# subnormals); the exact fp64 masses come from the compaction, which reads the row anyway.
+MARGIN_SCALE = tl.constexpr(4.0)
+ABS_SLACK = tl.constexpr(2.0 ** -120)
 
 
 @triton.jit
@@ -108,11 +119,14 @@ def _source(probs_ptr, cand_ptr, srow, row, chunk, V, chunk_len, num_chunks, cap
 
 @triton.jit
 def _copy_in_range(src, start, end, lo, hi, dst, slot, SUM_ABOVE: tl.constexpr, KEY_SPAN: tl.constexpr,
-                   BLOCK: tl.constexpr):
+                   SUM_BELOW: tl.constexpr, BLOCK: tl.constexpr):
     # Append the values of src[start:end) whose keys lie in [lo, hi) to dst, from slot on, in
-    # order (a block's cumsum places them: no atomics). Returns the next free slot and, when asked,
-    # the fp64 mass of the keys >= hi (SUM_ABOVE) and the smallest and largest key copied (KEY_SPAN).
+    # order (a block's cumsum places them: no atomics; a block holding none skips it). Returns the
+    # next free slot and, when asked, the fp64 mass of the keys >= hi (SUM_ABOVE), the smallest and
+    # largest key copied (KEY_SPAN), and the fp64 masses of the keys < lo and of the others (SUM_BELOW).
     above = tl.zeros([BLOCK], tl.float64)
+    below = tl.zeros([BLOCK], tl.float64)
+    rest = tl.zeros([BLOCK], tl.float64)
     kmin = tl.full([BLOCK], KEY_NONE, tl.int32)
     kmax = tl.full([BLOCK], -1, tl.int32)
     for off in range(start, end, BLOCK):
@@ -121,16 +135,27 @@ def _copy_in_range(src, start, end, lo, hi, dst, slot, SUM_ABOVE: tl.constexpr, 
         x = _load_probs(src + offs, ok)
         key = _keys(x)
         take = ok & (key >= lo) & (key < hi)
-        ones = take.to(tl.int32)
-        tl.store(dst + slot + (tl.cumsum(ones, axis=0) - 1).to(tl.int64), x, mask=take)
-        slot += tl.sum(ones, axis=0).to(tl.int64)
+        big = ok & (key >= hi)
+        # one reduction counts both (BLOCK <= 2^14): the block's candidates and its keys above the range
+        both = tl.sum(take.to(tl.int32) + (big.to(tl.int32) << 16), axis=0)
+        n_take = both & 0xFFFF
+        if n_take > 0:
+            ones = take.to(tl.int32)
+            tl.store(dst + slot + (tl.cumsum(ones, axis=0) - 1).to(tl.int64), x, mask=take)
+            slot += n_take.to(tl.int64)
+            if KEY_SPAN:
+                kmin = tl.minimum(kmin, tl.where(take, key, KEY_NONE))
+                kmax = tl.maximum(kmax, tl.where(take, key, -1))
         if SUM_ABOVE:
-            above += tl.where(ok & (key >= hi), x.to(tl.float64), 0.0)
-        if KEY_SPAN:
-            kmin = tl.minimum(kmin, tl.where(take, key, KEY_NONE))
-            kmax = tl.maximum(kmax, tl.where(take, key, -1))
-    return slot, tl.sum(above, axis=0), tl.min(kmin, axis=0), tl.max(kmax, axis=0)
-
+            if both > 0xFFFF:
+                above += tl.where(big, x.to(tl.float64), 0.0)
+        if SUM_BELOW:  # masked lanes load 0
+            x64 = x.to(tl.float64)
+            low = key < lo
+            below += tl.where(low, x64, 0.0)
+            rest += tl.where(low, 0.0, x64)
+    return (slot, tl.sum(above, axis=0), tl.min(kmin, axis=0), tl.max(kmax, axis=0), tl.sum(below, axis=0),
+            tl.sum(rest, axis=0))
 
 @triton.jit
 def _split_shift(lo, hi, NB: tl.constexpr):
@@ -143,11 +168,10 @@ def _split_shift(lo, hi, NB: tl.constexpr):
 
 
 @triton.jit
-def _bin_stats(src, start, end, lo, hi, s, front, FIRST: tl.constexpr, TOP_P: tl.constexpr, NB: tl.constexpr,
-               FRONT: tl.constexpr, BLOCK: tl.constexpr):
-    # Scan src[start:end): per sub-range of [lo, hi), the key count and (top-p) fp64 mass, and
-    # (first pass) the largest key. Sub-range d of a key is (key - lo) >> s, or the FIRST_SPLIT
-    # range it falls in on the first pass.
+def _bin_stats(src, start, end, lo, hi, s, front, TOP_P: tl.constexpr, NB: tl.constexpr, FRONT: tl.constexpr,
+               BLOCK: tl.constexpr):
+    # Scan src[start:end): per sub-range of [lo, hi), the key count and (top-p) fp64 mass. Sub-range
+    # d of a key is (key - lo) >> s.
     # FRONT (one program owning src, `front` = 1): also move the keys in [lo, hi) to the front
     # of src, in order, so the next pass scans only them; returns how many, and (top-k) the fp64
     # mass of the dropped keys >= hi. Writes never pass the block just read.
@@ -165,18 +189,13 @@ def _bin_stats(src, start, end, lo, hi, s, front, FIRST: tl.constexpr, TOP_P: tl
     m3 = tl.zeros([BLOCK], tl.float64)
     counts = tl.zeros([NB], tl.int32)
     masses = tl.zeros([BLOCK, NB], tl.float64)
-    top_key = tl.zeros([BLOCK], tl.int32)
     for off in range(start, end, BLOCK):
         offs = off + tl.arange(0, BLOCK)
         ok = offs < end
         x = _load_probs(src + offs, ok)
         key = _keys(x)
         inside = ok & (key >= lo) & (key < hi)
-        if FIRST:  # the fixed octave boundaries
-            d = (key >= SPLIT_1).to(tl.int32) + (key >= SPLIT_2).to(tl.int32) + (key >= SPLIT_3).to(tl.int32)
-            top_key = tl.maximum(top_key, tl.where(ok, key, 0))
-        else:
-            d = (key - lo) >> s
+        d = (key - lo) >> s
         if FRONT:
             move = (inside.to(tl.int32) & front) != 0  # front: int32 0/1 (a bool scalar & vector breaks the interpreter)
             ones = move.to(tl.int32)
@@ -207,11 +226,10 @@ def _bin_stats(src, start, end, lo, hi, s, front, FIRST: tl.constexpr, TOP_P: tl
                         tl.where(bins == 2, tl.sum(m2, axis=0), tl.sum(m3, axis=0))))
     else:
         mass = tl.sum(masses, axis=0)
-    return counts, mass, tl.max(top_key, axis=0), n_front, tl.sum(dropped_above, axis=0)
-
+    return counts, mass, n_front, tl.sum(dropped_above, axis=0)
 
 @triton.jit
-def _choose(counts, mass, lo, hi, s, level, goal, TOP_P: tl.constexpr, FIRST: tl.constexpr, NB: tl.constexpr):
+def _choose(counts, mass, lo, hi, s, level, goal, TOP_P: tl.constexpr, NB: tl.constexpr):
     # The sub-range holding the pivot, from the row's counts (top-k) or fp64 masses (top-p).
     #   top-k: level = keys >= hi, goal = k: the highest d keeping >= k keys at or above it.
     #   top-p: level = mass of keys < lo, goal = target: the highest d whose strictly-lower mass
@@ -225,20 +243,23 @@ def _choose(counts, mass, lo, hi, s, level, goal, TOP_P: tl.constexpr, FIRST: tl
         best = tl.max(tl.where((level + lower < goal) & (bins <= top), bins, 0), axis=0)
         level = level + tl.sum(tl.where(bins < best, mass, 0.0), axis=0)
     else:
-        at_or_above = level + tl.sum(counts, axis=0) - (tl.cumsum(counts, axis=0) - counts)
-        best = tl.max(tl.where(at_or_above >= goal, bins, 0), axis=0)
+        best = _top_k_bin(counts, level, goal, NB)
         level = level + tl.sum(tl.where(bins > best, counts, 0.0), axis=0)
-    if FIRST:  # sub-range starts: 0 and the three octave boundaries
-        first_split = tl.where(bins == 1, SPLIT_1, tl.where(bins == 2, SPLIT_2, SPLIT_3))
-        bounds = tl.where(bins == 0, 0, first_split).to(tl.int64)
-    else:
-        bounds = lo.to(tl.int64) + (bins.to(tl.int64) << s.to(tl.int64))  # sub-range starts (no overflow)
+    bounds = lo.to(tl.int64) + (bins.to(tl.int64) << s.to(tl.int64))  # sub-range starts (no overflow)
     new_lo = tl.sum(tl.where(bins == best, bounds, 0), axis=0)
     next_start = tl.sum(tl.where(bins == best + 1, bounds, 0), axis=0)
     new_hi = tl.where(best == NB - 1, hi, tl.minimum(next_start, hi))
     n_in = tl.sum(tl.where(bins == best, counts, 0.0), axis=0)
     return new_lo, new_hi, best, level, n_in
 
+
+@triton.jit
+def _top_k_bin(counts, level, goal, NB: tl.constexpr):
+    # Top-k: the highest sub-range d keeping >= goal keys at or above it (level keys lie above
+    # them all); d = 0 always may.
+    bins = tl.arange(0, NB)
+    at_or_above = level + tl.sum(counts, axis=0) - (tl.cumsum(counts, axis=0) - counts)
+    return tl.max(tl.where(at_or_above >= goal, bins, 0), axis=0)
 
 @triton.jit
 def _goal(param_ptr, param_scalar, row, V, TOP_P: tl.constexpr, PARAM_IS_TENSOR: tl.constexpr):
@@ -273,16 +294,17 @@ def _level_and_goal(srow, frow, param_ptr, param_scalar, row, V, TOP_P: tl.const
 
 
 @triton.jit
-def _range_loop(src, n, lo, hi, level, goal, front, TOP_P: tl.constexpr, NB: tl.constexpr, BLOCK: tl.constexpr):
-    # One program runs passes over src[0:n) back to back until [lo, hi) is one key. With front
-    # (int32 1, src private to this program) the keys still in range move to the front each pass,
-    # so the scans shrink with the range. Returns (lo, hi, level, n, top-k's fp64 mass of the
-    # moved-out keys above the range).
+def _range_loop(src, n, lo, hi, level, goal, front, stop, TOP_P: tl.constexpr, NB: tl.constexpr,
+                BLOCK: tl.constexpr):
+    # One program runs passes over src[0:n) back to back until [lo, hi) is one key, or (front)
+    # at most `stop` keys remain in it. With front (int32 1, src private to this program) the keys
+    # still in range move to the front each pass, so the scans shrink with the range. Returns (lo,
+    # hi, level, n, top-k's fp64 mass of the moved-out keys above the range).
     above = tl.zeros([], tl.float64)
-    while hi - lo > 1:
+    while (hi - lo > 1) & (n > stop):
         s = _split_shift(lo, hi, NB)
-        counts, mass, _, n_front, dropped = _bin_stats(src, 0, n, lo, hi, s, front, False, TOP_P, NB, True, BLOCK)
-        new_lo, new_hi, _, level, _ = _choose(counts.to(tl.float64), mass, lo, hi, s, level, goal, TOP_P, False, NB)
+        counts, mass, n_front, dropped = _bin_stats(src, 0, n, lo, hi, s, front, TOP_P, NB, True, BLOCK)
+        new_lo, new_hi, _, level, _ = _choose(counts.to(tl.float64), mass, lo, hi, s, level, goal, TOP_P, NB)
         lo = new_lo.to(tl.int32)
         hi = new_hi.to(tl.int32)
         n = tl.where(front != 0, n_front, n)
@@ -292,15 +314,21 @@ def _range_loop(src, n, lo, hi, level, goal, front, TOP_P: tl.constexpr, NB: tl.
 
 
 @triton.jit
-def _sorted_pivot(keys_src, n, level, goal, TOP_P: tl.constexpr, SORT_CAP: tl.constexpr):
-    # The pivot among the n (<= SORT_CAP) keys of the range, by sorting them, as the sort-based
-    # definition reads (docs/design.md §3.9): top-k, the (goal - level)-th largest (level keys lie above);
-    # top-p, with level the mass below: the first whose inclusive cumulative mass reaches goal.
-    # Returns (pivot key, fp64 mass of the keys below it, level included, fp64 mass of those >= it).
+def _sorted_pivot(keys_src, n, lo, hi, level, goal, TOP_P: tl.constexpr, SORT_CAP: tl.constexpr):
+    # The pivot among the keys in [lo, hi) of keys_src[0:n) (n <= SORT_CAP; others may sit beside
+    # them: the finish's range passes leave the previous range's keys at the front), by sorting
+    # them, as the sort-based definition reads (docs/design.md §3.9): top-k, the (goal - level)-th
+    # largest (level keys lie above the range); top-p, with level the mass below it: the first
+    # whose inclusive cumulative mass reaches goal.
+    # Returns (pivot key, fp64 mass of the range's keys below it, level included, fp64 mass of
+    # every key of keys_src[0:n) >= it).
     i = tl.arange(0, SORT_CAP)
+    x = tl.load(keys_src + i, mask=i < n, other=0.0, cache_modifier=".cg")  # gathered: already clean
+    key = _keys(x)
+    in_range = (i < n) & (key >= lo) & (key < hi)
+    keys = tl.sort(tl.where(in_range, key, KEY_NONE))  # ascending; the range's keys first
+    n = tl.sum(in_range.to(tl.int32), axis=0)
     valid = i < n
-    x = tl.load(keys_src + i, mask=valid, other=0.0, cache_modifier=".cg")  # gathered: already clean
-    keys = tl.sort(tl.where(valid, _keys(x), KEY_NONE))  # ascending; padding last
     m = tl.where(valid, keys.to(tl.float32, bitcast=True).to(tl.float64), 0.0)
     if TOP_P:
         reached = valid & (level + tl.cumsum(m, axis=0) >= goal)
@@ -309,45 +337,165 @@ def _sorted_pivot(keys_src, n, level, goal, TOP_P: tl.constexpr, SORT_CAP: tl.co
         at = tl.minimum(tl.maximum(n - (goal - level).to(tl.int32), 0), n - 1)
     pivot = tl.max(tl.where(i <= at, keys, 0), axis=0)  # keys[at]: ascending
     below = level + tl.sum(tl.where(valid & (keys < pivot), m, 0.0), axis=0)
-    kept = tl.sum(tl.where(valid & (keys >= pivot), m, 0.0), axis=0)
+    kept = tl.sum(tl.where(key >= pivot, x.to(tl.float64), 0.0), axis=0)  # masked lanes load 0
     return pivot, below, kept
+
+
+@triton.jit
+def _first_stats(src, start, end, TOP_P: tl.constexpr, BLOCK: tl.constexpr):
+    # Scan src[start:end) (at most FIELD_MAX steps): per first-pass bucket, the key count and
+    # (top-p) the fp32 mass; and the largest key. Each lane counts in one int64, a byte per
+    # bucket; masked lanes count as keys of bucket 0, taken off at the end. The masses are eight
+    # 1-D accumulators (a [BLOCK, FIRST_NB] tile costs a shared-memory layout change per step).
+    bins = tl.arange(0, FIRST_NB)
+    packed = tl.zeros([BLOCK], tl.int64)
+    m0 = tl.zeros([BLOCK], tl.float32)
+    m1 = tl.zeros([BLOCK], tl.float32)
+    m2 = tl.zeros([BLOCK], tl.float32)
+    m3 = tl.zeros([BLOCK], tl.float32)
+    m4 = tl.zeros([BLOCK], tl.float32)
+    m5 = tl.zeros([BLOCK], tl.float32)
+    m6 = tl.zeros([BLOCK], tl.float32)
+    m7 = tl.zeros([BLOCK], tl.float32)
+    top_key = tl.zeros([BLOCK], tl.int32)
+    for off in range(start, end, BLOCK):
+        offs = off + tl.arange(0, BLOCK)
+        x = _load_probs(src + offs, offs < end)
+        key = _keys(x)
+        t = tl.minimum(tl.maximum((key - FIRST_BASE) >> 24, 0), FIRST_NB - 1)
+        packed += tl.full([BLOCK], 1, tl.int64) << (t * FIELD_BITS).to(tl.int64)
+        top_key = tl.maximum(top_key, key)
+        if TOP_P:
+            m0 += tl.where(t == 0, x, 0.0)
+            m1 += tl.where(t == 1, x, 0.0)
+            m2 += tl.where(t == 2, x, 0.0)
+            m3 += tl.where(t == 3, x, 0.0)
+            m4 += tl.where(t == 4, x, 0.0)
+            m5 += tl.where(t == 5, x, 0.0)
+            m6 += tl.where(t == 6, x, 0.0)
+            m7 += tl.where(t == 7, x, 0.0)
+    fields = (packed[:, None] >> (bins * FIELD_BITS).to(tl.int64)[None, :]) & FIELD_MAX
+    counts = tl.sum(fields.to(tl.int32), axis=0)
+    padding = tl.cdiv(end - start, BLOCK) * BLOCK - (end - start)
+    counts -= tl.where(bins == 0, padding, 0)
+    mass = tl.zeros([FIRST_NB], tl.float32)
+    if TOP_P:
+        mass = tl.where(bins == 0, tl.sum(m0, axis=0), tl.where(bins == 1, tl.sum(m1, axis=0), tl.where(
+            bins == 2, tl.sum(m2, axis=0), tl.where(bins == 3, tl.sum(m3, axis=0), tl.where(
+                bins == 4, tl.sum(m4, axis=0), tl.where(bins == 5, tl.sum(m5, axis=0), tl.where(
+                    bins == 6, tl.sum(m6, axis=0), tl.sum(m7, axis=0))))))))
+    return counts, mass, tl.max(top_key, axis=0)
+
+
+@triton.jit
+def _first_range(counts_of, mass, top_key, goal, chunk_len, V, TOP_P: tl.constexpr, BLOCK: tl.constexpr):
+    # The first pass's choice from the row's per-chunk bucket counts counts_of ([chunks, FIRST_NB],
+    # fp64) and (top-p) fp32-summed bucket masses: the buckets [b_lo, b_hi] holding the pivot. Top-k:
+    # one bucket, exact (counts). Top-p: every bucket the pivot's may be, given the rounding of the
+    # fp32 sums (rigorous bound, see MARGIN_SCALE); the exact rule is the highest bucket whose
+    # lower mass stays < (1 - p) x the row's mass, never past the highest bucket holding mass.
+    # Returns (lo, hi, b_lo, keys above the range).
+    bins = tl.arange(0, FIRST_NB)
+    counts = tl.sum(counts_of, axis=0)
+    if TOP_P:
+        total = tl.sum(mass, axis=0)
+        top = tl.max(tl.where(mass > 0.0, bins, 0), axis=0)
+        lower = tl.cumsum(mass, axis=0) - mass
+        target = (1.0 - goal) * total
+        steps = tl.cdiv(chunk_len, BLOCK).to(tl.float64)
+        delta = MARGIN_SCALE * (steps + BLOCK) * (2.0 ** -24)
+        slack = ABS_SLACK * V
+        certain = (lower * (1.0 + delta) + slack < target * (1.0 - delta)) & (bins <= top)
+        possible = (lower * (1.0 - delta) - slack < target * (1.0 + delta) + slack) & (bins <= top)
+        b_lo = tl.max(tl.where(certain, bins, 0), axis=0)
+        b_hi = tl.max(tl.where(possible, bins, 0), axis=0)
+        finite = total < 1e300  # an fp32 sum overflowed: the whole populated range
+        b_lo = tl.where(finite, b_lo, 0)
+        b_hi = tl.where(finite, b_hi, top)
+        above = tl.zeros([], tl.float64)
+    else:
+        b_lo = _top_k_bin(counts, 0.0, goal, FIRST_NB)
+        b_hi = b_lo
+        above = tl.sum(tl.where(bins > b_lo, counts, 0.0), axis=0)
+    lo = tl.where(b_lo == 0, 0, FIRST_BASE + (b_lo << 24))
+    hi = tl.where(b_hi == FIRST_NB - 1, KEY_END, FIRST_BASE + ((b_hi + 1) << 24))
+    hi = tl.minimum(hi.to(tl.int64), top_key.to(tl.int64) + 1)  # no key lies above the row's largest
+    return lo, hi, b_lo, b_hi, above
+
+
+@triton.jit
+def _first_pass_kernel(
+    probs_ptr, part_ptr, state_ptr, fstate_ptr, param_ptr, param_scalar, V, chunk_len, num_chunks,
+    TOP_P: tl.constexpr, PARAM_IS_TENSOR: tl.constexpr, TICKET: tl.constexpr, BLOCK: tl.constexpr,
+    CHUNKS_P2: tl.constexpr,
+):
+    # The first select pass over (chunk, row) programs: count (top-k) or weigh in fp32 (top-p) the
+    # keys of each fixed bucket, then the row's last program keeps the bucket(s) holding the pivot
+    # and writes each chunk's count of keys in them to its RANGE_SLOT (the compaction places its
+    # candidates by them). Top-p's exact fp64 masses are the compaction's.
+    chunk = tl.program_id(0)
+    row = tl.program_id(1)
+    srow, frow = _row_words(state_ptr, fstate_ptr, row)
+    start = chunk * chunk_len
+    counts, mass, top_key = _first_stats(probs_ptr + row.to(tl.int64) * V, start, tl.minimum(start + chunk_len, V),
+                                         TOP_P, BLOCK)
+    bins = tl.arange(0, FIRST_NB)
+    prow = _partials(part_ptr, row, chunk, num_chunks)
+    tl.store(prow + bins, counts.to(tl.float64))
+    if TOP_P:
+        tl.store(prow + MASS_AT + bins, mass.to(tl.float64))
+    tl.store(prow + TOP_KEY_SLOT, top_key.to(tl.float64))
+    ticket = tl.atomic_add(srow + TICKET, 1)
+    if ticket == num_chunks - 1:  # the row's last program: reduce the partials
+        c = tl.arange(0, CHUNKS_P2)
+        live = c < num_chunks
+        rows_of = _partials(part_ptr, row, c, num_chunks)
+        counts_of = tl.load(rows_of[:, None] + bins[None, :], mask=live[:, None], other=0.0, cache_modifier=".cg")
+        row_mass = tl.zeros([FIRST_NB], tl.float64)
+        if TOP_P:
+            row_mass = tl.sum(tl.load(rows_of[:, None] + MASS_AT + bins[None, :], mask=live[:, None], other=0.0,
+                                      cache_modifier=".cg"), axis=0)
+        row_top = tl.max(tl.load(rows_of + TOP_KEY_SLOT, mask=live, other=0.0, cache_modifier=".cg"), axis=0)
+        goal = _goal(param_ptr, param_scalar, row, V, TOP_P, PARAM_IS_TENSOR)
+        lo, hi, b_lo, b_hi, above = _first_range(counts_of, row_mass, row_top, goal, chunk_len, V, TOP_P, BLOCK)
+        in_range = (bins[None, :] >= b_lo) & (bins[None, :] <= b_hi)
+        per_chunk = tl.sum(tl.where(in_range, counts_of, 0.0), axis=1)
+        tl.store(rows_of + RANGE_SLOT, per_chunk, mask=live)
+        if not TOP_P:
+            tl.store(srow + ABOVE_COUNT, above.to(tl.int64))
+        tl.store(srow + LO, lo.to(tl.int64))
+        tl.store(srow + HI, hi)
+        tl.store(srow + CHOSEN, RANGE_SLOT)
+        tl.store(srow + CHOSEN_COUNT, tl.sum(per_chunk, axis=0).to(tl.int64))
 
 
 @triton.jit
 def _pass_kernel(
     probs_ptr, cand_ptr, part_ptr, state_ptr, fstate_ptr, param_ptr, param_scalar, V, chunk_len, num_chunks,
-    cap, TOP_P: tl.constexpr, PARAM_IS_TENSOR: tl.constexpr, FIRST: tl.constexpr, SKIP_COMPACTED: tl.constexpr,
+    cap, TOP_P: tl.constexpr, PARAM_IS_TENSOR: tl.constexpr, SKIP_COMPACTED: tl.constexpr,
     NB: tl.constexpr, TICKET: tl.constexpr, BLOCK: tl.constexpr, CHUNKS_P2: tl.constexpr,
 ):
-    # One select pass over (chunk, row) programs: split [lo, hi) into NB sub-ranges, count (top-k)
-    # or weigh (top-p, fp64) the keys in each, and keep the sub-range holding the pivot. With
-    # SKIP_COMPACTED, compacted rows are left to the finish kernel.
+    # One select pass after the first over (chunk, row) programs: split [lo, hi) into NB sub-ranges,
+    # count (top-k) or weigh (top-p, fp64) the keys in each, and keep the sub-range holding the
+    # pivot. With SKIP_COMPACTED, compacted rows are left to the finish kernel.
     chunk = tl.program_id(0)
     row = tl.program_id(1)
     srow, frow = _row_words(state_ptr, fstate_ptr, row)
     if SKIP_COMPACTED:
         if tl.load(srow + COMPACTED) != 0:
             return
-    if not FIRST:
-        if tl.load(srow + HI) - tl.load(srow + LO) <= 1:  # the range is down to the pivot's key
-            return
-    if FIRST:
-        lo = tl.full([], 0, tl.int32)
-        hi = tl.full([], KEY_END, tl.int32)
-        s = tl.full([], 0, tl.int32)
-    else:
-        lo = tl.load(srow + LO).to(tl.int32)
-        hi = tl.load(srow + HI).to(tl.int32)
-        s = _split_shift(lo, hi, NB)
+    if tl.load(srow + HI) - tl.load(srow + LO) <= 1:  # the range is down to the pivot's key
+        return
+    lo = tl.load(srow + LO).to(tl.int32)
+    hi = tl.load(srow + HI).to(tl.int32)
+    s = _split_shift(lo, hi, NB)
     src, start, end = _source(probs_ptr, cand_ptr, srow, row, chunk, V, chunk_len, num_chunks, cap, BLOCK)
-    counts, mass, top_key, _, _ = _bin_stats(src, start, end, lo, hi, s, 0, FIRST, TOP_P, NB, False, BLOCK)
+    counts, mass, _, _ = _bin_stats(src, start, end, lo, hi, s, 0, TOP_P, NB, False, BLOCK)
     bins = tl.arange(0, NB)
     prow = _partials(part_ptr, row, chunk, num_chunks)
     tl.store(prow + bins, counts.to(tl.float64))
     if TOP_P:
         tl.store(prow + MASS_AT + bins, mass)
-    if FIRST:
-        tl.store(prow + TOP_KEY_SLOT, top_key.to(tl.float64))
     ticket = tl.atomic_add(srow + TICKET, 1)
     if ticket == num_chunks - 1:  # the row's last program: reduce the partials
         c = tl.arange(0, CHUNKS_P2)
@@ -358,15 +506,8 @@ def _pass_kernel(
         row_mass = tl.zeros([NB], tl.float64)
         if TOP_P:
             row_mass = tl.sum(tl.load(counts_of + MASS_AT, mask=live[:, None], other=0.0, cache_modifier=".cg"), axis=0)
-            if FIRST:  # the first pass covers every key: its masses sum to the row's total
-                total = tl.sum(row_mass, axis=0)
-                tl.store(frow + TOTAL, total)
-                tl.store(frow + TARGET, (1.0 - _goal(param_ptr, param_scalar, row, V, TOP_P, PARAM_IS_TENSOR)) * total)
         level, goal = _level_and_goal(srow, frow, param_ptr, param_scalar, row, V, TOP_P, PARAM_IS_TENSOR)
-        new_lo, new_hi, best, level, n_in = _choose(row_counts, row_mass, lo, hi, s, level, goal, TOP_P, FIRST, NB)
-        if FIRST:  # no key lies above the row's largest: end the range there
-            row_top = tl.max(tl.load(rows_of + TOP_KEY_SLOT, mask=live, other=0.0, cache_modifier=".cg"), axis=0)
-            new_hi = tl.minimum(new_hi, row_top.to(tl.int64) + 1)
+        new_lo, new_hi, best, level, n_in = _choose(row_counts, row_mass, lo, hi, s, level, goal, TOP_P, NB)
         if TOP_P:
             tl.store(frow + BELOW_MASS, level)
         else:
@@ -376,22 +517,28 @@ def _pass_kernel(
         tl.store(srow + CHOSEN, best.to(tl.int64))
         tl.store(srow + CHOSEN_COUNT, n_in.to(tl.int64))
 
-
 @triton.jit
 def _compact_kernel(
-    probs_ptr, cand_ptr, part_ptr, state_ptr, fstate_ptr, V, chunk_len, num_chunks, cap,
-    TOP_P: tl.constexpr, ATTEMPT: tl.constexpr, ADAPT: tl.constexpr, TICKET: tl.constexpr,
-    BLOCK: tl.constexpr, CHUNKS_P2: tl.constexpr,
+    probs_ptr, cand_ptr, part_ptr, state_ptr, fstate_ptr, param_ptr, param_scalar, V, chunk_len, num_chunks, cap,
+    TOP_P: tl.constexpr, PARAM_IS_TENSOR: tl.constexpr, ATTEMPT: tl.constexpr, ADAPT: tl.constexpr,
+    MASSES: tl.constexpr, TICKET: tl.constexpr, BLOCK: tl.constexpr, CHUNKS_P2: tl.constexpr,
 ):
     # Copy the keys in [lo, hi) of a not-yet-compacted row into its candidate scratch when they
-    # fit. The pass just before counted them per chunk (part), so each program knows where its
-    # candidates start: no atomics. Top-k also sums (fp64) the mass of the keys >= hi, part of
-    # its kept mass. ADAPT: the range shrinks to the smallest and largest key copied.
+    # fit. The pass just before counted them per chunk (part word CHOSEN), so each program knows
+    # where its candidates start: no atomics. Top-k also sums (fp64) the mass of the keys >= hi,
+    # part of its kept mass. Top-p's first attempt sums, for every row (fitting or not), the exact
+    # fp64 masses below lo and of the whole row: BELOW_MASS, TOTAL and TARGET, which every later
+    # launch reads (MASSES: top-p's first attempt). ADAPT: the range shrinks to the smallest and
+    # largest key copied.
     chunk = tl.program_id(0)
     row = tl.program_id(1)
     srow, frow = _row_words(state_ptr, fstate_ptr, row)
     n = tl.load(srow + CHOSEN_COUNT)
-    if (tl.load(srow + COMPACTED) == 0) & (n <= cap):  # not compacted yet, and fits
+    fits = n <= cap
+    needed = fits
+    if MASSES:
+        needed = n >= 0  # every row
+    if (tl.load(srow + COMPACTED) == 0) & needed:  # not compacted yet, and fits (or top-p's masses)
         lo = tl.load(srow + LO).to(tl.int32)
         hi = tl.load(srow + HI).to(tl.int32)
         chosen = tl.load(srow + CHOSEN).to(tl.int32)
@@ -400,41 +547,61 @@ def _compact_kernel(
         earlier = tl.load(rows_of + chosen, mask=c < chunk, other=0.0)
         slot = tl.sum(earlier, axis=0).to(tl.int64)  # candidates of the earlier chunks come first
         start = chunk * chunk_len
-        _, above, kmin, kmax = _copy_in_range(probs_ptr + row.to(tl.int64) * V, start, tl.minimum(start + chunk_len, V),
-                                              lo, hi, cand_ptr + row.to(tl.int64) * cap, slot, not TOP_P, ADAPT, BLOCK)
+        copy_hi = tl.where(fits, hi, lo)  # [lo, lo) copies nothing
+        _, above, kmin, kmax, below, rest = _copy_in_range(
+            probs_ptr + row.to(tl.int64) * V, start, tl.minimum(start + chunk_len, V), lo, copy_hi,
+            cand_ptr + row.to(tl.int64) * cap, slot, not TOP_P, ADAPT, MASSES, BLOCK)
         prow = _partials(part_ptr, row, chunk, num_chunks)
         if not TOP_P:
             tl.store(prow + ABOVE_SLOT, above)
+        if MASSES:
+            tl.store(prow + BELOW_SLOT, below)
+            tl.store(prow + REST_SLOT, rest)
         if ADAPT:  # keys are exact in fp64
             tl.store(prow + MIN_KEY_SLOT, kmin.to(tl.float64))
             tl.store(prow + MAX_KEY_SLOT, kmax.to(tl.float64))
         ticket = tl.atomic_add(srow + TICKET, 1)
         if ticket == num_chunks - 1:
             live = c < num_chunks
-            if not TOP_P:
-                parts = tl.load(rows_of + ABOVE_SLOT, mask=live, other=0.0, cache_modifier=".cg")
-                tl.store(frow + ABOVE_MASS, tl.sum(parts, axis=0))
-            if ADAPT:
-                lowest = tl.min(tl.load(rows_of + MIN_KEY_SLOT, mask=live, other=KEY_NONE, cache_modifier=".cg"),
-                                axis=0).to(tl.int64)
-                highest = tl.max(tl.load(rows_of + MAX_KEY_SLOT, mask=live, other=-1.0, cache_modifier=".cg"),
-                                 axis=0).to(tl.int64)
-                if n > 0:
-                    tl.store(srow + LO, tl.maximum(lo.to(tl.int64), lowest))
-                    tl.store(srow + HI, tl.minimum(hi.to(tl.int64), highest + 1))
-            tl.store(srow + NCAND, n)
-            tl.store(srow + COMPACTED, ATTEMPT)  # later launches read the scratch
+            if MASSES:
+                below = tl.sum(tl.load(rows_of + BELOW_SLOT, mask=live, other=0.0, cache_modifier=".cg"), axis=0)
+                total = below + tl.sum(tl.load(rows_of + REST_SLOT, mask=live, other=0.0, cache_modifier=".cg"), axis=0)
+                tl.store(frow + BELOW_MASS, below)
+                tl.store(frow + TOTAL, total)
+                tl.store(frow + TARGET, (1.0 - _goal(param_ptr, param_scalar, row, V, TOP_P, PARAM_IS_TENSOR)) * total)
+            if fits:
+                _compacted(srow, frow, rows_of, live, lo, hi, n, TOP_P, ATTEMPT, ADAPT)
+
+@triton.jit
+def _compacted(srow, frow, rows_of, live, lo, hi, n, TOP_P: tl.constexpr, ATTEMPT: tl.constexpr, ADAPT: tl.constexpr):
+    # The compaction's last program, for a row whose candidates it copied: top-k's mass above the
+    # range, the adapted range, the candidate count and the attempt that took the row.
+    if not TOP_P:
+        parts = tl.load(rows_of + ABOVE_SLOT, mask=live, other=0.0, cache_modifier=".cg")
+        tl.store(frow + ABOVE_MASS, tl.sum(parts, axis=0))
+    if ADAPT:
+        lowest = tl.min(tl.load(rows_of + MIN_KEY_SLOT, mask=live, other=KEY_NONE, cache_modifier=".cg"),
+                        axis=0).to(tl.int64)
+        highest = tl.max(tl.load(rows_of + MAX_KEY_SLOT, mask=live, other=-1.0, cache_modifier=".cg"),
+                         axis=0).to(tl.int64)
+        if n > 0:
+            tl.store(srow + LO, tl.maximum(lo.to(tl.int64), lowest))
+            tl.store(srow + HI, tl.minimum(hi.to(tl.int64), highest + 1))
+    tl.store(srow + NCAND, n)
+    tl.store(srow + COMPACTED, ATTEMPT)  # later launches read the scratch
 
 
 @triton.jit
 def _finish_kernel(
     probs_ptr, cand_ptr, state_ptr, fstate_ptr, param_ptr, param_scalar, V, cap, TOP_P: tl.constexpr,
-    PARAM_IS_TENSOR: tl.constexpr, NB: tl.constexpr, BLOCK: tl.constexpr,
+    PARAM_IS_TENSOR: tl.constexpr, NB: tl.constexpr, SORT_CAP: tl.constexpr, BLOCK: tl.constexpr,
 ):
     # One program per row runs the remaining passes back to back over the row's candidates
     # (cache-resident), moving the ones still in range to the front each pass so the scans shrink
-    # with the range; a row that never fit the scratch scans its full row every pass. Then top-k
-    # sums its kept mass. No partials, tickets or further launches.
+    # with the range, until at most SORT_CAP remain: it sorts those and reads the pivot off (as the
+    # small-batch gather does; SORT_CAP 0: passes to the end). A row that never fit the scratch
+    # scans its full row every pass. Then top-k sums its kept mass. No partials, tickets or
+    # further launches. FINISHED_BY says whether the row sorted.
     row = tl.program_id(0)
     srow, frow = _row_words(state_ptr, fstate_ptr, row)
     compacted = tl.load(srow + COMPACTED) != 0
@@ -446,18 +613,29 @@ def _finish_kernel(
     lo = tl.load(srow + LO).to(tl.int32)
     hi = tl.load(srow + HI).to(tl.int32)
     level, goal = _level_and_goal(srow, frow, param_ptr, param_scalar, row, V, TOP_P, PARAM_IS_TENSOR)
-    lo, hi, level, n, above = _range_loop(src, n, lo, hi, level, goal, compacted.to(tl.int32), TOP_P, NB, BLOCK)
+    stop = tl.where(compacted, SORT_CAP, 0)
+    lo, hi, level, n, above = _range_loop(src, n, lo, hi, level, goal, compacted.to(tl.int32), stop, TOP_P, NB, BLOCK)
+    kept = tl.zeros([], tl.float64)
+    sorted_ = hi - lo > 1  # the loop stopped at <= SORT_CAP candidates, all at the front of src
+    if SORT_CAP > 0:
+        if sorted_:
+            pivot, below, kept = _sorted_pivot(src, n, lo, hi, level, goal, TOP_P, SORT_CAP)
+            lo = pivot
+            hi = pivot + 1
+            level = below
+            tl.store(srow + FINISHED_BY, SORTED)
     tl.store(srow + LO, lo.to(tl.int64))
     tl.store(srow + HI, hi.to(tl.int64))
     if TOP_P:
         tl.store(frow + BELOW_MASS, level)
     else:
-        acc = tl.zeros([BLOCK], tl.float64)
-        for off in range(0, n, BLOCK):
-            offs = off + tl.arange(0, BLOCK)
-            x = _load_probs(src + offs, offs < n)
-            acc += tl.where((offs < n) & (_keys(x) >= lo), x.to(tl.float64), 0.0)
-        kept = tl.sum(acc, axis=0)
+        if not sorted_:
+            acc = tl.zeros([BLOCK], tl.float64)
+            for off in range(0, n, BLOCK):
+                offs = off + tl.arange(0, BLOCK)
+                x = _load_probs(src + offs, offs < n)
+                acc += tl.where((offs < n) & (_keys(x) >= lo), x.to(tl.float64), 0.0)
+            kept = tl.sum(acc, axis=0)
         if compacted:
             kept += tl.load(frow + ABOVE_MASS) + above  # what the compaction and the loop left above
         tl.store(frow + KEPT, kept)
@@ -493,7 +671,7 @@ def _gather_finish_kernel(
         src, start, end = _source(probs_ptr, cand_ptr, srow, row, chunk, V, chunk_len, num_chunks, cap, BLOCK)
         dst = gath_ptr + row.to(tl.int64) * V
         copy_hi = tl.where(narrow, hi, lo)  # [lo, lo) copies nothing; its "above" is every key >= lo
-        _, above, _, _ = _copy_in_range(src, start, end, lo, copy_hi, dst, slot, not TOP_P, False, BLOCK)
+        _, above, _, _, _, _ = _copy_in_range(src, start, end, lo, copy_hi, dst, slot, not TOP_P, False, False, BLOCK)
         if not TOP_P:
             tl.store(_partials(part_ptr, row, chunk, num_chunks) + ABOVE_SLOT, above)
         ticket = tl.atomic_add(srow + TICKET, 1)
@@ -509,9 +687,9 @@ def _gather_finish_kernel(
                 level, goal = _level_and_goal(srow, frow, param_ptr, param_scalar, row, V, TOP_P, PARAM_IS_TENSOR)
                 if n <= SORT_CAP:
                     if n <= SHORT_SORT:  # the usual case: a sort's cost grows fast with its size
-                        pivot, below, at_or_above = _sorted_pivot(dst, n, level, goal, TOP_P, SHORT_SORT)
+                        pivot, below, at_or_above = _sorted_pivot(dst, n, lo, hi, level, goal, TOP_P, SHORT_SORT)
                     else:
-                        pivot, below, at_or_above = _sorted_pivot(dst, n, level, goal, TOP_P, SORT_CAP)
+                        pivot, below, at_or_above = _sorted_pivot(dst, n, lo, hi, level, goal, TOP_P, SORT_CAP)
                     tl.store(srow + LO, pivot.to(tl.int64))
                     tl.store(srow + HI, pivot.to(tl.int64) + 1)
                     if TOP_P:
@@ -519,7 +697,7 @@ def _gather_finish_kernel(
                     kept += at_or_above
                     tl.store(srow + FINISHED_BY, SORTED)
                 else:
-                    lo, hi, level, n, moved = _range_loop(dst, n, lo, hi, level, goal, tl.full([], 1, tl.int32),
+                    lo, hi, level, n, moved = _range_loop(dst, n, lo, hi, level, goal, tl.full([], 1, tl.int32), 0,
                                                           TOP_P, NB, BLOCK)
                     tl.store(srow + LO, lo.to(tl.int64))
                     tl.store(srow + HI, hi.to(tl.int64))
