@@ -43,7 +43,8 @@ and benchmarks pass their own with ``tuning=``.
     passes over them) and reads the pivot off, as the sort-based definition does.
     Top-k's gather also sums its kept mass (each program its share's keys above the
     range). Batch 1 is bound by launch latency (~4-8 us a launch), so this plan cuts
-    launches: 6 instead of 11-12.
+    launches: 6 instead of 11-12. Top-p takes it below 8 rows; top-k never does by default
+    (its finish path needs 4 launches: first pass, compaction, finish, write).
 
 Costs that shaped this (H200, 256 x 129280, one full read ~30-45 us; see
 impl/bench/renorm_pass_probe.py and notes/perf_log.md): a pass with four 1-D fp64
@@ -52,9 +53,10 @@ accumulators costs ~60 us, a tl.histogram of 16 bins ~90 us, of 64 bins ~400 us,
 instructions per element for top-k (v6: 37) and 39 for top-p (v6: 56), the compaction's
 1024 x 8 programs spent their time in 10 bar.sync per block. Measured (v7, CUDA graph, vs
 FlashInfer 0.7.2 in the same process): 256 rows 185-193 / 289-290 us (top-k / top-p; 1.38-1.43x /
-1.29-1.32x FlashInfer), 64 rows 75-78 / 112-114 us (1.13-1.16x / 1.42-1.47x), batch 1 28 / 34-35 us
-(1.35-1.38x / 1.93-1.97x); eager 1.06-1.40x at 64 and 256 rows, batch-1 top-k eager host-bound
-(58-64 us against 43) (bench-results/2026-12-01_NVIDIA-H200, notes/perf_log.md v7).
+1.29-1.32x FlashInfer), 64 rows 75-78 / 112-114 us (1.13-1.16x / 1.42-1.47x), batch 1 17.6-21.1 /
+34-35 us (1.82-2.14x / 1.91-1.97x; v7b: top-k finishes at every batch); eager 1.06-1.40x at 64 and
+256 rows; batch-1 eager is host-bound: top-k 58-99 us against FlashInfer's 43, host time varying
+from machine to machine (bench-results/2026-12-01_NVIDIA-H200, notes/perf_log.md v7, v7b).
 Eager calls reuse the compiled kernels through the plan's LaunchCache (impl/kernels/_backend.py).
 """
 from __future__ import annotations
@@ -85,8 +87,10 @@ class RenormTuning:
     # (chunk, row) programs (launch latency, not bandwidth, bounds them). A huge value forces the
     # small-batch path. H200, 2026-12-01 (v5): at 64 rows top-p's small-batch path took 258 us against
     # the finish path's 165; v7 (finer first pass, the finish sorts): top-k at 64 rows 77-81 us on the
-    # finish path against 92 on the small-batch path.
-    finish_min_rows: int | tuple[int, int] = (64, 8)
+    # finish path against 92 on the small-batch path; v7b: top-k at batch 1 on the finish path 17.6 / 21.0 us
+    # (k = 50 / 1000, CUDA graph) against 27.8 / 28.4 on the small-batch path, in 4 launches instead of 7, so
+    # top-k always finishes (notes/perf_log.md v7b).
+    finish_min_rows: int | tuple[int, int] = (1, 8)
     candidate_capacity: int = 32768
     # After the first pass and after each full pass that follows, by op (one int sets both): 2 beat 3
     # by 2-4% at 64 and 256 rows. Top-k's candidates (the pivot's octaves) fit at once on probability

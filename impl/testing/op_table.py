@@ -28,7 +28,7 @@ from impl.testing.op_info import (
     run_reference,
     sample_mismatches,
 )
-from impl.testing.tunings import renorm_variants
+from impl.testing.tunings import top_k_variants, top_p_variants
 
 __all__ = ["EXACT", "NORM_ROPE", "RENORM", "Comparison", "ErrorInput", "Kwargs", "OpInfo", "Sample", "OPS",
            "OPS_BY_NAME", "HELPERS", "case_id", "cases", "clone_kwargs", "error_cases", "error_case_id",
@@ -67,10 +67,10 @@ OPS: list[OpInfo] = [
            graph_safe=False, syncs=1, notes="one repeat_interleave without output_size (eager prefill)"),
     OpInfo("top_k_renorm", K.top_k_renorm, R.top_k_renorm, S.topk_samples, E.topk_errors, RENORM,
            dtypes=(torch.float32,), dtype_args=("probs",), graph_safe=True, syncs=0,
-           variants=renorm_variants, tags=("triton",)),
+           variants=top_k_variants, tags=("triton",)),
     OpInfo("top_p_renorm", K.top_p_renorm, R.top_p_renorm, S.topp_samples, E.topp_errors, RENORM,
            dtypes=(torch.float32,), dtype_args=("probs",), graph_safe=True, syncs=0,
-           variants=renorm_variants, tags=("triton",)),
+           variants=top_p_variants, tags=("triton",)),
 ]
 
 OPS_BY_NAME = {op.name: op for op in OPS}

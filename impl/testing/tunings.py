@@ -24,7 +24,17 @@ def renorm_tunings() -> dict[str, RenormTuning]:
     }
 
 
-def renorm_variants() -> dict[str, dict[str, RenormTuning]]:
-    """The op table's renorm variants: every tuning but "small-batch", the path its small samples
-    already take with the default tuning."""
-    return {name: {"tuning": tuning} for name, tuning in renorm_tunings().items() if name != "small-batch"}
+def _variants_but(default_path: str) -> dict[str, dict[str, RenormTuning]]:
+    return {name: {"tuning": tuning} for name, tuning in renorm_tunings().items() if name != default_path}
+
+
+def top_k_variants() -> dict[str, dict[str, RenormTuning]]:
+    """top_k_renorm's op-table variants: every tuning but "finish", the path the default tuning
+    takes at every batch (finish_min_rows 1 for top-k)."""
+    return _variants_but("finish")
+
+
+def top_p_variants() -> dict[str, dict[str, RenormTuning]]:
+    """top_p_renorm's op-table variants: every tuning but "small-batch", the path its small samples
+    (< 8 rows) already take with the default tuning."""
+    return _variants_but("small-batch")
