@@ -4,6 +4,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from impl import table as impl_table
+
 
 def format_table(rows: list[dict]) -> str:
     head = ["op", "shape", "variant", "us", "GB/s", "% of copy", "project speedup"]
@@ -12,9 +14,7 @@ def format_table(rows: list[dict]) -> str:
          f"{100 * r['frac_of_copy']:.0f}%", "" if r["variant"] in ("project", "copy") else f"{r['project_speedup']:.2f}x"]
         for r in rows
     ]
-    widths = [max(len(str(x)) for x in col) for col in zip(head, *body)]
-    line = lambda cells: "  ".join(str(c).ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
-    return "\n".join([line(head), line(["-" * w for w in widths])] + [line(b) for b in body])
+    return impl_table.format_table(head, body)
 
 
 def _key(row: dict) -> tuple:
