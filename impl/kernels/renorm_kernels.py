@@ -642,6 +642,47 @@ def _finish_kernel(
 
 
 @triton.jit
+def _pivot_of_gathered(dst, srow, frow, param_ptr, param_scalar, row, V, lo, hi, TOP_P: tl.constexpr,
+                       PARAM_IS_TENSOR: tl.constexpr, NB: tl.constexpr, SORT_CAP: tl.constexpr,
+                       SHORT_SORT: tl.constexpr, BLOCK: tl.constexpr):
+    # The row's last gather program: the pivot among the gathered keys of [lo, hi) (dst, private to
+    # it), by sorting them when at most SORT_CAP (in SHORT_SORT slots when they fit), else by range
+    # passes that move the survivors to the front. Stores LO / HI (= pivot, pivot + 1), top-p's
+    # BELOW_MASS and FINISHED_BY; returns top-k's fp64 mass of the gathered keys >= the pivot
+    # (with what the range passes moved out above it).
+    n = tl.load(srow + CHOSEN_COUNT).to(tl.int32)  # the keys in [lo, hi)
+    level, goal = _level_and_goal(srow, frow, param_ptr, param_scalar, row, V, TOP_P, PARAM_IS_TENSOR)
+    kept = tl.zeros([], tl.float64)
+    if n <= SORT_CAP:
+        if n <= SHORT_SORT:  # the usual case: a sort's cost grows fast with its size
+            pivot, below, at_or_above = _sorted_pivot(dst, n, lo, hi, level, goal, TOP_P, SHORT_SORT)
+        else:
+            pivot, below, at_or_above = _sorted_pivot(dst, n, lo, hi, level, goal, TOP_P, SORT_CAP)
+        tl.store(srow + LO, pivot.to(tl.int64))
+        tl.store(srow + HI, pivot.to(tl.int64) + 1)
+        if TOP_P:
+            tl.store(frow + BELOW_MASS, below)
+        kept = at_or_above
+        tl.store(srow + FINISHED_BY, SORTED)
+    else:
+        lo, hi, level, n, moved = _range_loop(dst, n, lo, hi, level, goal, tl.full([], 1, tl.int32), 0,
+                                              TOP_P, NB, BLOCK)
+        tl.store(srow + LO, lo.to(tl.int64))
+        tl.store(srow + HI, hi.to(tl.int64))
+        if TOP_P:
+            tl.store(frow + BELOW_MASS, level)
+        else:  # the survivors at the front, >= the pivot, and what the loop moved out above
+            acc = tl.zeros([BLOCK], tl.float64)
+            for off in range(0, n, BLOCK):
+                offs = off + tl.arange(0, BLOCK)
+                x = tl.load(dst + offs, mask=offs < n, other=0.0)  # gathered: already clean
+                acc += tl.where((offs < n) & (_keys(x) >= lo), x.to(tl.float64), 0.0)
+            kept = tl.sum(acc, axis=0) + moved
+        tl.store(srow + FINISHED_BY, LOOPED)
+    return kept
+
+
+@triton.jit
 def _gather_finish_kernel(
     probs_ptr, cand_ptr, gath_ptr, part_ptr, state_ptr, fstate_ptr, param_ptr, param_scalar, V, chunk_len,
     num_chunks, cap, TOP_P: tl.constexpr, PARAM_IS_TENSOR: tl.constexpr, NB: tl.constexpr, SORT_CAP: tl.constexpr,
@@ -683,34 +724,8 @@ def _gather_finish_kernel(
                 if tl.load(srow + COMPACTED) != 0:
                     kept += tl.load(frow + ABOVE_MASS)
             if narrow:
-                n = tl.load(srow + CHOSEN_COUNT).to(tl.int32)  # the keys in [lo, hi)
-                level, goal = _level_and_goal(srow, frow, param_ptr, param_scalar, row, V, TOP_P, PARAM_IS_TENSOR)
-                if n <= SORT_CAP:
-                    if n <= SHORT_SORT:  # the usual case: a sort's cost grows fast with its size
-                        pivot, below, at_or_above = _sorted_pivot(dst, n, lo, hi, level, goal, TOP_P, SHORT_SORT)
-                    else:
-                        pivot, below, at_or_above = _sorted_pivot(dst, n, lo, hi, level, goal, TOP_P, SORT_CAP)
-                    tl.store(srow + LO, pivot.to(tl.int64))
-                    tl.store(srow + HI, pivot.to(tl.int64) + 1)
-                    if TOP_P:
-                        tl.store(frow + BELOW_MASS, below)
-                    kept += at_or_above
-                    tl.store(srow + FINISHED_BY, SORTED)
-                else:
-                    lo, hi, level, n, moved = _range_loop(dst, n, lo, hi, level, goal, tl.full([], 1, tl.int32), 0,
-                                                          TOP_P, NB, BLOCK)
-                    tl.store(srow + LO, lo.to(tl.int64))
-                    tl.store(srow + HI, hi.to(tl.int64))
-                    if TOP_P:
-                        tl.store(frow + BELOW_MASS, level)
-                    else:  # the survivors at the front, >= the pivot, and what the loop moved out above
-                        acc = tl.zeros([BLOCK], tl.float64)
-                        for off in range(0, n, BLOCK):
-                            offs = off + tl.arange(0, BLOCK)
-                            x = tl.load(dst + offs, mask=offs < n, other=0.0)  # gathered: already clean
-                            acc += tl.where((offs < n) & (_keys(x) >= lo), x.to(tl.float64), 0.0)
-                        kept += tl.sum(acc, axis=0) + moved
-                    tl.store(srow + FINISHED_BY, LOOPED)
+                kept += _pivot_of_gathered(dst, srow, frow, param_ptr, param_scalar, row, V, lo, hi, TOP_P,
+                                           PARAM_IS_TENSOR, NB, SORT_CAP, SHORT_SORT, BLOCK)
             if not TOP_P:
                 tl.store(frow + KEPT, kept)
 
