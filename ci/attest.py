@@ -44,7 +44,8 @@ class Attestation:
 
     def failure_line(self) -> str:
         return (f"attestation failed for {self.label} (job {self.job_id}): {self.problems[0]}"
-                + (f" (and {len(self.problems) - 1} more: {'; '.join(self.problems[1:])})" if len(self.problems) > 1 else ""))
+                + (f" (and {len(self.problems) - 1} more: {'; '.join(self.problems[1:])})"
+                   if len(self.problems) > 1 else ""))
 
     def lines(self) -> list[str]:
         out = [f"[ci] attestation {self.verdict}: job {self.job_id} on label {self.label}; "
@@ -97,7 +98,8 @@ def _hardware_problems(hw: Any, m: Machine, env: Mapping[str, str], variant_env:
     found_build = f"torch {m.torch or '(not installed)'} ({m.torch_build} build), " + (
         f"{m.gpus} visible {m.backend} device(s)" if m.gpus else "no visible GPU")
     if m.torch_build != build or m.backend != build or m.gpus == 0:
-        return [f"expected a {build.upper()} build of torch with a visible {VENDOR_NAME[hw.vendor]} GPU, found {found_build}"]
+        return [f"expected a {build.upper()} build of torch with a visible {VENDOR_NAME[hw.vendor]} GPU, "
+                f"found {found_build}"]
     problems = []
     if m.gpus < hw.gpus:
         problems.append(f"expected at least {hw.gpus} GPU(s), found {m.gpus}")
@@ -109,7 +111,8 @@ def _hardware_problems(hw: Any, m: Machine, env: Mapping[str, str], variant_env:
     if interp not in ("", "0"):
         problems.append(f"expected compiled Triton (TRITON_INTERPRET unset), found TRITON_INTERPRET={interp}")
     backend = env.get("DSPARK_KERNEL_BACKEND") or None
-    if backend == "triton-interpret" or (backend not in (None, "triton") and variant_env.get("DSPARK_KERNEL_BACKEND") != backend):
+    if backend == "triton-interpret" or (backend not in (None, "triton")
+                                         and variant_env.get("DSPARK_KERNEL_BACKEND") != backend):
         problems.append(f"expected kernel_backend triton (DSPARK_KERNEL_BACKEND unset or 'triton'), found {backend!r}")
     return problems
 

@@ -383,7 +383,8 @@ def _uses_nox(root: Path) -> bool:
 
 def rule_parity(report: AuditReport, collected: list[str] | None) -> None:
     if collected is None:
-        report.skipped_rules["j"] = "not checked here (python -m ci.audit --pytest-collection; the per-commit ci job runs it)"
+        report.skipped_rules["j"] = ("not checked here (python -m ci.audit --pytest-collection; "
+                                     "the per-commit ci job runs it)")
         return
     from ci.parity import compare
 
@@ -476,7 +477,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--root", default=".")
     parser.add_argument("--today", type=dt.date.fromisoformat, help="date for expiry checks (default: today)")
     parser.add_argument("--format", choices=("text", "json"), default="text")
-    parser.add_argument("--adapter", default="dspark", help="how the repository registers tests: dspark (default), sglang")
+    parser.add_argument("--adapter", default="dspark",
+                        help="how the repository registers tests: dspark (default), sglang")
     parser.add_argument("--repository", default=None,
                         help="owner/name the workflows run in (for `github.repository` in if:); adapter default")
     parser.add_argument("--pytest-collection", action="store_true",

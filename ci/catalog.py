@@ -233,7 +233,8 @@ def parse_catalog(text: str, *, path: str = CATALOG_PATH) -> Catalog:
         raise CatalogError(f"{path}: defaults must be a mapping")
     unknown_defaults = set(defaults) - set(_DEFAULT_KEYS)
     if unknown_defaults:
-        raise CatalogError(f"{path}: defaults: unknown key(s) {sorted(unknown_defaults)}; allowed {list(_DEFAULT_KEYS)}")
+        raise CatalogError(f"{path}: defaults: unknown key(s) {sorted(unknown_defaults)}; "
+                           f"allowed {list(_DEFAULT_KEYS)}")
     budget = defaults.get("shard_budget_s", 600)
     if not isinstance(budget, (int, float)) or isinstance(budget, bool) or budget <= 0:
         raise CatalogError(f"{path}: defaults.shard_budget_s must be a positive number")
@@ -241,7 +242,8 @@ def parse_catalog(text: str, *, path: str = CATALOG_PATH) -> Catalog:
     if not _positive_int(horizon):
         raise CatalogError(f"{path}: defaults.until_horizon_days must be a positive integer, got {horizon!r}")
     liveness = defaults.get("liveness_days", {"nightly": 3, "per-commit": 7})
-    if not isinstance(liveness, dict) or set(liveness) != set(SCHEDULES) or not all(map(_positive_int, liveness.values())):
+    if (not isinstance(liveness, dict) or set(liveness) != set(SCHEDULES)
+            or not all(map(_positive_int, liveness.values()))):
         raise CatalogError(f"{path}: defaults.liveness_days must map each of {list(SCHEDULES)} to a positive "
                            f"number of days, got {liveness!r}")
     nox_pin = defaults.get("nox")

@@ -305,7 +305,8 @@ class _FileCollector:
         if isinstance(retries, bool) or not isinstance(retries, int) or not 0 <= retries <= 3:
             self.err(line, f"register(retries={retries!r}): an int from 0 to 3 (opt-in reruns for a known-flaky test)")
         timeout = v.get("timeout")
-        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0):
+        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
+                                    or not timeout > 0):
             self.err(line, f"register(timeout={timeout!r}): a positive number of seconds, or leave it out")
         if len(self.problems) != start:
             return None

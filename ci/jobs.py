@@ -147,7 +147,8 @@ class Group:
 def parse_group_id(text: str) -> tuple[str, str]:
     parts = (text or "").split("/")
     if len(parts) != 2 or not all(parts) or not JOB_ID_RE.match(f"{parts[0]}/{parts[1]}/x"):
-        raise ValueError(f"not a group id: {text!r}; expected schedule/hardware, e.g. per-commit/cpu or nightly/mi35x-8")
+        raise ValueError(f"not a group id: {text!r}; expected schedule/hardware, "
+                         "e.g. per-commit/cpu or nightly/mi35x-8")
     return parts[0], parts[1]
 
 
@@ -277,7 +278,8 @@ def build_jobs(collection: Collection, catalog: Catalog) -> tuple[dict[str, Job]
     for text in jobs:
         wkey = workflow_key(text)
         if wkey in keys:
-            problems.append(f"job ids {keys[wkey]!r} and {text!r} map to the same workflow job key {wkey!r}; rename a suite")
+            problems.append(f"job ids {keys[wkey]!r} and {text!r} map to the same workflow job key {wkey!r}; "
+                            "rename a suite")
         keys[wkey] = text
     if problems:
         raise CollectionError(problems)

@@ -131,7 +131,8 @@ def check_liveness(registry, fetch: Fetch, repo: str, today: dt.date) -> list[Fi
             runs = _pages(fetch, runs_url(repo, exp.workflow, exp.schedule, since), "workflow_runs")
             jobs_by_workflow[cache_key] = [
                 job for run in runs
-                for job in _pages(fetch, f"/repos/{repo}/actions/runs/{run['id']}/jobs?filter=all&per_page=100", "jobs")]
+                for job in _pages(fetch, f"/repos/{repo}/actions/runs/{run['id']}/jobs?filter=all&per_page=100",
+                                  "jobs")]
         wanted = {"success"} if exp.schedule == "nightly" else RAN
         hits = sorted((j.get("completed_at") or "" for j in jobs_by_workflow[cache_key]
                        if j.get("name") == exp.name and j.get("conclusion") in wanted

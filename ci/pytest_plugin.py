@@ -52,7 +52,8 @@ def pytest_addhooks(pluginmanager):
 
 def pytest_addoption(parser):
     group = parser.getgroup("dspark-ci", "dspark registry (ci.pytest_plugin)")
-    group.addoption("--ci-job", metavar="ID", help="run exactly the tests of registry job ID (schedule/hardware/suite[variant])")
+    group.addoption("--ci-job", metavar="ID",
+                    help="run exactly the tests of registry job ID (schedule/hardware/suite[variant])")
     group.addoption("--ci-shard", metavar="I/N", help="only the tests of --ci-job that shard I/N of its group holds")
     group.addoption("--ci-emulate", choices=("hip", "cuda"),
                     help="run a GPU label's job here with DSPARK_PLATFORM emulated (announced everywhere)")

@@ -248,7 +248,8 @@ def summary_markdown(outcome: Outcome) -> str:
         lines += ["**Failed tests**", ""] + [
             f"- `{f['node']}`: {f.get('message', '')[:200]}" for f in outcome.failures[:30]] + [""]
     if outcome.flaky:
-        lines += ["**Flaky** (failed, then passed on a registered rerun)", ""] + [f"- `{n}`" for n in outcome.flaky] + [""]
+        lines += (["**Flaky** (failed, then passed on a registered rerun)", ""]
+                  + [f"- `{n}`" for n in outcome.flaky] + [""])
     notes = [n for n in outcome.notes if not any(n in a for a in outcome.attestation)]
     if notes:
         lines += ["**Notes**", ""] + [f"- {n}" for n in notes] + [""]
@@ -359,7 +360,8 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     what.add_argument("--group", help="group id schedule/hardware, e.g. per-commit/cpu (what a GitHub job runs)")
     what.add_argument("--job", help="one job id, e.g. per-commit/cpu/kernels")
     parser.add_argument("--shard", help="I/N: shard I of N of the group (default: the whole group / job)")
-    parser.add_argument("--dry-run", action="store_true", help="list what would run (and the env changes); fail if nothing")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="list what would run (and the env changes); fail if nothing")
     parser.add_argument("--root", default=".", help="repository root (default: .)")
     parser.add_argument("--results", help=f"results directory (default: ROOT/{RESULTS_DIR})")
     parser.add_argument("--emulate", nargs="?", const="auto", choices=(*EMULATED_PLATFORMS, "auto"),

@@ -61,7 +61,8 @@ class SkipTable:
 
 def _literal_assign(tree: ast.Module, name: str) -> tuple[Any, int] | None:
     for node in tree.body:
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        targets = (node.targets if isinstance(node, ast.Assign)
+                   else [node.target] if isinstance(node, ast.AnnAssign) else [])
         if any(isinstance(t, ast.Name) and t.id == name for t in targets) and node.value is not None:
             return node.value, node.lineno
     return None

@@ -9,7 +9,8 @@ from impl.table import format_table  # noqa: F401 (re-exported: impl/ and ci/ pr
 
 def format_rules(rules: Mapping[str, str], violations: Mapping[str, Sequence[str]],
                  skipped: Mapping[str, str] | None = None) -> list[str]:
-    """An audit's closing lines: each rule's [PASS]/[FAIL] (or [----] with why, if skipped) and findings, the verdict."""
+    """An audit's closing lines: each rule's [PASS]/[FAIL] (or [----] with why, if skipped) and findings,
+    the verdict."""
     skipped = skipped or {}
     lines = ["", "rules:"]
     for code, title in rules.items():

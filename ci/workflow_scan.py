@@ -394,11 +394,14 @@ def _own_activations(doc: dict[str, Any], branch: str = "main") -> list[Activati
 
 def _called_file(uses: Any, root: Path) -> str | None:
     if isinstance(uses, str) and uses.startswith("./"):
-        return (root / uses[2:]).resolve().relative_to(root.resolve()).as_posix() if (root / uses[2:]).exists() else uses[2:]
+        if (root / uses[2:]).exists():
+            return (root / uses[2:]).resolve().relative_to(root.resolve()).as_posix()
+        return uses[2:]
     return None
 
 
-def _activations(docs: dict[str, dict[str, Any]], root: Path, base_ctx: Mapping[str, Any]) -> dict[str, list[Activation]]:
+def _activations(docs: dict[str, dict[str, Any]], root: Path,
+                 base_ctx: Mapping[str, Any]) -> dict[str, list[Activation]]:
     """Own triggers of each workflow, plus (for reusable workflows) the events of the jobs that call them."""
     branch = str(base_ctx.get("default_branch", "main"))
     acts = {rel: _own_activations(doc, branch) for rel, doc in docs.items()}

@@ -362,7 +362,8 @@ def _stale_generated(root: Path, generated: dict[str, str]) -> list[Path]:
     if not out_dir.is_dir():
         return []
     return [p for p in sorted(out_dir.glob("*.y*ml"))
-            if p.relative_to(root).as_posix() not in generated and p.read_text(encoding="utf-8").startswith(HEADER.splitlines()[0])]
+            if p.relative_to(root).as_posix() not in generated
+            and p.read_text(encoding="utf-8").startswith(HEADER.splitlines()[0])]
 
 
 def drift(root: Path, generated: dict[str, str]) -> list[str]:

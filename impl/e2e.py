@@ -179,7 +179,8 @@ def _main_single(args, cfg, options: RunOptions) -> int:
     progress(f"done: {eng.step_index} steps, {eng.generated_tokens} tokens", force=True)
     for rid, toks in res.outputs.items():
         req = eng.finished[rid]
-        print(f"  req {rid} (prompt {len(req.prompt)}, slot {req.slot}, steps {req.joined_step}-{req.finished_step}): {_abbrev(toks)}")
+        print(f"  req {rid} (prompt {len(req.prompt)}, slot {req.slot}, "
+              f"steps {req.joined_step}-{req.finished_step}): {_abbrev(toks)}")
     print(f"accept length: {res.accept_length:.3f} tokens/step ({eng.stats.summary()})")
     print(f"engine steps: {eng.step_index}, tokens/s: {eng.tokens_per_second:.1f}")
     if options.sampling is not None:

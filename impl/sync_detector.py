@@ -59,7 +59,8 @@ def _classify(func, args, kwargs) -> str | None:
     if packet in (aten._to_copy, aten.copy_):
         src = args[1] if packet is aten.copy_ else args[0]
         dst_dev = args[0].device if packet is aten.copy_ else kwargs.get("device")
-        if isinstance(src, torch.Tensor) and src.device.type != "cpu" and dst_dev is not None and torch.device(dst_dev).type == "cpu":
+        if (isinstance(src, torch.Tensor) and src.device.type != "cpu"
+                and dst_dev is not None and torch.device(dst_dev).type == "cpu"):
             return "device-to-host copy"
     return None
 

@@ -101,7 +101,8 @@ def build_verify_metadata(
     else:
         extend_lens = ragged.verify_lens
         if extend_lens.shape[0] != bs:
-            raise ValueError(f"ragged.verify_lens must have shape [{bs}] (one per request), got {list(extend_lens.shape)}")
+            raise ValueError(f"ragged.verify_lens must have shape [{bs}] (one per request), "
+                             f"got {list(extend_lens.shape)}")
         if check_mode_enabled() and bs and bool(((extend_lens < 0) | (extend_lens > rows)).any()):
             raise ValueError(
                 f"verify_lens must be in [0, {rows}] ({role} verifies at most {rows} rows), got {extend_lens.tolist()}"

@@ -73,7 +73,8 @@ class VerifyStep:
     def load(self, *, req_pool_indices, prefix_lens, commit_lens, kv) -> None:
         """Copy one batch into the static inputs (kv: ``[bs * (gamma+1), head_dim]`` projected rows)."""
         bs, n = self.batch_size, self.batch_size * self.stride
-        for name, t in (("req_pool_indices", req_pool_indices), ("prefix_lens", prefix_lens), ("commit_lens", commit_lens)):
+        for name, t in (("req_pool_indices", req_pool_indices), ("prefix_lens", prefix_lens),
+                        ("commit_lens", commit_lens)):
             check_tensor(name, t, dtype=INDEX_DTYPES, shape=[bs], contiguous=False)
         check_tensor("kv", kv, dtype=self.pool.dtype, shape=[n, self.config.head_dim], contiguous=False)
         self.req_pool_indices.copy_(req_pool_indices)

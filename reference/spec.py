@@ -98,12 +98,14 @@ def inject_prefill(pool, layers, kv_rows, positions, state_slot, final_pos, *, n
         if pos <= last - pool.window:
             continue
         for li, layer in enumerate(layers):
-            pool.write_token(layer, slot, pos, kv_rows[layer][i], norm_weight=norm_weights[li], eps=eps, cos=cos, sin=sin)
+            pool.write_token(layer, slot, pos, kv_rows[layer][i], norm_weight=norm_weights[li], eps=eps,
+                             cos=cos, sin=sin)
         written.append((slot, pos))
     return written
 
 
-def inject_verify(pool, layers, kv_rows, req_pool_indices, prefix_lens, commit_lens, stride, *, norm_weights, eps, cos, sin):
+def inject_verify(pool, layers, kv_rows, req_pool_indices, prefix_lens, commit_lens, stride, *,
+                  norm_weights, eps, cos, sin):
     """Row r*stride + c is written iff ``c < commit_lens[r]``; returns the written (slot, pos) list."""
     written = []
     for r in range(len(req_pool_indices)):

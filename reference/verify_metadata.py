@@ -44,7 +44,8 @@ def token_metadata(prefix_lens, extend_lens, req_pool_indices, *, window, tier=N
     """Per-token metadata as a dict of lists; ``tier`` selects the padded graph layout."""
     prefix, ext, rpi = (list(map(int, x)) for x in (prefix_lens, extend_lens, req_pool_indices))
     prefix, ext = [max(p, 0) for p in prefix], [max(e, 0) for e in ext]  # out of contract: negatives count as 0
-    out = {k: [] for k in ("positions", "seq_lens_causal", "req_indices", "final_pos", "is_padding", "token_batch_index")}
+    out = {k: [] for k in ("positions", "seq_lens_causal", "req_indices", "final_pos", "is_padding",
+                           "token_batch_index")}
     for r in range(len(ext)):
         for j in range(ext[r]):
             pos = prefix[r] + j

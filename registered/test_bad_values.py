@@ -180,7 +180,8 @@ def test_prefill_metadata_negative_extend_owns_no_rows():
     from reference.verify_metadata import token_metadata
 
     dev = default_device()
-    prefix, ext, rpi = _i64([2, 5, 0], dev), torch.tensor([3, -2, 2], dtype=torch.int32, device=dev), _i64([1, 2, 3], dev)
+    prefix, ext, rpi = (_i64([2, 5, 0], dev), torch.tensor([3, -2, 2], dtype=torch.int32, device=dev),
+                        _i64([1, 2, 3], dev))
     with check_mode(False):
         md = build_prefill_metadata(prefix, ext, rpi, window=8, path="ragged-eager", platform="cpu", algorithm="dspark")
     want = token_metadata(prefix.tolist(), ext.tolist(), rpi.tolist(), window=8)

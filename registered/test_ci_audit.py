@@ -321,7 +321,8 @@ def test_audit_cli_prints_the_table_and_fails_on_the_incident(tmp_path):
     assert data["findings"][0]["message"].startswith("DORMANT nightly/mi35x-8/dspark-unified-kv")
     assert {j["id"]: j["workflows"] for j in data["jobs"]}["nightly/mi35x-8/dspark-unified-kv"] == "-"
     assert data["rules"]["j"] == {"title": RULES["j"], "ok": True, "checked": False}
-    repo.test_file("test_bad.py", "@register(suite='s', hardware='mi99', schedule='nightly', est_time=1)\ndef test_x(): pass\n")
+    repo.test_file("test_bad.py",
+                   "@register(suite='s', hardware='mi99', schedule='nightly', est_time=1)\ndef test_x(): pass\n")
     proc = repo.run_module("ci.audit")
     assert proc.returncode == 2 and "registered/test_bad.py:3: " in proc.stderr
 
@@ -340,7 +341,8 @@ def test_e_the_op_table_in_impl_testing_counts(tmp_path):
     (repo.root / "registered/test_op_table_generic.py").write_text(
         source.replace("from impl.testing.op_table import OPS", "from impl.testing import op_table"))
     assert run_audit(repo.root, today=TODAY).ok
-    (repo.root / "registered/test_op_table_generic.py").write_text(source.replace("from impl.testing.op_table import OPS\n", ""))
+    (repo.root / "registered/test_op_table_generic.py").write_text(
+        source.replace("from impl.testing.op_table import OPS\n", ""))
     assert only(run_audit(repo.root, today=TODAY), "e") == [OP_MSG.format("gather_op")]
 
 

@@ -156,7 +156,8 @@ MASKS = {
     "step-continue": dict(step_extra="\n        continue-on-error: true"),
     "job-continue": dict(job_extra="\n    continue-on-error: ${{ github.event_name == 'push' }}"),
     "step-if": dict(step_extra="\n        if: github.event_name == 'push'"),
-    "no-errexit-shell": dict(step_extra="\n        shell: bash {0}", cpu_run="|\n          " + CPU_STEP + "\n          echo done"),
+    "no-errexit-shell": dict(step_extra="\n        shell: bash {0}",
+                             cpu_run="|\n          " + CPU_STEP + "\n          echo done"),
     "dry-run": dict(cpu_run=CPU_STEP + " --dry-run"),
     "help": dict(cpu_run=CPU_STEP + " --help"),
     "emulate": dict(cpu_run=CPU_STEP + " --emulate hip"),
@@ -399,7 +400,8 @@ def test_a_a_job_that_needs_a_job_skipped_on_push_is_skipped_too(tmp_path):
     repo = repo_with(tmp_path)
     path = repo.root / ".github/workflows/per-commit.yml"
     text = path.read_text().replace("  changes:\n    runs-on: ubuntu-latest",
-                                    "  changes:\n    if: github.event_name == 'pull_request'\n    runs-on: ubuntu-latest")
+                                    "  changes:\n    if: github.event_name == 'pull_request'\n"
+                                    "    runs-on: ubuntu-latest")
     path.write_text(text)
     dormant = run_audit(repo.root, today=TODAY).violations["a"]
     assert [d.split()[1] for d in dormant] == ["per-commit/h200-1/kernels"]

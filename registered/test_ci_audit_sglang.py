@@ -169,7 +169,8 @@ def test_nightly_suite_run_without_nightly_flag_and_empty_suite(tmp_path):
         f"nightly-amd-8-gpu-mi35x-deepseek-v4-pro-dspark, which nothing registers; registered as ['{DSPARK}'] "
         "(add --nightly: run_suite.py only picks nightly=True registrations with it)".join(["UNKNOWN ", ""])]
     assert found["d"] == ["EMPTY per-commit/cuda/stage-b-test-1-gpu-small: .github/workflows/extra.yml:empty:step 1 "
-                          "runs it, but all 1 registration(s) are disabled: the runner finds nothing and the step passes"]
+                          "runs it, but all 1 registration(s) are disabled: the runner finds nothing "
+                          "and the step passes"]
 
 
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)

@@ -145,7 +145,8 @@ def test_the_debt_table_and_the_retries_table(tmp_path):
     assert sorted(report.debt_rows) == sorted([
         (f"{f}::test_gpu", "skip needs-gpu", "needs a GPU", "-", "when gpus<1", f"{f}:6"),
         (f"{f}::test_off_on_mi35x", "disabled", "ROCm 7.2 hang", "-", "2027-01-31", f"{f}:10"),
-        (f"{f}::test_off_on_mi35x", "skip flaky-infra", "the shared model cache is flaky", "ci", "2027-01-15", f"{f}:14"),
+        (f"{f}::test_off_on_mi35x", "skip flaky-infra", "the shared model cache is flaky", "ci", "2027-01-15",
+         f"{f}:14"),
     ])
     assert report.retry_rows == [(f"{f}::test_gpu", "per-commit/cpu,h200-1/s", 2, f"{f}:5")]
     text = format_report(report)

@@ -53,9 +53,11 @@ def test_every_import_form_is_recognised(tmp_path):
 
 # (source under `from ci.registration import register`, line of the problem, words the message must contain)
 BAD_CASES = {
-    "non-literal argument": ("HW = 'cpu'\n@register(suite='s', hardware=HW, schedule='per-commit', est_time=1)\ndef test_x(): pass\n",
+    "non-literal argument": ("HW = 'cpu'\n@register(suite='s', hardware=HW, schedule='per-commit', est_time=1)\n"
+                             "def test_x(): pass\n",
                              4, ["hardware", "literal", "'HW'"]),
-    "unknown hardware": ("@register(suite='s', hardware='mi999-1', schedule='per-commit', est_time=1)\ndef test_x(): pass\n",
+    "unknown hardware": ("@register(suite='s', hardware='mi999-1', schedule='per-commit', est_time=1)\n"
+                         "def test_x(): pass\n",
                          3, ["unknown hardware label 'mi999-1'"]),
     "unknown schedule": ("@register(suite='s', hardware='cpu', schedule='weekly', est_time=1)\ndef test_x(): pass\n",
                          3, ["unknown schedule", "'weekly'"]),
@@ -72,32 +74,42 @@ BAD_CASES = {
                          3, ["missing required", "est_time"]),
     "positional argument": ("@register('s', hardware='cpu', schedule='per-commit', est_time=1)\ndef test_x(): pass\n",
                             3, ["keyword arguments only"]),
-    "unknown argument": ("@register(suite='s', hardware='cpu', schedule='per-commit', est_time=1, gpus=2)\ndef test_x(): pass\n",
+    "unknown argument": ("@register(suite='s', hardware='cpu', schedule='per-commit', est_time=1, gpus=2)\n"
+                         "def test_x(): pass\n",
                          3, ["unknown argument 'gpus'"]),
     "zero est_time": ("@register(suite='s', hardware='cpu', schedule='per-commit', est_time=0)\ndef test_x(): pass\n",
                       3, ["est_time=0", "positive"]),
     "duplicate variant key": ("@register(suite='s', hardware='cpu', schedule='per-commit', est_time=1,\n"
-                              "          env={'v': {'DSPARK_CHECK': 'on'}, 'v': {'DSPARK_CHECK': 'off'}})\ndef test_x(): pass\n",
+                              "          env={'v': {'DSPARK_CHECK': 'on'}, 'v': {'DSPARK_CHECK': 'off'}})\n"
+                              "def test_x(): pass\n",
                               4, ["duplicate key 'v'"]),
-    "hardware listed twice": ("@register(suite='s', hardware=['cpu', 'cpu'], schedule='per-commit', est_time=1)\ndef test_x(): pass\n",
+    "hardware listed twice": ("@register(suite='s', hardware=['cpu', 'cpu'], schedule='per-commit', est_time=1)\n"
+                              "def test_x(): pass\n",
                               3, ["listed twice"]),
     "not called": ("@register\ndef test_x(): pass\n", 3, ["must be called"]),
-    "non-test function": ("@register(suite='s', hardware='cpu', schedule='per-commit', est_time=1)\ndef helper(): pass\n",
+    "non-test function": ("@register(suite='s', hardware='cpu', schedule='per-commit', est_time=1)\n"
+                          "def helper(): pass\n",
                           3, ["'helper'", "only collects functions named test"]),
-    "non-test class": ("@register(suite='s', hardware='cpu', schedule='per-commit', est_time=1)\nclass Helper: pass\n",
+    "non-test class": ("@register(suite='s', hardware='cpu', schedule='per-commit', est_time=1)\n"
+                       "class Helper: pass\n",
                        3, ["Helper", "classes named Test"]),
-    "nested function": ("def test_outer():\n    @register(suite='s', hardware='cpu', schedule='per-commit', est_time=1)\n"
+    "nested function": ("def test_outer():\n"
+                        "    @register(suite='s', hardware='cpu', schedule='per-commit', est_time=1)\n"
                         "    def test_inner(): pass\n", 4, ["test_inner", "module-level"]),
     "same test twice in one job": ("@register(suite='s', hardware='cpu', schedule='per-commit', est_time=1)\n"
-                                   "@register(suite='s', hardware=['h200-1', 'cpu'], schedule='per-commit', est_time=1)\n"
+                                   "@register(suite='s', hardware=['h200-1', 'cpu'], schedule='per-commit', "
+                                   "est_time=1)\n"
                                    "def test_x(): pass\n", 4, ["duplicate", "per-commit/cpu/s", "test_dup.py:3"]),
     "class and its method in one job": ("@register(suite='s', hardware='cpu', schedule='per-commit', est_time=1)\n"
                                         "class TestC:\n"
                                         "    @register(suite='s', hardware='cpu', schedule='per-commit', est_time=1)\n"
-                                        "    def test_m(self): pass\n", 5, ["duplicate", "TestC::test_m", "test_dup.py:3"]),
-    "variant env conflict": ("@register(suite='s', hardware='cpu', schedule='per-commit', est_time=1, env={'v': {'DSPARK_CHECK': 'on'}})\n"
+                                        "    def test_m(self): pass\n",
+                                        5, ["duplicate", "TestC::test_m", "test_dup.py:3"]),
+    "variant env conflict": ("@register(suite='s', hardware='cpu', schedule='per-commit', est_time=1, "
+                             "env={'v': {'DSPARK_CHECK': 'on'}})\n"
                              "def test_a(): pass\n"
-                             "@register(suite='s', hardware='cpu', schedule='per-commit', est_time=1, env={'v': {'DSPARK_CHECK': 'off'}})\n"
+                             "@register(suite='s', hardware='cpu', schedule='per-commit', est_time=1, "
+                             "env={'v': {'DSPARK_CHECK': 'off'}})\n"
                              "def test_b(): pass\n", 5, ["per-commit/cpu/s[v]", "another registration"]),
     "one function defined twice": ("@register(suite='s', hardware='cpu', schedule='per-commit', est_time=1)\n"
                                    "def test_x(): pass\n"

@@ -72,7 +72,8 @@ def test_dead_jobs_are_named_with_their_registry_jobs(tmp_path, capsys):
     assert not findings["per-commit/h200-1 shard 1/1"].ok
     assert "per-commit/h200-1/kernels" in findings["per-commit/h200-1 shard 1/1"].message
     # nightly needs a success: shard 2/2 failed once and was cancelled once (page 2 of the runs)
-    assert findings["nightly/mi35x-8 shard 1/2"].ok and findings["nightly/mi35x-8 shard 1/2"].last_seen == "2026-11-30T02:40:09Z"
+    assert findings["nightly/mi35x-8 shard 1/2"].ok
+    assert findings["nightly/mi35x-8 shard 1/2"].last_seen == "2026-11-30T02:40:09Z"
     dead = findings["nightly/mi35x-8 shard 2/2"]
     assert not dead.ok and "since 2026-11-28 (3 days)" in dead.message
     assert "nightly/mi35x-8/dspark-e2e" in dead.message and "nightly/mi35x-8/dspark-verify" in dead.message

@@ -219,7 +219,8 @@ def test_unknown_job_group_and_bad_shard_fail_before_pytest_runs(tmp_path):
     assert proc.returncode == 2 and "no registered group 'per-commit/cpux'" in proc.stderr
     proc = repo.run_module("ci.run_suite", "--group", "per-commit/cpu", "--shard", "3/x")
     assert proc.returncode == 2 and "I/N" in proc.stderr
-    proc = repo.run_module("ci.run_suite", "--job", "per-commit/cpu/silent", "--shard", "40/40")  # more shards than tests
+    # more shards than tests
+    proc = repo.run_module("ci.run_suite", "--job", "per-commit/cpu/silent", "--shard", "40/40")
     assert proc.returncode == 1 and "selects no test" in proc.stderr
     assert not (tmp_path / "ci-results").exists()
 

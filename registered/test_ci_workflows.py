@@ -205,7 +205,8 @@ def test_toolchain_errors_name_the_field(image, toolchain, error):
 
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
 def test_unpinned_toolchains_are_reported():
-    tagged = parse_catalog(TOOLCHAIN_ENTRY.format(image="rocm/pytorch:t", toolchain="    toolchain:\n      torch: \"2.7.1\"\n"))
+    tagged = parse_catalog(TOOLCHAIN_ENTRY.format(image="rocm/pytorch:t",
+                                                  toolchain="    toolchain:\n      torch: \"2.7.1\"\n"))
     assert ["not pinned by digest" in p for p in tagged.toolchain_problems()] == [True]
     bare = parse_catalog(TOOLCHAIN_ENTRY.format(image=f"rocm/pytorch:t@{DIGEST}", toolchain=""))
     assert ["no toolchain" in p for p in bare.toolchain_problems()] == [True]
@@ -213,7 +214,8 @@ def test_unpinned_toolchains_are_reported():
                                                   toolchain="    toolchain:\n      torch: \"2.7.1\"\n"))
     assert pinned.toolchain_problems() == []
     with pytest.raises(CatalogError, match="index_url"):
-        parse_catalog(TOOLCHAIN_ENTRY.replace("    container:\n      image: {image}\n      options: --device=/dev/kfd\n", "")
+        parse_catalog(TOOLCHAIN_ENTRY.replace("    container:\n      image: {image}\n"
+                                              "      options: --device=/dev/kfd\n", "")
                       .format(toolchain="    toolchain:\n      torch: \"2.11.0\"\n      triton: \"3.6.0\"\n"))
 
 
@@ -254,7 +256,8 @@ def test_committed_workflows_pass_the_github_workflow_schema(tmp_path):
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=2)
 def test_every_registry_job_is_in_a_group_job_with_every_shard():
     registry = load_registry(REAL_ROOT)
-    docs = {name: yaml.safe_load((REAL_ROOT / WORKFLOW_DIR / name).read_text()) for name in ("per-commit.yml", "nightly.yml")}
+    docs = {name: yaml.safe_load((REAL_ROOT / WORKFLOW_DIR / name).read_text())
+            for name in ("per-commit.yml", "nightly.yml")}
     covered = set()
     for group in groups(registry):
         doc = docs[f"{group.schedule}.yml"]

@@ -73,7 +73,8 @@ def test_every_design_citation_names_a_heading():
         internal = path == DESIGN
         cited += sum(len(SECTION.findall(g)) for line in text.splitlines() for g in
                      ([line] if internal else [m.group(1) for m in CITATION.finditer(line)]))
-        problems += [f"{path.relative_to(ROOT)}:{n}: §{s}" for n, s in dangling_citations(text, headings, internal=internal)]
+        problems += [f"{path.relative_to(ROOT)}:{n}: §{s}"
+                     for n, s in dangling_citations(text, headings, internal=internal)]
     assert cited > 0, "found no citation at all: the scan is not reading the repository"
     assert not problems, "citations of sections that docs/design.md has no heading for:\n" + "\n".join(problems)
 

@@ -47,7 +47,8 @@ def test_noisy_oracle_matches_analytic_accept_length(torch_kernels):
     assert res.lossless
     assert stats.steps >= 2000, stats.summary()
     measured = stats.avg_accept_length
-    print(f"noisy oracle q={q} gamma={gamma}: measured {measured:.4f} over {stats.steps} steps, analytic {analytic:.4f}")
+    print(f"noisy oracle q={q} gamma={gamma}: measured {measured:.4f} over {stats.steps} steps, "
+          f"analytic {analytic:.4f}")
     assert measured == pytest.approx(analytic, rel=0.05)
 
 

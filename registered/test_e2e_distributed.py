@@ -91,9 +91,9 @@ def test_dp_tp_under_triton_interpreter():
     """The same equality with the pools' Triton kernels run by the interpreter (CPU CI's default)."""
     cfg = cpu_small()
     prompts = make_prompts(cfg, 3, 2, seed=5)
-    cases = [prepare(DistCase(cfg, prompts, RunOptions.resolve(algorithm="dspark", gamma=2, kv_backend="unified",
-                                                               kernel_backend="triton-interpret", num_slots=1, max_new_tokens=4, draft="noisy:0.3",
-                                                               checked=True)))]
+    opts = RunOptions.resolve(algorithm="dspark", gamma=2, kv_backend="unified", kernel_backend="triton-interpret",
+                              num_slots=1, max_new_tokens=4, draft="noisy:0.3", checked=True)
+    cases = [prepare(DistCase(cfg, prompts, opts))]
     results = launch(cases, 2, backend="gloo", timeout_s=120)
     _check_equal(cases, results, 2)
 

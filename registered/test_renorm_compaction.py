@@ -3,12 +3,14 @@
 Batches of RenormTuning.finish_min_rows rows or more try, after the first pass and after
 each full pass that follows, to copy a row's keys in its current range into a scratch of
 candidate_capacity values; the finish kernel then completes each row from its candidates, or
-from its full row when it never fit. Smaller batches compact once into a whole-row scratch. With a tiny capacity, one batch holds rows compacted by the
-first attempt, rows compacted later, and rows never compacted; the per-row state (which attempt
-compacted the row) proves each path really ran, and the result must still match the exact
-oracle. Small batches end by gathering the keys still in range and sorting them, or (too many)
-running range passes over them: both are forced and checked the same way. Rows above 1 and below 2^-24 exercise the widest ranges the first split leaves. The op
-table's samples are small batches (the plain path); here they also run through the finish path.
+from its full row when it never fit. Smaller batches compact once into a whole-row scratch.
+With a tiny capacity, one batch holds rows compacted by the first attempt, rows compacted
+later, and rows never compacted; the per-row state (which attempt compacted the row) proves
+each path really ran, and the result must still match the exact oracle. Small batches end by
+gathering the keys still in range and sorting them, or (too many) running range passes over
+them: both are forced and checked the same way. Rows above 1 and below 2^-24 exercise the
+widest ranges the first split leaves. The op table's samples are small batches (the plain
+path); here they also run through the finish path.
 """
 from __future__ import annotations
 

@@ -89,7 +89,8 @@ def _imports(path: pathlib.Path, *, top_level: bool = False) -> set[str]:
 
 @register(suite="e2e", hardware="cpu", schedule="per-commit", est_time=1)
 def test_e2e_cli_and_library_do_not_import_each_other():
-    library = [ROOT / "impl/engine/run.py", *(ROOT / "impl/distributed").glob("*.py"), *(ROOT / "impl/engine").glob("*.py")]
+    library = [ROOT / "impl/engine/run.py", *(ROOT / "impl/distributed").glob("*.py"),
+               *(ROOT / "impl/engine").glob("*.py")]
     for path in library:
         assert "impl.e2e" not in _imports(path), f"{path.relative_to(ROOT)} imports the CLI impl.e2e"
     assert not {m for m in _imports(ROOT / "impl/engine/run.py") if m.startswith("impl.distributed")}

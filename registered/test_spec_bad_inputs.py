@@ -119,8 +119,8 @@ def test_injector_construction_errors():
     inj = TargetHiddenInjector(pool, norm_weights=[torch.ones(cfg.head_dim)] * 2, eps=1e-6, cos=cos, sin=sin,
                                project=lambda layer, h: h.float())
     with pytest.raises(TypeError, match=r"project\(layer=0\) output must have dtype bfloat16"):
-        inj.inject_prefill(torch.randn(2, cfg.head_dim), positions=torch.arange(2), state_slot=torch.zeros(2, dtype=torch.int64),
-                           final_pos=torch.ones(2, dtype=torch.int64))
+        inj.inject_prefill(torch.randn(2, cfg.head_dim), positions=torch.arange(2),
+                           state_slot=torch.zeros(2, dtype=torch.int64), final_pos=torch.ones(2, dtype=torch.int64))
     with pytest.raises(ValueError, match=r"hidden must have shape \[8, \*\]"):
         inj.inject_verify(torch.randn(5, cfg.head_dim), req_pool_indices=torch.tensor([0, 1]),
                           prefix_lens=torch.tensor([0, 0]), commit_lens=torch.tensor([1, 1]))

@@ -124,7 +124,8 @@ def test_hip_mtp_target_verify_keeps_the_sync(path):
     # ... while DSpark on HIP takes the shortcut on the very same batch
     with emulate("hip"):
         with count_syncs() as log:
-            meta = build_verify_metadata(cfg, seq_lens=prefix, req_pool_indices=slots, ragged=layout, algorithm="dspark")
+            meta = build_verify_metadata(cfg, seq_lens=prefix, req_pool_indices=slots, ragged=layout,
+                                         algorithm="dspark")
     assert meta.used_output_size and "repeat_interleave without output_size" not in log.kinds()
 
 

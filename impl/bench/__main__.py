@@ -45,7 +45,8 @@ def measure(sweep: dict, device: str, only: set[str] | None) -> list[dict]:
                     "op": case.op, "shape": case.shape, "rows": case.rows, "variant": variant,
                     "us": us, "bytes": case.bytes_moved, "gbps": case.bytes_moved / us / 1e3,
                     "frac_of_copy": times["copy"] / us, "project_speedup": us / times["project"],
-                    "timer": "cuda-graph replay" if on_gpu and case.rows <= GRAPH_REPLAY_MAX_ROWS else ("do_bench median" if on_gpu else "wall clock"),
+                    "timer": ("cuda-graph replay" if on_gpu and case.rows <= GRAPH_REPLAY_MAX_ROWS
+                              else ("do_bench median" if on_gpu else "wall clock")),
                 })
             print(f"  measured {case.op} {case.shape}", file=sys.stderr, flush=True)
     return rows
@@ -57,7 +58,8 @@ def _selection(text: str | None, parser: argparse.ArgumentParser) -> set[str] | 
     chosen = {s.strip() for s in text.split(",") if s.strip()}
     unknown = sorted(chosen - set(SELECTIONS))
     if unknown or not chosen:
-        parser.error(f"--only: unknown selection {', '.join(unknown) or repr(text)}; choose from {', '.join(SELECTIONS)}")
+        parser.error(f"--only: unknown selection {', '.join(unknown) or repr(text)}; "
+                     f"choose from {', '.join(SELECTIONS)}")
     return chosen
 
 
@@ -91,11 +93,13 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     all_rows, kept = report.merge_json(out / "bench.json", meta, rows + step_rows)
     plot_rows = [r for r in all_rows if "gbps" in r]
-    plotted, why_not = report.write_plot(out / "bench.png", plot_rows, f"{name} - torch {meta['torch']}, triton {meta['triton']}")
+    plotted, why_not = report.write_plot(out / "bench.png", plot_rows,
+                                         f"{name} - torch {meta['torch']}, triton {meta['triton']}")
     print(f"device: {name}  torch {meta['torch']}  triton {meta['triton']}  mode {meta['mode']}")
     print(report.format_table(rows))
     for r in step_rows:
-        print(f"verify step {r['shape']} ({r['variant']}): {r['us']:.1f} us, host syncs in eager run: {r['host_syncs']}")
+        print(f"verify step {r['shape']} ({r['variant']}): {r['us']:.1f} us, "
+              f"host syncs in eager run: {r['host_syncs']}")
     print(f"wrote {out / 'bench.json'} ({len(rows) + len(step_rows)} rows measured now, {kept} kept from before)")
     print(f"wrote {out / 'bench.png'}" if plotted else f"no plot: {why_not}")
     return 0

@@ -75,14 +75,16 @@ def store_swa_case(rows: int, dim: int, device: str, gen: torch.Generator, with_
     unified = torch.empty(slots * ring + 1, dim, dtype=torch.bfloat16, device=device)  # +1: index_copy_ trash row
     kept = rows - int(trimmed.sum())
     nbytes = kept * dim * 2 * 2 + rows * 3 * 8
-    loc = torch.where(trimmed.to(device), torch.full_like(state_slot, -1), state_slot * ring + positions % ring).to(torch.int32)
+    loc = torch.where(trimmed.to(device), torch.full_like(state_slot, -1),
+                      state_slot * ring + positions % ring).to(torch.int32)
     return Case(
         "store_swa_into_unified", f"{rows}x{dim} bf16", rows, nbytes,
         {
             "copy": _copy_variant(nbytes, device),
             "project": lambda: impl.store_swa_into_unified(
                 kv, state_slot, positions, unified[:-1], window=window, ring=ring, final_pos=final_pos),
-            "one-row-per-program (precomputed loc)": lambda: baselines.scatter_one_row_per_program(kv, loc, unified[:-1]),
+            "one-row-per-program (precomputed loc)": lambda: baselines.scatter_one_row_per_program(
+                kv, loc, unified[:-1]),
             "torch index_copy_ (precomputed loc)": lambda: baselines.scatter_index_copy(kv, loc, unified),
         },
     )
@@ -114,7 +116,8 @@ def norm_rope_case(rows: int, dim: int, device: str, gen: torch.Generator, with_
         compiled = torch.compile(baselines.norm_rope_torch, dynamic=False)
         variants["torch.compile"] = lambda: compiled(kv, weight, 1e-6, cos, sin, positions, rope_dim)
         simple = torch.compile(baselines.norm_rope_fp32_simple, dynamic=False)
-        variants["torch.compile (straightforward fp32)"] = lambda: simple(kv, weight, 1e-6, cos, sin, positions, rope_dim)
+        variants["torch.compile (straightforward fp32)"] = lambda: simple(
+            kv, weight, 1e-6, cos, sin, positions, rope_dim)
     return Case("fused_norm_rope_", f"{rows}x{dim} bf16", rows, nbytes, variants)
 
 

@@ -57,7 +57,8 @@ def _profile(fn, label: str) -> None:
 def _sweep(batches: list[int], vocab: int) -> None:
     for batch in batches:
         probs, _, _ = _inputs(batch, vocab)
-        params = {f"k={k}": (top_k_renorm, torch.full((batch,), k, dtype=torch.int32, device="cuda")) for k in (50, 1000)}
+        params = {f"k={k}": (top_k_renorm, torch.full((batch,), k, dtype=torch.int32, device="cuda"))
+                  for k in (50, 1000)}
         params |= {f"p={p}": (top_p_renorm, torch.full((batch,), p, device="cuda")) for p in (0.9, 0.95)}
         sweep = SMALL_SWEEP if batch < DEFAULT_TUNING.large_batch_rows else LARGE_SWEEP
         for changes in sweep:

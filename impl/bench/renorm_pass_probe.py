@@ -65,7 +65,8 @@ def _probe_kernel(x_ptr, out_ptr, V, chunk_len, MODE: tl.constexpr, NB: tl.const
         else:  # read + write of the kept entries (the write pass)
             y = tl.where(key >= 0x3A000000, x.to(tl.float64) * 1.25, 0.0)
             tl.store(out_ptr + 64 + row.to(tl.int64) * V + offs, y.to(tl.float32), mask=ok)
-    total = tl.sum(acc + a1 + a2 + a3, axis=0) + tl.sum(counts, axis=0).to(tl.float64) + tl.sum(tl.sum(tile, axis=1), axis=0)
+    total = (tl.sum(acc + a1 + a2 + a3, axis=0) + tl.sum(counts, axis=0).to(tl.float64)
+             + tl.sum(tl.sum(tile, axis=1), axis=0))
     tl.store(out_ptr + row * 64 + chunk % 64, total)
 
 

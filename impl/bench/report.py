@@ -11,7 +11,8 @@ def format_table(rows: list[dict]) -> str:
     head = ["op", "shape", "variant", "us", "GB/s", "% of copy", "project speedup"]
     body = [
         [r["op"], r["shape"], r["variant"], f"{r['us']:.2f}", f"{r['gbps']:.0f}",
-         f"{100 * r['frac_of_copy']:.0f}%", "" if r["variant"] in ("project", "copy") else f"{r['project_speedup']:.2f}x"]
+         f"{100 * r['frac_of_copy']:.0f}%",
+         "" if r["variant"] in ("project", "copy") else f"{r['project_speedup']:.2f}x"]
         for r in rows
     ]
     return impl_table.format_table(head, body)

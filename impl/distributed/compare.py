@@ -52,7 +52,8 @@ def describe(case: DistCase) -> str:
 
 def table(cases: list[DistCase], results: list[list[RankResult]], expectations: list[Expected]) -> tuple[str, bool]:
     """A short Markdown-ish table, and whether every case matched both expectations."""
-    lines = ["| case | ranks | idle phases per rank | accept len per rank | == single-rank | == reference | min margin |",
+    lines = ["| case | ranks | idle phases per rank | accept len per rank | == single-rank | == reference "
+             "| min margin |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
     all_ok = True
     for case, per_rank, exp in zip(cases, results, expectations):

@@ -30,7 +30,8 @@ class PoolChecker:
     def __init__(self, pools: dict, window: int):
         self.pools = pools
         self.window = window
-        self.snapshots = {name: [pool.buffer(l).clone() for l in range(pool.num_layers)] for name, pool in pools.items()}
+        self.snapshots = {name: [pool.buffer(l).clone() for l in range(pool.num_layers)]
+                          for name, pool in pools.items()}
         self.model: dict[str, dict[tuple[int, int, int], torch.Tensor]] = {name: {} for name in pools}
         self.pending: dict[str, list] = {name: [] for name in pools}
         self.checks = 0
@@ -38,8 +39,8 @@ class PoolChecker:
     def expect(self, name: str, layer: int, slots: torch.Tensor, positions: torch.Tensor, rows: torch.Tensor) -> None:
         """The step writes ``rows[i]`` for (slots[i], positions[i]) of ``layer`` in pool ``name``."""
         if rows.shape[0]:
-            self.pending[name].append((layer, slots.to(torch.int64).cpu().contiguous(), positions.to(torch.int64).cpu().contiguous(),
-                                       rows.detach().clone()))
+            self.pending[name].append((layer, slots.to(torch.int64).cpu().contiguous(),
+                                       positions.to(torch.int64).cpu().contiguous(), rows.detach().clone()))
 
     def forget_slot(self, slot: int) -> None:
         for entries in self.model.values():

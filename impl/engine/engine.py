@@ -227,7 +227,8 @@ class SpecEngine:
                                     platform=self.platform, algorithm=self.algorithm)
         tokens = torch.tensor([t for r in reqs for t in r.prompt], dtype=torch.int64, device=dev)
         loc = pool.locate(md.state_slot, md.positions, final_pos=md.final_pos)
-        store = TargetStore(pool, positions=md.positions, loc=loc, cos=self.target.cos, sin=self.target.sin, eps=self.cfg.eps)
+        store = TargetStore(pool, positions=md.positions, loc=loc, cos=self.target.cos, sin=self.target.sin,
+                            eps=self.cfg.eps)
         out = self.target.forward_extend(tokens, rows_from_metadata(md, prefix), store)
         last = (md.extend_start_loc.to(torch.int64) + ext - 1)
         first = self._pick(out.logits[last])
@@ -360,7 +361,8 @@ class SpecEngine:
         md = self.verify_metadata(prefix, slots)
         pool = self.state.target_pool
         loc = pool.locate(md.state_slot, md.positions)  # every verify row (the target has no commit gate)
-        store = TargetStore(pool, positions=md.positions, loc=loc, cos=self.target.cos, sin=self.target.sin, eps=self.cfg.eps)
+        store = TargetStore(pool, positions=md.positions, loc=loc, cos=self.target.cos, sin=self.target.sin,
+                            eps=self.cfg.eps)
         return self.target.forward_extend(tokens, rows_from_metadata(md, prefix), store), md.decision
 
     # ---- reporting ----

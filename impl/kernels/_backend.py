@@ -111,7 +111,8 @@ def _no_hook(hook) -> bool:
 
 def _direct_launch_ready() -> bool:
     runtime = triton.knobs.runtime
-    return _DIRECT_OK[0] and not INTERPRETED and _no_hook(runtime.launch_enter_hook) and _no_hook(runtime.launch_exit_hook)
+    return (_DIRECT_OK[0] and not INTERPRETED
+            and _no_hook(runtime.launch_enter_hook) and _no_hook(runtime.launch_exit_hook))
 
 
 class LaunchCache:

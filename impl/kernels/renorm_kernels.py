@@ -197,7 +197,8 @@ def _bin_stats(src, start, end, lo, hi, s, front, TOP_P: tl.constexpr, NB: tl.co
         inside = ok & (key >= lo) & (key < hi)
         d = (key - lo) >> s
         if FRONT:
-            move = (inside.to(tl.int32) & front) != 0  # front: int32 0/1 (a bool scalar & vector breaks the interpreter)
+            # front: int32 0/1 (a bool scalar & vector breaks the interpreter)
+            move = (inside.to(tl.int32) & front) != 0
             ones = move.to(tl.int32)
             tl.store(src + n_front + tl.cumsum(ones, axis=0) - 1, x, mask=move)
             n_front += tl.sum(ones, axis=0)
@@ -502,7 +503,8 @@ def _pass_kernel(
         live = c < num_chunks
         rows_of = _partials(part_ptr, row, c, num_chunks)
         counts_of = rows_of[:, None] + bins[None, :]
-        row_counts = tl.sum(tl.load(counts_of, mask=live[:, None], other=0.0, cache_modifier=".cg"), axis=0)  # exact (fp64)
+        row_counts = tl.sum(tl.load(counts_of, mask=live[:, None], other=0.0, cache_modifier=".cg"),
+                            axis=0)  # exact (fp64)
         row_mass = tl.zeros([NB], tl.float64)
         if TOP_P:
             row_mass = tl.sum(tl.load(counts_of + MASS_AT, mask=live[:, None], other=0.0, cache_modifier=".cg"), axis=0)

@@ -37,7 +37,8 @@ class MtpDraft(InjectedDraft):
         def step(j: int, h_prev: torch.Tensor, tok: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
             pos = anchor_pos + j
             fused = torch.cat(
-                [rms_norm(h_prev, self.w.hidden_norm, cfg.eps), rms_norm(self.target_w.embed[tok], self.w.embed_norm, cfg.eps)],
+                [rms_norm(h_prev, self.w.hidden_norm, cfg.eps),
+                 rms_norm(self.target_w.embed[tok], self.w.embed_norm, cfg.eps)],
                 dim=-1,
             ) @ self.w.fuse
             x = rms_norm(fused, a.attn_norm, cfg.eps)

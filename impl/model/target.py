@@ -40,7 +40,8 @@ class TargetModel:
         self.cos, self.sin = rope_tables(cfg.rope_dim, cfg.max_pos, cfg.rope_theta, self.device)
         self.mlps = [Mlp(layer.mlp, cfg.eps) for layer in self.w.layers]
 
-    def attention(self, layer: int, h: torch.Tensor, rows: ExtendRows, store: KVStore) -> tuple[torch.Tensor, torch.Tensor]:
+    def attention(self, layer: int, h: torch.Tensor, rows: ExtendRows,
+                  store: KVStore) -> tuple[torch.Tensor, torch.Tensor]:
         cfg, w = self.cfg, self.w.layers[layer].attn
         x = rms_norm(h, w.attn_norm, cfg.eps)
         q = project_q(x, w, cfg.n_q_heads, cfg.head_dim, self.cos, self.sin, rows.positions, cfg.rope_dim)

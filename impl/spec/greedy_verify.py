@@ -56,7 +56,8 @@ def assemble_output(drafts: torch.Tensor, correct_len: torch.Tensor, bonus: torc
     """``[bs, gamma+1]``: drafts[:correct_len], then bonus, then -1."""
     bs, gamma = drafts.shape
     col = torch.arange(gamma + 1, device=drafts.device).view(1, -1)
-    padded = torch.cat([drafts.to(torch.int64), torch.full((bs, 1), REJECTED, dtype=torch.int64, device=drafts.device)], 1)
+    padded = torch.cat([drafts.to(torch.int64),
+                        torch.full((bs, 1), REJECTED, dtype=torch.int64, device=drafts.device)], 1)
     cl = correct_len.view(-1, 1)
     out = torch.where(col < cl, padded, torch.full_like(padded, REJECTED))
     return torch.where(col == cl, bonus.to(torch.int64).view(-1, 1), out)

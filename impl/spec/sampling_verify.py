@@ -52,7 +52,8 @@ def sampling_probs(
         temp = temperature.to(device=logits.device, dtype=torch.float32).view(bs, 1, 1)
     else:
         if not float(temperature) > 0:
-            raise ValueError(f"temperature must be > 0 for sampling verify (use greedy verify for 0), got {temperature}")
+            raise ValueError("temperature must be > 0 for sampling verify (use greedy verify for 0), "
+                             f"got {temperature}")
         temp = float(temperature)
     probs = torch.softmax(logits.float() / temp, dim=-1).reshape(bs * rows, vocab).contiguous()
     if top_k is not None:
