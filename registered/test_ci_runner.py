@@ -521,3 +521,18 @@ def test_runner_stopped_by_sigterm_still_reports(tmp_path):
     assert "the runner received SIGTERM" in err, out + err
     junit, md, _ = _results(tmp_path, "per-commit/cpu/hang")
     assert junit.is_file() and "### FAIL" in md.read_text()
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=2)
+def test_cpu_jobs_hide_accelerators_and_gpu_jobs_do_not():
+    # A cpu-label job run on a GPU host must see what a CPU runner sees: no GPU (else tensors land
+    # on cuda:0 and the sync detector counts device copies the CPU contract does not have).
+    from ci.jobs import load_registry
+    from ci.run_suite import job_environment
+
+    registry = load_registry(REAL_ROOT)
+    host = {"PATH": "/bin", "CUDA_VISIBLE_DEVICES": "0", "HIP_VISIBLE_DEVICES": "0"}
+    cpu = job_environment(registry.job("per-commit/cpu/foundation"), root=REAL_ROOT, base=host, quiet=True)
+    assert cpu["CUDA_VISIBLE_DEVICES"] == "" and cpu["HIP_VISIBLE_DEVICES"] == "", cpu
+    gpu = job_environment(registry.job("per-commit/h200-1/foundation"), root=REAL_ROOT, base=host, quiet=True)
+    assert gpu["CUDA_VISIBLE_DEVICES"] == "0" and gpu["HIP_VISIBLE_DEVICES"] == "0", gpu
