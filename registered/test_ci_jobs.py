@@ -86,7 +86,8 @@ def test_real_catalog_describes_every_documented_label():
         if vendor == "amd":
             assert "rocm" in hw.container["image"]
             assert "--device=/dev/kfd" in hw.container["options"] and "--device=/dev/dri" in hw.container["options"]
-    assert catalog.get("cpu").env == {"TRITON_INTERPRET": "1", "DSPARK_KERNEL_BACKEND": "triton-interpret"}
+    assert catalog.get("cpu").env == {"TRITON_INTERPRET": "1", "DSPARK_KERNEL_BACKEND": "triton-interpret",
+                                     "CUDA_VISIBLE_DEVICES": "", "HIP_VISIBLE_DEVICES": ""}  # cpu jobs see no GPU
     with pytest.raises(CatalogError, match="unknown hardware label 'mi400-1'"):
         catalog.get("mi400-1")
 
