@@ -9,6 +9,7 @@
     nox -s nightly_mi35x [-- --emulate]         the MI35x nightly jobs (refused elsewhere unless --emulate)
     nox -s coverage_gap -- --base REV [--report-only]
     nox -s liveness [-- --repo O/N]             every registered job ran lately (GitHub API; needs GITHUB_TOKEN)
+    nox -s liveness -- --self-check             liveness.yml itself is scheduled and ran lately (per-commit lint)
     nox -s durations -- --from DIR              refresh ci/durations.json from the JUnit files of a run
     nox -s bench [-- ARGS]                      python -m impl.bench ARGS
 
@@ -60,7 +61,8 @@ OPTIONS: dict[str, dict[str, bool] | None] = {
               "--pytest-collection": False},
     "workflows": {"--check": False, "--no-linters": False, "--root": True},
     "nightly_mi35x": {"--emulate": False, "--job": True},
-    "liveness": {"--repo": True, "--today": True, "--root": True},
+    "liveness": {"--repo": True, "--today": True, "--root": True, "--now": True, "--self-check": False,
+                 "--days": True, "--max-queued-hours": True},
     "suite": None, "kernels": None, "coverage_gap": None, "durations": None, "bench": None,
 }
 

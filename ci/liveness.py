@@ -1,104 +1,98 @@
 """Liveness: every registered job really ran lately, read from GitHub's workflow-run history.
 
-    GITHUB_TOKEN=... python -m ci.liveness [--repo OWNER/NAME] [--today YYYY-MM-DD]
+    GITHUB_TOKEN=... python -m ci.liveness [--repo OWNER/NAME] [--now TIMESTAMP] [--max-queued-hours H]
+    GITHUB_TOKEN=... python -m ci.liveness --self-check [--days N]
 
-Scheduled is not the same as ran: GitHub disables a scheduled workflow after 60 days
-without repository activity, and a self-hosted label can have no online runner for
-weeks. For every (group, shard) GitHub job the workflows define (``<group> shard I/N``),
-this reads the runs of its workflow on ``main`` from the REST API and fails, naming
-each registry job the group holds, when
+Scheduled is not the same as ran: GitHub disables a scheduled workflow in a public repository
+after 60 days without repository activity (and does not re-enable it when activity resumes),
+and a self-hosted label can have no online runner for weeks. For every (group, shard) GitHub
+job the workflows define (``<group> shard I/N``), this walks the runs of its workflow on
+``main`` newest first (per-commit: push events only), reading each run's jobs of every attempt,
+and stops once every shard has its evidence. A job is evidence only when a runner took it
+(``runner_id``/``runner_name`` set, or steps executed): a job that waited for a runner until
+GitHub gave up also ends as ``failure``, with no runner and no steps. A shard is DEAD when
 - a nightly shard has no *successful* run in ``defaults.liveness_days.nightly`` days;
-- a per-commit shard has not *run* (succeeded or failed; skipped and cancelled do not
-  count) on a push to main in ``defaults.liveness_days.per-commit`` days.
-The token comes from ``GITHUB_TOKEN`` only (exit 2 without it). urllib only; the HTTP
-layer is one function (:class:`GitHubApi`), so tests feed recorded JSON instead.
-Never imports torch, ``impl`` or test code.
+- a per-commit shard has not *run* on a push to main in ``defaults.liveness_days.per-commit``
+  days: success, failure, or cancelled after a runner took it (a job that hits its
+  ``timeout-minutes`` is cancelled, GitHub's jobs never end ``timed_out``); skipped, neutral,
+  ``action_required`` and never-started jobs do not count;
+- its newest job has been queued with no runner for more than ``--max-queued-hours``
+  (GitHub itself fails a job after 24 hours in the queue).
+The window is ``now - days`` in full UTC timestamps: a job counts when its ``completed_at`` is
+inside it (runs are listed from 30 hours earlier, the longest a job can take from its run's creation).
+After a reshard (the shard count is recomputed from durations, so the names change) and until
+a run with the new names completes, shard I/N is matched by group and index: job ``I/M`` of the
+old count M vouches for it, and a new index beyond M is vouched for by all M old shards.
+
+``--self-check`` is the check keeping itself alive (the per-commit lint job runs it): DEAD when
+``nightly.yml`` or ``liveness.yml`` is not ``active`` (disabled for inactivity or by hand) or
+``liveness.yml`` has not completed a run (success or failure) on main in ``--days`` days.
+
+Exit codes: 0 every job alive; 1 some job DEAD; 2 the history cannot be read or the check is
+misconfigured (no ``GITHUB_TOKEN``, bad ``--repo`` or ``GITHUB_API_URL``, registry errors,
+HTTP errors, timeouts, resets, a body that is not JSON, a rate limit longer than the wait).
+Environment: ``GITHUB_TOKEN`` (required; in a workflow ``${{ github.token }}`` with
+``actions: read``), ``GITHUB_REPOSITORY`` (default ``--repo``), ``GITHUB_API_URL`` (REST root,
+default https://api.github.com; Actions sets it, GitHub Enterprise Server uses its own host).
+HTTP lives in :mod:`ci.github_api`; tests feed a fake API. Never imports torch, ``impl`` or test code.
 """
 from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
 import os
 import re
 import sys
-import urllib.error
 import urllib.parse
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator, Mapping
 
 from ci.catalog import CatalogError
 from ci.collect import CollectionError
+from ci.github_api import ApiError, GitHubApi, api_base, next_link  # noqa: F401 - next_link re-exported
 from ci.group_plan import groups
 from ci.jobs import load_registry
 
-API_URL = "https://api.github.com"
+EXIT_ALIVE, EXIT_DEAD, EXIT_UNREADABLE = 0, 1, 2
 WORKFLOW_OF = {"per-commit": "per-commit.yml", "nightly": "nightly.yml"}
-RAN = frozenset({"success", "failure", "timed_out"})
+SELF_WORKFLOW = "liveness.yml"
+SCHEDULED_WORKFLOWS = ("nightly.yml", SELF_WORKFLOW)
+SELF_CHECK_DAYS = 3            # liveness.yml runs daily: three missed days mean it stopped
+MAX_QUEUED_HOURS = 6.0
+# A job completes at most this long after its run is created (24 h in the queue, then the 6 h
+# timeout-minutes cap of ci/workflows.py): runs created this much before the window are read too.
+RUN_SLACK = dt.timedelta(hours=30)
+RAN = frozenset({"success", "failure", "timed_out", "cancelled"})   # per-commit, with a runner
+WAITING = frozenset({"queued", "pending", "requested", "waiting"})
 Fetch = Callable[[str], tuple[Any, "str | None"]]   # url -> (decoded JSON, next page url or None)
-_NEXT = re.compile(r'<([^>]+)>\s*;\s*rel="next"')
-
-
-class LivenessError(RuntimeError):
-    """The history cannot be read (HTTP error, unknown workflow, bad JSON)."""
-
-
-def next_link(header: str | None) -> str | None:
-    """The ``rel="next"`` URL of a GitHub ``Link`` header."""
-    match = _NEXT.search(header or "")
-    return match.group(1) if match else None
-
-
-class GitHubApi:
-    """GET with the token, JSON decoded, ``Link: rel="next"`` returned for paging."""
-
-    def __init__(self, token: str, base: str = API_URL, timeout: float = 30.0):
-        self.token, self.base, self.timeout = token, base.rstrip("/"), timeout
-
-    def __call__(self, url: str) -> tuple[Any, str | None]:
-        full = url if url.startswith("http") else self.base + url
-        request = urllib.request.Request(full, headers={
-            "Authorization": f"Bearer {self.token}",
-            "Accept": "application/vnd.github+json",
-            "X-GitHub-Api-Version": "2022-11-28",
-            "User-Agent": "dspark-suite-liveness",
-        })
-        try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:   # noqa: S310 - https API URL
-                return json.load(response), next_link(response.headers.get("Link"))
-        except urllib.error.HTTPError as exc:
-            raise LivenessError(f"GET {full}: HTTP {exc.code} {exc.reason}") from None
-        except urllib.error.URLError as exc:
-            raise LivenessError(f"GET {full}: {exc.reason}") from None
-
-
-def _pages(fetch: Fetch, url: str, key: str) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = []
-    next_url: str | None = url
-    while next_url:
-        data, next_url = fetch(next_url)
-        if not isinstance(data, dict) or not isinstance(data.get(key), list):
-            raise LivenessError(f"GET {url}: expected a JSON object with a '{key}' list")
-        items.extend(data[key])
-    return items
+_SHARD_NAME = re.compile(r"(?P<group>.+) shard (?P<index>\d+)/(?P<count>\d+)")
+LivenessError = ApiError
 
 
 @dataclass(frozen=True)
 class Expected:
     schedule: str
     workflow: str
-    name: str                  # GitHub job name, "<group> shard I/N"
+    group: str
+    index: int
+    shards: int
     jobs: tuple[str, ...]      # registry job ids the group holds
+    labels: tuple[str, ...]    # runs-on labels of the group's hardware
+
+    @property
+    def name(self) -> str:
+        """The GitHub job name, ``<group> shard I/N``."""
+        return f"{self.group} shard {self.index}/{self.shards}"
 
 
 @dataclass(frozen=True)
 class Finding:
-    expected: Expected
-    last_seen: str | None      # completed_at of the latest counted run in the window, if any
+    name: str
     ok: bool
     message: str
+    last_seen: str | None = None       # completed_at of the newest counted job, if any
+    expected: Expected | None = None
 
 
 def expectations(registry) -> list[Expected]:
@@ -108,80 +102,295 @@ def expectations(registry) -> list[Expected]:
         if workflow is None:
             continue
         ids = tuple(job.id for job in group.jobs)
-        out.extend(Expected(group.schedule, workflow, f"{group.id} shard {i}/{group.shards}", ids)
+        out.extend(Expected(group.schedule, workflow, group.id, i, group.shards, ids, tuple(group.hardware.runs_on))
                    for i in range(1, group.shards + 1))
     return out
 
 
-def runs_url(repo: str, workflow: str, schedule: str, since: dt.date) -> str:
-    query = {"branch": "main", "created": f">={since.isoformat()}", "per_page": "100"}
-    if schedule == "per-commit":
-        query["event"] = "push"
+# ---------------------------------------------------------------- time
+
+def parse_time(value: Any, what: str = "timestamp") -> dt.datetime:
+    """An ISO 8601 timestamp (``Z`` or an offset; none means UTC) as an aware UTC datetime."""
+    try:
+        stamp = dt.datetime.fromisoformat(str(value))
+    except ValueError:
+        raise LivenessError(f"{what}: not an ISO 8601 timestamp: {value!r}") from None
+    return (stamp if stamp.tzinfo else stamp.replace(tzinfo=dt.timezone.utc)).astimezone(dt.timezone.utc)
+
+
+def iso(stamp: dt.datetime) -> str:
+    return stamp.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# ---------------------------------------------------------------- reading the history
+
+def runs_url(repo: str, workflow: str, since: dt.datetime, *, event: str | None = None,
+             status: str | None = None) -> str:
+    query = {"branch": "main", "created": f">={iso(since)}", "per_page": "100"}
+    if event:
+        query["event"] = event
+    if status:
+        query["status"] = status
     return f"/repos/{repo}/actions/workflows/{workflow}/runs?{urllib.parse.urlencode(query)}"
 
 
-def check_liveness(registry, fetch: Fetch, repo: str, today: dt.date) -> list[Finding]:
+def jobs_url(repo: str, run_id: Any) -> str:
+    return f"/repos/{repo}/actions/runs/{run_id}/jobs?filter=all&per_page=100"
+
+
+def iter_pages(fetch: Fetch, url: str, key: str) -> Iterator[dict[str, Any]]:
+    """The items of every page, fetched lazily (a caller that stops early reads no more pages)."""
+    next_url: str | None = url
+    while next_url:
+        data, next_url = fetch(next_url)
+        if not isinstance(data, dict) or not isinstance(data.get(key), list):
+            raise LivenessError(f"GET {url}: expected a JSON object with a '{key}' list")
+        for item in data[key]:
+            if not isinstance(item, dict):
+                raise LivenessError(f"GET {url}: an entry of '{key}' is not an object")
+            yield item
+
+
+def has_runner(job: Mapping[str, Any]) -> bool:
+    """A runner took the job: a runner id or name, or a step that started."""
+    return bool(job.get("runner_id")) or bool(job.get("runner_name")) or any(
+        isinstance(step, dict) and step.get("status") in ("in_progress", "completed")
+        for step in job.get("steps") or ())
+
+
+def counts(job: Mapping[str, Any], schedule: str, since: dt.datetime) -> bool:
+    """The job is evidence that its shard ran (nightly: succeeded) inside the window."""
+    wanted = {"success"} if schedule == "nightly" else RAN
+    if job.get("status") != "completed" or job.get("conclusion") not in wanted or not has_runner(job):
+        return False
+    completed = job.get("completed_at")
+    return bool(completed) and parse_time(completed, "completed_at") >= since
+
+
+def _labels(job: Mapping[str, Any], fallback: tuple[str, ...]) -> str:
+    return ", ".join(job.get("labels") or fallback)
+
+
+def describe(job: Mapping[str, Any], fallback_labels: tuple[str, ...], now: dt.datetime) -> str:
+    """Why a job is not evidence, in words."""
+    where = f"run {job.get('run_id')} attempt {job.get('run_attempt', 1)}"
+    status, conclusion = job.get("status"), job.get("conclusion")
+    if status in WAITING and not has_runner(job):
+        hours = (now - parse_time(job.get("created_at"), "created_at")).total_seconds() / 3600
+        return (f"{where}: queued {hours:.1f} h ago, no runner picked it up "
+                f"(labels: {_labels(job, fallback_labels)})")
+    if status != "completed":
+        return f"{where}: {status} since {job.get('started_at')}"
+    if conclusion == "skipped":
+        return f"{where}: skipped"
+    if conclusion == "action_required":
+        return f"{where}: action_required (waiting for an approval, never started)"
+    if not has_runner(job):
+        return (f"{where}: ended {conclusion} at {job.get('completed_at')} without ever running: "
+                f"queued, no runner picked it up (labels: {_labels(job, fallback_labels)})")
+    return f"{where}: {conclusion} at {job.get('completed_at')}"
+
+
+@dataclass
+class _History:
+    """What the walk over one workflow's runs saw."""
+    jobs: list[dict[str, Any]]
+    startup_failures: list[dict[str, Any]]
+
+
+def _walk(fetch: Fetch, repo: str, exps: list[Expected], since: dt.datetime) -> _History:
+    """Runs newest first, each run's jobs (all attempts); stop once every expected shard has evidence."""
+    schedule, workflow = exps[0].schedule, exps[0].workflow
+    url = runs_url(repo, workflow, since - RUN_SLACK, event="push" if schedule == "per-commit" else None)
+    missing = {e.name for e in exps}
+    history = _History([], [])
+    for run in iter_pages(fetch, url, "workflow_runs"):
+        if run.get("conclusion") == "startup_failure":
+            history.startup_failures.append(run)
+        for job in iter_pages(fetch, jobs_url(repo, run.get("id")), "jobs"):
+            history.jobs.append(job)
+            if job.get("name") in missing and counts(job, schedule, since):
+                missing.discard(job["name"])
+        if not missing:
+            break
+    return history
+
+
+# ---------------------------------------------------------------- judging one shard
+
+def _newest(jobs: list[dict[str, Any]], key: str = "completed_at") -> dict[str, Any]:
+    return max(jobs, key=lambda j: parse_time(j.get(key) or j.get("created_at") or "1970-01-01", key))
+
+
+def _reshard_evidence(exp: Expected, history: _History, since: dt.datetime) -> tuple[str, str] | None:
+    """(last seen, words) when old-count jobs of the group vouch for ``exp`` (see the module doc)."""
+    by_count: dict[int, dict[int, list[dict[str, Any]]]] = {}
+    for job in history.jobs:
+        match = _SHARD_NAME.fullmatch(str(job.get("name", "")))
+        if not match or match["group"] != exp.group:
+            continue
+        count, index = int(match["count"]), int(match["index"])
+        if count == exp.shards and job.get("status") == "completed" and has_runner(job):
+            return None        # a run with the new names completed: they stand on their own
+        if count != exp.shards and counts(job, exp.schedule, since):
+            by_count.setdefault(count, {}).setdefault(index, []).append(job)
+    for count, shards in sorted(by_count.items(), key=lambda kv: -max(
+            parse_time(_newest(js)["completed_at"]).timestamp() for js in kv[1].values())):
+        if exp.index <= count and exp.index in shards:
+            job = _newest(shards[exp.index])
+            return job["completed_at"], (f"as shard {exp.index}/{count} before the reshard to {exp.shards} "
+                                         f"shards (no run with the new names has completed yet)")
+        if exp.index > count and set(range(1, count + 1)) <= shards.keys():
+            oldest = min((_newest(shards[i]) for i in range(1, count + 1)), key=lambda j: j["completed_at"])
+            return oldest["completed_at"], (f"the group ran as {count} shards before the reshard to "
+                                            f"{exp.shards} (no run with the new names has completed yet)")
+    return None
+
+
+def judge(exp: Expected, history: _History, now: dt.datetime, since: dt.datetime, days: int,
+          max_queued: dt.timedelta) -> Finding:
+    mine = [j for j in history.jobs if j.get("name") == exp.name]
+    stuck = [j for j in mine if j.get("status") in WAITING and not has_runner(j)
+             and now - parse_time(j.get("created_at"), "created_at") > max_queued]
+    if stuck:
+        job = _newest(stuck, "created_at")
+        return Finding(exp.name, False, f"{describe(job, exp.labels, now)}; longer than "
+                       f"{max_queued.total_seconds() / 3600:g} h; registry job(s): {', '.join(exp.jobs)}",
+                       expected=exp)
+    what = "successful run" if exp.schedule == "nightly" else "run on a push to main"
+    hits = [j for j in mine if counts(j, exp.schedule, since)]
+    if hits:
+        job = _newest(hits)
+        extra = (" (cancelled after a runner took it: counted as a failed run)"
+                 if job.get("conclusion") == "cancelled" else "")
+        return Finding(exp.name, True, f"last {what} {job['completed_at']}{extra}", job["completed_at"], exp)
+    reshard = _reshard_evidence(exp, history, since)
+    if reshard:
+        return Finding(exp.name, True, f"last {what} {reshard[0]}, {reshard[1]}", reshard[0], exp)
+    notes = []
+    if mine:
+        notes.append("newest job: " + describe(_newest(mine, "created_at"), exp.labels, now))
+    dispatch_skipped = [j for j in history.jobs if j.get("name") == f"{exp.group} shard ${{{{ matrix.shard }}}}"]
+    if dispatch_skipped and not mine:
+        notes.append(f"{len(dispatch_skipped)} run(s) skipped the group (a dispatch for another group)")
+    if history.startup_failures:
+        run = history.startup_failures[0]
+        notes.append(f"{len(history.startup_failures)} run(s) ended in startup_failure with no jobs "
+                     f"(newest: run {run.get('id')} at {run.get('created_at')}; the workflow could not start)")
+    return Finding(exp.name, False,
+                   f"no {what} of GitHub job '{exp.name}' ({exp.workflow}) since {iso(since)} ({days} days)"
+                   + "".join(f"; {n}" for n in notes) + f"; registry job(s): {', '.join(exp.jobs)}",
+                   expected=exp)
+
+
+def check_liveness(registry, fetch: Fetch, repo: str, now: dt.datetime,
+                   max_queued_hours: float = MAX_QUEUED_HOURS) -> list[Finding]:
     days = registry.catalog.liveness_days
-    findings = []
-    jobs_by_workflow: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    by_workflow: dict[str, list[Expected]] = {}
     for exp in expectations(registry):
-        since = today - dt.timedelta(days=days[exp.schedule])
-        cache_key = (exp.workflow, exp.schedule)
-        if cache_key not in jobs_by_workflow:
-            runs = _pages(fetch, runs_url(repo, exp.workflow, exp.schedule, since), "workflow_runs")
-            jobs_by_workflow[cache_key] = [
-                job for run in runs
-                for job in _pages(fetch, f"/repos/{repo}/actions/runs/{run['id']}/jobs?filter=all&per_page=100",
-                                  "jobs")]
-        wanted = {"success"} if exp.schedule == "nightly" else RAN
-        hits = sorted((j.get("completed_at") or "" for j in jobs_by_workflow[cache_key]
-                       if j.get("name") == exp.name and j.get("conclusion") in wanted
-                       and (j.get("completed_at") or "")[:10] >= since.isoformat()), reverse=True)
-        what = "successful run" if exp.schedule == "nightly" else "run on a push to main"
-        if hits:
-            findings.append(Finding(exp, hits[0], True, f"last {what} {hits[0]}"))
-        else:
-            findings.append(Finding(exp, None, False,
-                                    f"no {what} of GitHub job '{exp.name}' ({exp.workflow}) since {since.isoformat()} "
-                                    f"({days[exp.schedule]} days); registry job(s): {', '.join(exp.jobs)}"))
+        by_workflow.setdefault(exp.workflow, []).append(exp)
+    findings = []
+    for exps in by_workflow.values():
+        window = days[exps[0].schedule]
+        since = now - dt.timedelta(days=window)
+        history = _walk(fetch, repo, exps, since)
+        findings.extend(judge(e, history, now, since, window, dt.timedelta(hours=max_queued_hours)) for e in exps)
     return findings
 
 
-def main(argv: list[str] | None = None, fetch: Fetch | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m ci.liveness", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--repo", default=os.environ.get("GITHUB_REPOSITORY"),
-                        help="OWNER/NAME (default: $GITHUB_REPOSITORY)")
-    parser.add_argument("--today", type=dt.date.fromisoformat, default=None, help="date to measure from (UTC)")
-    parser.add_argument("--root", default=".")
-    args = parser.parse_args(argv)
-    if not args.repo or not re.fullmatch(r"[\w.-]+/[\w.-]+", args.repo):
-        parser.error(f"--repo must be OWNER/NAME (or set GITHUB_REPOSITORY), got {args.repo!r}")
-    if fetch is None:
-        token = os.environ.get("GITHUB_TOKEN", "")
-        if not token:
-            print("liveness: GITHUB_TOKEN is not set; it needs a token that may read Actions history "
-                  "(in a workflow: env GITHUB_TOKEN: ${{ github.token }} with permissions actions: read)",
-                  file=sys.stderr)
-            return 2
-        fetch = GitHubApi(token, os.environ.get("GITHUB_API_URL", API_URL))
+# ---------------------------------------------------------------- the check of the check
+
+def self_check(fetch: Fetch, repo: str, now: dt.datetime, days: int = SELF_CHECK_DAYS) -> list[Finding]:
+    """The scheduled workflows are active and liveness.yml completed a run on main in ``days`` days."""
+    findings = []
+    for workflow in SCHEDULED_WORKFLOWS:
+        data, _ = fetch(f"/repos/{repo}/actions/workflows/{workflow}")
+        state = data.get("state") if isinstance(data, dict) else None
+        if state is None:
+            raise LivenessError(f"GET /repos/{repo}/actions/workflows/{workflow}: no 'state' in the response")
+        findings.append(Finding(f"{workflow} schedule", state == "active", f"state {state}" if state == "active" else
+                                f"state {state}: GitHub does not run its schedule; re-enable it "
+                                f"(gh workflow enable {workflow}, or the Actions tab)"))
+    since = now - dt.timedelta(days=days)
+    completed = [run for run in iter_pages(fetch, runs_url(repo, SELF_WORKFLOW, since, status="completed"),
+                                           "workflow_runs")
+                 if run.get("conclusion") in ("success", "failure")
+                 and parse_time(run.get("updated_at") or run.get("created_at"), "updated_at") >= since]
+    if completed:
+        run = max(completed, key=lambda r: parse_time(r.get("updated_at") or r.get("created_at")))
+        words = f"last completed run {run.get('id')} at {run.get('updated_at')} ({run.get('conclusion')})"
+        findings.append(Finding(f"{SELF_WORKFLOW} ran", True, words, run.get("updated_at")))
+    else:
+        findings.append(Finding(f"{SELF_WORKFLOW} ran", False,
+                                f"no completed run of {SELF_WORKFLOW} on main since {iso(since)} ({days} days): "
+                                f"nothing checks that the registered jobs still run"))
+    return findings
+
+
+# ---------------------------------------------------------------- command line
+
+def _timestamp(value: str) -> dt.datetime:
     try:
-        registry = load_registry(Path(args.root).resolve())
-    except (CollectionError, CatalogError) as exc:
-        print(f"liveness: registry cannot be collected:\n{exc}", file=sys.stderr)
-        return 2
-    today = args.today or dt.datetime.now(dt.timezone.utc).date()
-    try:
-        findings = check_liveness(registry, fetch, args.repo, today)
+        return parse_time(value)
     except LivenessError as exc:
-        print(f"liveness: cannot read the run history of {args.repo}: {exc}", file=sys.stderr)
-        return 2
-    width = max((len(f.expected.name) for f in findings), default=10)
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m ci.liveness", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repo", default=None, help="OWNER/NAME (default: $GITHUB_REPOSITORY)")
+    parser.add_argument("--now", "--today", dest="now", type=_timestamp, default=None,
+                        help="UTC timestamp (or date: midnight UTC) the windows end at (default: now)")
+    parser.add_argument("--root", default=".")
+    parser.add_argument("--max-queued-hours", type=float, default=MAX_QUEUED_HOURS,
+                        help=f"a job queued with no runner longer than this is DEAD (default {MAX_QUEUED_HOURS:g})")
+    parser.add_argument("--self-check", action="store_true",
+                        help=f"check {SELF_WORKFLOW} itself: the scheduled workflows are active and it ran lately")
+    parser.add_argument("--days", type=int, default=SELF_CHECK_DAYS,
+                        help=f"with --self-check: the window in days (default {SELF_CHECK_DAYS})")
+    return parser
+
+
+def _report(findings: list[Finding]) -> int:
+    width = max((len(f.name) for f in findings), default=10)
     for f in findings:
-        print(f"{'ok  ' if f.ok else 'DEAD'}  {f.expected.name:<{width}}  {f.message}")
+        print(f"{'ok  ' if f.ok else 'DEAD'}  {f.name:<{width}}  {f.message}")
     dead = [f for f in findings if not f.ok]
-    print(f"liveness: {len(findings) - len(dead)} of {len(findings)} GitHub job(s) alive"
+    print(f"liveness: {len(findings) - len(dead)} of {len(findings)} check(s) alive"
           + (f"; {len(dead)} dead" if dead else ""))
-    return 1 if dead else 0
+    return EXIT_DEAD if dead else EXIT_ALIVE
+
+
+def main(argv: list[str] | None = None, fetch: Fetch | None = None, env: Mapping[str, str] | None = None) -> int:
+    env = os.environ if env is None else env
+    parser = _parser()
+    args = parser.parse_args(argv)
+    repo = args.repo or env.get("GITHUB_REPOSITORY")
+    if not repo or not re.fullmatch(r"[\w.-]+/[\w.-]+", repo):
+        parser.error(f"--repo must be OWNER/NAME (or set GITHUB_REPOSITORY), got {repo!r}")
+    if args.max_queued_hours <= 0 or args.days <= 0:
+        parser.error("--max-queued-hours and --days must be positive")
+    try:
+        if fetch is None:
+            token = env.get("GITHUB_TOKEN", "")
+            if not token:
+                print("liveness: GITHUB_TOKEN is not set; it needs a token that may read Actions history "
+                      "(in a workflow: env GITHUB_TOKEN: ${{ github.token }} with permissions actions: read)",
+                      file=sys.stderr)
+                return EXIT_UNREADABLE
+            fetch = GitHubApi(token, api_base(env))
+        now = args.now or dt.datetime.now(dt.timezone.utc)
+        if args.self_check:
+            return _report(self_check(fetch, repo, now, args.days))
+        try:
+            registry = load_registry(Path(args.root).resolve())
+        except (CollectionError, CatalogError) as exc:
+            print(f"liveness: registry cannot be collected:\n{exc}", file=sys.stderr)
+            return EXIT_UNREADABLE
+        return _report(check_liveness(registry, fetch, repo, now, args.max_queued_hours))
+    except LivenessError as exc:
+        print(f"liveness: cannot read the run history of {repo}: {exc}", file=sys.stderr)
+        return EXIT_UNREADABLE
 
 
 if __name__ == "__main__":

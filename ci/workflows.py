@@ -10,7 +10,8 @@ GPU groups a pull request touches (``python -m ci.changed_paths``), one GitHub j
 carries the ``run-gpu-ci`` label (a maintainer applying it is the approval, forks
 included) or comes from this repository and touches the group's path set.
 ``nightly.yml`` runs every nightly group on a cron schedule and on workflow_dispatch
-(a ``group`` choice); ``liveness.yml`` runs ``nox -s liveness`` daily.
+(a ``group`` choice); ``liveness.yml`` runs ``nox -s liveness`` daily, and the lint job runs
+``nox -s liveness -- --self-check`` (liveness.yml itself still scheduled and running).
 Never imports torch, ``impl`` or test code.
 """
 from __future__ import annotations
@@ -61,6 +62,8 @@ ACTIONS = {
 PERMISSION_COMMENTS = {   # zizmor (pedantic) asks for a reason next to each permission
     "  contents: read": "check out the repository; nothing is written",
     "  actions: read": "liveness reads the workflow-run and job history",
+    "      contents: read": "check out the repository; nothing is written",
+    "      actions: read": "liveness --self-check reads the liveness.yml run history",
 }
 
 
@@ -213,10 +216,22 @@ def group_job(group: GroupView, registry: Registry, *, gated: bool, dispatch: bo
     return out
 
 
+def liveness_self_check_step() -> dict[str, Any]:
+    """The check that keeps liveness.yml alive: GitHub disables a scheduled workflow after 60 days
+    without activity and never re-enables it, so every push and pull request asks the API whether
+    nightly.yml and liveness.yml are active and liveness.yml completed a run lately. Not in forks
+    (GitHub leaves their schedules off)."""
+    return {"name": "liveness.yml itself is scheduled and ran lately",
+            "if": "${{ !github.event.repository.fork }}",
+            "env": {"GITHUB_TOKEN": "${{ github.token }}"},
+            "run": "python3 -m nox -s liveness -- --self-check"}
+
+
 def lint_job(registry: Registry) -> dict[str, Any]:
     return {
         "name": "lint (ruff, registry audit, workflow checks)",
         "runs-on": HOSTED_RUNNER,
+        "permissions": {"contents": "read", "actions": "read"},
         "timeout-minutes": 20,
         "steps": [
             *nox_steps(registry),
@@ -224,6 +239,7 @@ def lint_job(registry: Registry) -> dict[str, Any]:
             {"name": "registry audit", "run": "python3 -m nox -s audit"},
             {"name": "workflow drift, schema, actionlint, zizmor",
              "run": "python3 -m nox -s workflows -- --check"},
+            liveness_self_check_step(),
         ],
     }
 
