@@ -3,6 +3,7 @@ registered/fixtures/liveness/ over real HTTP; never the network. Exit codes: 0 a
 from __future__ import annotations
 
 import datetime as dt
+import importlib.util
 import subprocess
 import sys
 import urllib.parse
@@ -363,6 +364,19 @@ def test_the_fake_api_honours_the_query_it_is_sent():
         assert len(every) == 5 and len(latest) == 3 and {j["run_attempt"] for j in every} == {1, 2}
     with FakeGitHub(load_case("alive")) as gh, pytest.raises(ApiError, match="refusing to send the token"):
         _api(gh)("https://elsewhere.example/repos/x/y/actions/runs")
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
+def test_the_fixtures_are_what_their_builder_writes():
+    """Item 8: every case file is the builder's output (edit the builder, then run it), one file per case."""
+    path = REAL_ROOT / "registered" / "fixtures" / "liveness" / "build_fixtures.py"
+    spec = importlib.util.spec_from_file_location("liveness_fixture_builder", path)
+    builder = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(builder)
+    built = builder.cases()
+    assert {p.stem for p in path.parent.glob("*.json")} == set(built)
+    for name, data in built.items():
+        assert load_case(name) == data, f"{name}.json is stale: python {path.relative_to(REAL_ROOT)}"
 
 
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=3)
