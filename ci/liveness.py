@@ -278,7 +278,7 @@ def judge(exp: Expected, history: _History, now: dt.datetime, since: dt.datetime
         notes.append(f"{len(history.startup_failures)} run(s) ended in startup_failure with no jobs "
                      f"(newest: run {run.get('id')} at {run.get('created_at')}; the workflow could not start)")
     return Finding(exp.name, False,
-                   f"no {what} of GitHub job '{exp.name}' ({exp.workflow}) since {iso(since)} ({days} days)"
+                   f"GitHub job '{exp.name}' ({exp.workflow}) has no {what} since {iso(since)} ({days} days)"
                    + "".join(f"; {n}" for n in notes) + f"; registry job(s): {', '.join(exp.jobs)}",
                    expected=exp)
 
