@@ -25,6 +25,13 @@ NOW_ARG = "2026-12-01T06:41:00Z"
 UTC = dt.timezone.utc
 
 
+@pytest.fixture(autouse=True)
+def _no_proxy(monkeypatch):
+    """The fake API is on 127.0.0.1: a proxy from the environment must not sit in between."""
+    for name in ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+
+
 @pytest.fixture(scope="module")
 def fixture_root(tmp_path_factory):
     repo = FixtureRepo(tmp_path_factory.mktemp("liveness"))
