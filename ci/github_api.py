@@ -93,6 +93,8 @@ class GitHubApi:
             last = attempt == self.attempts - 1
             try:
                 status, headers, body = self._get(full)
+            except ValueError as exc:      # a URL urllib cannot send (a malformed next link)
+                raise ApiError(f"GET {full}: {exc}") from None
             except _TRANSIENT as exc:
                 if last:
                     raise ApiError(f"GET {full}: {_reason(exc)} ({self.attempts} attempts)") from None
