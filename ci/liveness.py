@@ -16,8 +16,8 @@ GitHub gave up also ends as ``failure``, with no runner and no steps. A shard is
   days: success, failure, or cancelled after a runner took it (a job that hits its
   ``timeout-minutes`` is cancelled, GitHub's jobs never end ``timed_out``); skipped, neutral,
   ``action_required`` and never-started jobs do not count;
-- its newest job has been queued with no runner for more than ``--max-queued-hours``
-  (GitHub itself fails a job after 24 hours in the queue).
+- it has a job queued with no runner for more than ``--max-queued-hours`` and no job of the
+  same name ran after it was queued (GitHub itself fails a job after 24 hours in the queue).
 The window is ``now - days`` in full UTC timestamps: a job counts when its ``completed_at`` is
 inside it (runs are listed from 30 hours earlier, the longest a job can take from its run's creation).
 After a reshard (the shard count is recomputed from durations, so the names change) and until
@@ -64,7 +64,7 @@ MAX_QUEUED_HOURS = 6.0
 # timeout-minutes cap of ci/workflows.py): runs created this much before the window are read too.
 RUN_SLACK = dt.timedelta(hours=30)
 RAN = frozenset({"success", "failure", "timed_out", "cancelled"})   # per-commit, with a runner
-WAITING = frozenset({"queued", "pending", "requested", "waiting"})
+WAITING = frozenset({"queued", "pending", "requested"})     # for a runner ("waiting" is for an approval)
 Fetch = Callable[[str], tuple[Any, "str | None"]]   # url -> (decoded JSON, next page url or None)
 _SHARD_NAME = re.compile(r"(?P<group>.+) shard (?P<index>\d+)/(?P<count>\d+)")
 LivenessError = ApiError
@@ -250,15 +250,17 @@ def _reshard_evidence(exp: Expected, history: _History, since: dt.datetime) -> t
 def judge(exp: Expected, history: _History, now: dt.datetime, since: dt.datetime, days: int,
           max_queued: dt.timedelta) -> Finding:
     mine = [j for j in history.jobs if j.get("name") == exp.name]
+    hits = [j for j in mine if counts(j, exp.schedule, since)]
+    ran_last = max((parse_time(j["completed_at"]) for j in hits), default=None)
     stuck = [j for j in mine if j.get("status") in WAITING and not has_runner(j)
-             and now - parse_time(j.get("created_at"), "created_at") > max_queued]
+             and now - parse_time(j.get("created_at"), "created_at") > max_queued
+             and (ran_last is None or parse_time(j.get("created_at"), "created_at") > ran_last)]
     if stuck:
         job = _newest(stuck, "created_at")
         return Finding(exp.name, False, f"{describe(job, exp.labels, now)}; longer than "
                        f"{max_queued.total_seconds() / 3600:g} h; registry job(s): {', '.join(exp.jobs)}",
                        expected=exp)
     what = "successful run" if exp.schedule == "nightly" else "run on a push to main"
-    hits = [j for j in mine if counts(j, exp.schedule, since)]
     if hits:
         job = _newest(hits)
         extra = (" (cancelled after a runner took it: counted as a failed run)"

@@ -156,6 +156,12 @@ def test_a_job_queued_past_the_limit_is_dead_before_github_expires_it(fixture_ro
     assert lines["per-commit/cpu shard 1/1"].startswith("ok"), "an in-progress job leaves older evidence standing"
     with FakeGitHub(case) as gh:
         assert _main(fixture_root, gh, "--max-queued-hours", "12") == 0
+    # a job of the same name that ran after the stuck one was queued: a runner exists, nothing to report
+    later = dict(_job(case, 80099, "per-commit/h200-1 shard 1/1"), id=9950, run_id=80104,
+                 created_at="2026-12-01T00:00:00Z", completed_at="2026-12-01T00:30:00Z")
+    case["jobs"]["80104"].append(later)
+    with FakeGitHub(case) as gh:
+        assert _main(fixture_root, gh) == 0
 
 
 def _unreadable_cases():
