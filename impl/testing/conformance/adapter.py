@@ -30,9 +30,15 @@ def _arange(kwargs: dict[str, Any], of: str) -> torch.Tensor:
     return torch.arange(int(kwargs[of]), dtype=torch.int64, device=device)
 
 
+def _complex(kwargs: dict[str, Any], of: str) -> torch.Tensor:
+    real, imag = of.split(",")
+    return torch.complex(kwargs[real].float(), kwargs[imag].float())
+
+
 # name -> (what it builds, builder(our kwargs, parameter)); an Arg says e.g. derive="arange:stride"
 DERIVATIONS: dict[str, tuple[str, Callable[[dict[str, Any], str], Any]]] = {
     "arange": ("int64 0, 1, ..., our argument - 1, on the inputs' device", _arange),
+    "complex": ("complex64 table from our two real tables (real,imag), e.g. cos,sin -> freqs_cis", _complex),
 }
 
 
@@ -70,6 +76,8 @@ class OpAdapter:
     dtypes: tuple[str, ...] | None = None  # torch dtype names it claims for our op's dtype_args; None: all ours
     claims: tuple[str, ...] = ("core",)  # clauses of CLAUSES it claims
     stubs: tuple[str, ...] = ()  # modules replaced by placeholders when its module is loaded
+    implied: tuple[str, ...] = ()  # our arguments the engine infers from the others (not passed)
+    arg_ranks: tuple[tuple[str, int], ...] = ()  # (our argument, the only rank the engine takes)
     notes: str = ""
 
     @property
@@ -77,11 +85,19 @@ class OpAdapter:
         return f"{self.module}.{self.function}"
 
     def takes(self) -> set[str]:
-        """Our argument names this adapter passes on (directly or through a derivation)."""
-        out = set()
+        """Our argument names this adapter passes on (directly, through a derivation, or implied)."""
+        out = set(self.implied)
         for arg in self.args:
-            out.add(arg.derive.partition(":")[2] if arg.derive else (arg.ours or arg.name))
+            out.update(arg.derive.partition(":")[2].split(",") if arg.derive else [arg.ours or arg.name])
         return out
+
+    def unclaimed_rank(self, kwargs: dict[str, Any]) -> str:
+        """"" when every argument has a rank the engine accepts, else which one does not."""
+        for name, rank in self.arg_ranks:
+            value = kwargs.get(name)
+            if isinstance(value, torch.Tensor) and value.dim() != rank:
+                return f"{name} is {value.dim()}-D, the engine takes {rank}-D"
+        return ""
 
     def claims_dtype(self, dtype: torch.dtype) -> bool:
         return self.dtypes is None or str(dtype).removeprefix("torch.") in self.dtypes

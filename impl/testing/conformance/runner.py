@@ -98,6 +98,10 @@ def _guard_problem(name: str, buffer: torch.Tensor, before: torch.Tensor, guard:
 
 
 # ---------------------------------------------------------------- one call
+class MappingError(Exception):
+    """The adapter could not turn our arguments into the engine's (a derivation failed on them)."""
+
+
 @dataclass
 class Outcome:
     outputs: tuple[torch.Tensor, ...] | None = None
@@ -105,15 +109,22 @@ class Outcome:
     guard: str | None = None
 
 
-def call_engine(op: OpInfo, adapter: OpAdapter, fn: Callable, kwargs: dict[str, Any]) -> Outcome:
-    """Call the engine on (a copy of) our kwargs; in-place ops get the guarded buffer."""
-    kw = clone_kwargs(kwargs)
+def call_engine(op: OpInfo, adapter: OpAdapter, fn: Callable, kwargs: dict[str, Any], copy: bool = True) -> Outcome:
+    """Call the engine on (a copy of) our kwargs; a contiguous in-place argument becomes the guarded buffer.
+
+    ``copy=False`` hands the tensors over as made (error inputs: a clone would make a strided one contiguous)."""
+    kw = clone_kwargs(kwargs) if copy else dict(kwargs)
     guard_info = None
-    if op.mutates is not None and isinstance(kw.get(op.mutates), torch.Tensor) and kw[op.mutates].dim() >= 1:
+    target = kw.get(op.mutates) if op.mutates is not None else None
+    guardable = isinstance(target, torch.Tensor) and target.dim() >= 1 and target.device.type != "meta"
+    if guardable and target.is_contiguous():
         view, buffer, guard = _guarded(kw[op.mutates])
         kw[op.mutates] = view
         guard_info = (buffer, buffer.cpu().clone(), guard, view.shape[0])
-    call = engine_call(adapter, kw)
+    try:
+        call = engine_call(adapter, kw)
+    except Exception as exc:  # noqa: BLE001
+        return Outcome(error=MappingError(_exc_text(exc)))
     try:
         result = fn(*call.args, **call.kwargs)
         if torch.cuda.is_available():  # an asynchronous fault belongs to this call
@@ -138,6 +149,8 @@ def compare_outcome(op: OpInfo, outcome: Outcome, kwargs: dict[str, Any]) -> tup
         oracle_error = exc
     else:
         oracle_error = None
+    if isinstance(outcome.error, MappingError):
+        return "not-applicable", f"the adapter cannot map this call: {outcome.error}"
     if outcome.error is not None:
         if oracle_error is not None:
             return "agree", f"both raise ({type(outcome.error).__name__} / {type(oracle_error).__name__})"
@@ -236,7 +249,7 @@ def _sample_contract(op: OpInfo, adapter: OpAdapter, kwargs: dict[str, Any]) -> 
         value = kwargs.get(name)
         if isinstance(value, torch.Tensor) and not adapter.claims_dtype(value.dtype):
             return f"dtype {str(value.dtype).removeprefix('torch.')} not claimed"
-    return ""
+    return adapter.unclaimed_rank(kwargs)
 
 
 def run_sample(op, adapter, fn, sample, device, kind="sample", in_contract=True, why_out="") -> CaseResult:
@@ -289,10 +302,14 @@ def run_error_input(op, adapter, fn, err, device) -> CaseResult:
     if missing:
         return CaseResult("error", err.name, "not-applicable", False, f"engine takes no {', '.join(missing)}")
     with check_mode(bool(err.check)), _env(err.env):
-        outcome = call_engine(op, adapter, fn, kwargs)
+        outcome = call_engine(op, adapter, fn, kwargs, copy=False)
     want = f"{err.error.__name__} matching {err.match!r}"
+    if isinstance(outcome.error, MappingError):
+        return CaseResult("error", err.name, "not-applicable", False, f"the adapter cannot map it: {outcome.error}")
     if outcome.error is None:
         status, detail = "raises-differently", f"does not raise (want {want})"
+        if outcome.guard:
+            detail += f"; {outcome.guard}"
     elif not isinstance(outcome.error, err.error):
         status, detail = "raises-differently", f"raises {_exc_text(outcome.error)} (want {want})"
     elif "error-messages" in adapter.claims and not re.search(err.match, str(outcome.error)):

@@ -11,6 +11,7 @@ from __future__ import annotations
 from impl.testing.conformance.adapter import Arg, EngineAdapter, OpAdapter
 
 RUNTIME = "sglang.kernels.ops.attention.dsv4.unified_kv_kernels.runtime"
+ROPE = "sglang.kernels.ops.attention.deepseek_v4_rope"
 VERIFY_WINDOW = "sglang.kernels.ops.speculative.dspark.dspark_verify_window"
 
 ADAPTER = EngineAdapter(
@@ -34,6 +35,14 @@ ADAPTER = EngineAdapter(
                   Arg("ring_stride", "ring"), Arg("final_pos")),
             dtypes=("bfloat16",),
             notes="keyword-only; window -> win, ring -> ring_stride; returns None",
+        ),
+        OpAdapter(
+            op="fused_norm_rope_",
+            module=ROPE, function="fused_norm_rope_inplace_triton",
+            args=(Arg("kv"), Arg("weight"), Arg("eps"), Arg("freqs_cis", derive="complex:cos,sin"), Arg("positions")),
+            implied=("rope_dim",), arg_ranks=(("kv", 2),),
+            notes="the Triton variant; cos/sin tables -> one complex freqs_cis table; rope_dim = its width x 2; "
+                  "kv [M, head_dim] only",
         ),
         OpAdapter(
             op="build_commit_inject_layout",
