@@ -19,6 +19,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--root", required=True, help="the engine's source root (sglang: its python/ directory)")
     parser.add_argument("--ops", default="", help="comma-separated op names (default: every op the adapter maps)")
     parser.add_argument("--format", choices=("text", "json"), default="text")
+    parser.add_argument("--json", default=None, metavar="PATH", help="also write the JSON report to PATH")
     parser.add_argument("--large", action="store_true", help="GPU-sized samples")
     parser.add_argument("--kinds", default="sample,error,bad-value", help="case kinds to run")
     return parser.parse_args(argv)
@@ -56,6 +57,8 @@ def main(argv: list[str] | None = None) -> int:
     results = run_engine(engine, str(root), device, ops or None, kinds=kinds, large=args.large)
     render = as_json if args.format == "json" else format_text
     print(render(engine.name, str(root), str(device), results))
+    if args.json:
+        Path(args.json).write_text(as_json(engine.name, str(root), str(device), results) + "\n")
     return 1 if any(r.failed for r in results) else 0
 
 

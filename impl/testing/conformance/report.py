@@ -12,16 +12,19 @@ from impl.testing.conformance.runner import OpResult
 
 
 def _counts(result: OpResult) -> str:
-    ran = [c for c in result.cases if c.status != "not-applicable"]
-    agree = sum(c.status == "agree" for c in ran)
-    core_bad, out_bad = len(result.core_failures), len(result.out_of_contract)
-    return f"{agree}/{len(ran)} agree, {core_bad} core, {out_bad} out-of-contract"
+    """Agreeing / run cases per kind (not-applicable ones left out), then core and out-of-contract differences."""
+    parts = []
+    for kind, label in (("sample", "samples"), ("error", "errors"), ("bad-value", "bad values")):
+        ran = [c for c in result.cases if c.kind == kind and c.status != "not-applicable"]
+        if ran:
+            parts.append(f"{label} {sum(c.status == 'agree' for c in ran)}/{len(ran)}")
+    return ", ".join(parts) + f"; core {len(result.core_failures)}, apart {len(result.out_of_contract)}"
 
 
 def format_text(engine: str, root: str, device: str, results: list[OpResult]) -> str:
     lines = [f"conformance: engine {engine}, root {root}, device {device}"]
     rows = [(r.op, r.verdict, _counts(r) if r.cases else r.detail, r.where) for r in results]
-    lines.append(format_table(("op", "verdict", "cases", "engine function"), rows))
+    lines.append(format_table(("op", "verdict", "agree/run (core, apart: differences)", "engine function"), rows))
     for r in results:
         if r.stubs:
             lines.append(f"{r.op}: stubs used: {', '.join(r.stubs)}")

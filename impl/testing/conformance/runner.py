@@ -180,12 +180,14 @@ def _exc_text(exc: BaseException) -> str:
 
 # ---------------------------------------------------------------- shrinking
 def _row_args(op: OpInfo, kwargs: dict[str, Any]) -> tuple[int, list[str]]:
-    """(row count, names of the tensors that have one entry per row): the first non-mutated tensor sets it."""
-    tensors = [(k, v) for k, v in kwargs.items() if isinstance(v, torch.Tensor) and v.dim() >= 1 and k != op.mutates]
+    """(row count, names of the tensors with one entry per row). The first tensor argument sets the count
+    (kv, req_pool_indices, ...); the in-place argument is a row argument only when it is that first one
+    (norm+RoPE's kv), never when it is a destination (the ring ``unified``)."""
+    tensors = [(k, v) for k, v in kwargs.items() if isinstance(v, torch.Tensor) and v.dim() >= 1]
     if not tensors:
         return 0, []
-    n = tensors[0][1].shape[0]
-    return n, [k for k, v in tensors if v.shape[0] == n]
+    first, n = tensors[0][0], tensors[0][1].shape[0]
+    return n, [k for k, v in tensors if v.shape[0] == n and (k != op.mutates or k == first)]
 
 
 def _take(kwargs: dict[str, Any], names: list[str], keep: list[int]) -> dict[str, Any]:
