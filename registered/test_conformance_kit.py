@@ -167,3 +167,37 @@ def test_pytest_entry_runs_only_the_kit_tests_in_an_engine_ci():
     bad = _python(*common, "--engine", "fixture-buggy", "--engine-ops", "scatter_into_unified")
     assert bad.returncode == 1 and "1 failed" in bad.stdout
     assert "scatter_into_unified [sample all-locs-minus-1] differ" in bad.stdout
+
+
+CRASHY = '''
+import os
+import torch
+
+
+def put_rows(*, kv, loc, unified):
+    if kv.shape[1] == 40:      # the odd-width sample: the process dies, as on a segfault
+        os._exit(7)
+    if kv.dtype == torch.uint8:  # as a kernel that faults the GPU reports it
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+    for i, target in enumerate(loc.tolist()):
+        if 0 <= target < unified.shape[0]:
+            unified[target] = kv[i]
+'''
+
+
+@register(suite="kernels", hardware="cpu", schedule="per-commit", est_time=45)
+def test_isolated_runs_survive_a_crash_and_a_device_fault(tmp_path):
+    (tmp_path / "crashy").mkdir()
+    (tmp_path / "crashy" / "k.py").write_text(CRASHY)
+    from impl.testing.conformance.adapter import Arg, EngineAdapter, OpAdapter
+    engine = EngineAdapter("crashy", "crashy", (OpAdapter("scatter_into_unified", "crashy.k", "put_rows",
+                                                          (Arg("kv"), Arg("loc"), Arg("unified"))),))
+    result = runner.run_op(engine, engine.ops[0], str(tmp_path), "cpu", kinds=("sample",), isolate=True)
+    by_name = {c.name: c for c in result.cases}
+    assert list(by_name) == [s.name for s in OPS_BY_NAME["scatter_into_unified"].samples(False)]
+    assert by_name["odd-width-D40"].status == "raises"
+    assert by_name["odd-width-D40"].detail == "crashed the process (exit code 7)"
+    assert by_name["uint8"].detail.startswith("faulted the device (later cases ran in a fresh process)")
+    others = [c for c in result.cases if c.name not in ("odd-width-D40", "uint8")]
+    assert others and all(c.status == "agree" for c in others), [(c.name, c.detail) for c in others]
+    assert result.verdict == "raises differently"

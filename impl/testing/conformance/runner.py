@@ -346,8 +346,46 @@ def _verdict(cases: list[CaseResult]) -> str:
     return "agree"
 
 
+def case_list(op: OpInfo, kinds: tuple[str, ...], large: bool = False) -> list[tuple[str, Any]]:
+    """Every (kind, case) the op table declares for ``op``, in a fixed order."""
+    out: list[tuple[str, Any]] = []
+    if "sample" in kinds:
+        out += [("sample", s) for s in op.samples(large)]
+    if "error" in kinds:
+        out += [("error", e) for e in op.error_inputs()]
+    if "bad-value" in kinds:
+        out += [("bad-value", s) for s in bad_value_samples(op)]
+    return out
+
+
+def run_case(op: OpInfo, adapter: OpAdapter, fn: Callable, kind: str, case: Any, device) -> CaseResult:
+    if kind == "sample":
+        return run_sample(op, adapter, fn, case, device)
+    if kind == "error":
+        return run_error_input(op, adapter, fn, case, device)
+    return run_bad_value(op, adapter, fn, case, device)
+
+
+def claimed(adapter: OpAdapter, kind: str, case: Any) -> bool:
+    """Whether a difference on this case would be a core one (for a case that crashed before it could say)."""
+    if kind == "sample":
+        return True
+    if kind == "error":
+        return not case.env and ("check-mode" if case.check else "error-types") in adapter.claims
+    return "§10" in adapter.claims or (getattr(case, "rule", "") or "§10") in adapter.claims
+
+
+def device_fault(result: CaseResult) -> bool:
+    """The case left the device unusable (a CUDA/HIP fault is sticky: later calls in the process fail too)."""
+    text = result.detail
+    return any(k in text for k in ("AcceleratorError", "CUDA error", "illegal memory access", "HIP error"))
+
+
 def run_op(engine: EngineAdapter, adapter: OpAdapter, root: str, device: torch.device | str,
-           kinds: tuple[str, ...] = ("sample", "error", "bad-value"), large: bool = False) -> OpResult:
+           kinds: tuple[str, ...] = ("sample", "error", "bad-value"), large: bool = False,
+           isolate: bool | None = None) -> OpResult:
+    """Every case of one op. ``isolate`` (default: on a GPU) runs them in child processes, a fresh one after
+    a case that faults the device, so one bad address cannot take the other cases (or ops) with it."""
     op = OPS_BY_NAME.get(adapter.op)
     if op is None:
         return OpResult(adapter.op, adapter.where, "load error", detail=f"no op {adapter.op!r} in the op table")
@@ -357,13 +395,13 @@ def run_op(engine: EngineAdapter, adapter: OpAdapter, root: str, device: torch.d
         return OpResult(op.name, adapter.where, "not provided", detail=f"not found at this commit: {exc}")
     except Exception as exc:  # noqa: BLE001 - a module that fails to import is reported, not raised
         return OpResult(op.name, adapter.where, "load error", detail=_exc_text(exc))
-    cases: list[CaseResult] = []
-    if "sample" in kinds:
-        cases += [run_sample(op, adapter, fn, s, device) for s in op.samples(large)]
-    if "error" in kinds:
-        cases += [run_error_input(op, adapter, fn, e, device) for e in op.error_inputs()]
-    if "bad-value" in kinds:
-        cases += [run_bad_value(op, adapter, fn, s, device) for s in bad_value_samples(op)]
+    if isolate is None:
+        isolate = torch.device(device).type != "cpu"
+    if isolate:
+        from impl.testing.conformance.isolate import run_cases_isolated
+        cases = run_cases_isolated(engine, adapter, root, str(device), kinds, large)
+    else:
+        cases = [run_case(op, adapter, fn, kind, case, device) for kind, case in case_list(op, kinds, large)]
     return OpResult(op.name, adapter.where, _verdict(cases), cases, list(log.stubs), list(log.files))
 
 
