@@ -39,12 +39,13 @@ MUST_FAIL = {
 
 
 def _run(adapter, op, kinds=("sample",)):
-    return runner.run_op(adapter, adapter.op(op), str(TREE), default_device(), kinds=kinds)
+    return runner.run_op(adapter, adapter.op(op), str(TREE), default_device(), kinds=kinds, isolate=False)
 
 
 @register(suite="kernels", hardware=["cpu", "h200-1"], schedule="per-commit", est_time=20)
 def test_fixture_engine_correct_kernels_agree_and_a_moved_function_is_not_provided():
-    results = {r.op: r for r in runner.run_engine(fixture.ADAPTER, str(TREE), default_device(), kinds=("sample",))}
+    results = {r.op: r for r in runner.run_engine(fixture.ADAPTER, str(TREE), default_device(), kinds=("sample",),
+                                                     isolate=False)}
     for op in ("scatter_into_unified", "store_swa_into_unified", "build_commit_inject_layout"):
         r = results[op]
         assert r.verdict == "agree", (op, [(c.name, c.detail) for c in r.core_failures])
@@ -145,7 +146,7 @@ def test_cli_exit_status_json_and_bad_arguments():
     assert any(c["name"] == "commit-0-and-over-stride" and c["in_contract"] and c["status"] == "differ"
                for c in op["cases"])
     good = _python("-m", "impl.testing.conformance", "--engine", "fixture", "--root", str(TREE),
-                   "--ops", "build_commit_inject_layout,unified_inject_loc")
+                   "--ops", "build_commit_inject_layout,unified_inject_loc", "--no-isolate")
     assert good.returncode == 0, good.stdout + good.stderr
     assert "not found at this commit" in good.stdout and "result: pass" in good.stdout
     for args, needle in ((("--engine", "nope", "--root", str(TREE)), "--engine must be one of"),
@@ -161,7 +162,7 @@ def test_cli_exit_status_json_and_bad_arguments():
 def test_pytest_entry_runs_only_the_kit_tests_in_an_engine_ci():
     common = ("-m", "pytest", "-p", "impl.testing.conformance.pytest_plugin", "-p", "no:cacheprovider", "-q",
               "--rootdir", str(TREE), "--engine-root", str(TREE))
-    good = _python(*common, "--engine", "fixture")
+    good = _python(*common, "--engine", "fixture", "--engine-no-isolate")
     assert good.returncode == 0, good.stdout[-3000:]
     assert "3 passed, 1 skipped" in good.stdout and "not found at this commit" in good.stdout, good.stdout[-2000:]
     bad = _python(*common, "--engine", "fixture-buggy", "--engine-ops", "scatter_into_unified")

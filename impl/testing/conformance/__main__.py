@@ -21,6 +21,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--format", choices=("text", "json"), default="text")
     parser.add_argument("--json", default=None, metavar="PATH", help="also write the JSON report to PATH")
     parser.add_argument("--large", action="store_true", help="GPU-sized samples")
+    parser.add_argument("--no-isolate", action="store_true",
+                        help="run every case in this process (faster; a kernel that segfaults or faults the GPU "
+                             "then ends the run)")
     parser.add_argument("--kinds", default="sample,error,bad-value", help="case kinds to run")
     return parser.parse_args(argv)
 
@@ -54,7 +57,8 @@ def main(argv: list[str] | None = None) -> int:
     from impl.testing.conformance.report import as_json, format_text
     from impl.testing.conformance.runner import run_engine
     device = default_device()
-    results = run_engine(engine, str(root), device, ops or None, kinds=kinds, large=args.large)
+    results = run_engine(engine, str(root), device, ops or None, kinds=kinds, large=args.large,
+                         isolate=not args.no_isolate)
     render = as_json if args.format == "json" else format_text
     print(render(engine.name, str(root), str(device), results))
     if args.json:

@@ -9,8 +9,8 @@ from impl.testing.conformance.runner import run_op
 
 
 def test_conformance(conformance_engine, conformance_op):
-    engine, root = conformance_engine
-    result = run_op(engine, engine.op(conformance_op), root, default_device())
+    engine, root, isolate = conformance_engine
+    result = run_op(engine, engine.op(conformance_op), root, default_device(), isolate=isolate)
     report = format_text(engine.name, root, str(default_device()), [result])
     if result.verdict == "not provided":
         pytest.skip(f"{conformance_op}: {result.detail}")

@@ -23,6 +23,8 @@ def pytest_addoption(parser):
     group.addoption("--engine", default=None, help="engine adapter name (sglang, fixture, fixture-buggy)")
     group.addoption("--engine-root", default=None, help="the engine's source root (sglang: its python/ directory)")
     group.addoption("--engine-ops", default="", help="comma-separated op names (default: every mapped op)")
+    group.addoption("--engine-no-isolate", action="store_true",
+                    help="run the cases in the pytest process (faster; a crashing kernel then ends the session)")
 
 
 def pytest_configure(config):
@@ -60,4 +62,4 @@ def conformance_engine(request):
     engine = get_engine(request.config.getoption("engine"))
     if not (root / engine.package).is_dir():
         raise pytest.UsageError(f"--engine-root must hold the {engine.package} package ({engine.root_hint})")
-    return engine, str(root)
+    return engine, str(root), not request.config.getoption("engine_no_isolate")

@@ -383,9 +383,11 @@ def device_fault(result: CaseResult) -> bool:
 
 def run_op(engine: EngineAdapter, adapter: OpAdapter, root: str, device: torch.device | str,
            kinds: tuple[str, ...] = ("sample", "error", "bad-value"), large: bool = False,
-           isolate: bool | None = None) -> OpResult:
-    """Every case of one op. ``isolate`` (default: on a GPU) runs them in child processes, a fresh one after
-    a case that faults the device, so one bad address cannot take the other cases (or ops) with it."""
+           isolate: bool = True) -> OpResult:
+    """Every case of one op. ``isolate`` (default: yes) runs them in spawned child processes, a fresh one after
+    a case that faults the device or kills the process: an engine kernel given a wild address can fault a GPU
+    (sticky for the process) or segfault even Triton's interpreter, and one such case must not take the other
+    cases (or ops) with it. ``isolate=False`` runs in this process (faster; for trusted kernels)."""
     op = OPS_BY_NAME.get(adapter.op)
     if op is None:
         return OpResult(adapter.op, adapter.where, "load error", detail=f"no op {adapter.op!r} in the op table")
@@ -395,8 +397,6 @@ def run_op(engine: EngineAdapter, adapter: OpAdapter, root: str, device: torch.d
         return OpResult(op.name, adapter.where, "not provided", detail=f"not found at this commit: {exc}")
     except Exception as exc:  # noqa: BLE001 - a module that fails to import is reported, not raised
         return OpResult(op.name, adapter.where, "load error", detail=_exc_text(exc))
-    if isolate is None:
-        isolate = torch.device(device).type != "cpu"
     if isolate:
         from impl.testing.conformance.isolate import run_cases_isolated
         cases = run_cases_isolated(engine, adapter, root, str(device), kinds, large)
