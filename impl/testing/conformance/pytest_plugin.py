@@ -32,10 +32,16 @@ def pytest_configure(config):
         return
     if config.getoption("engine_root") is None:
         raise pytest.UsageError("--engine needs --engine-root PATH (the engine's source root)")
-    if config.args_source != pytest.Config.ArgsSource.ARGS:  # no paths given: our tests only
+    if not _paths_given(config):  # no paths given: our tests only, never the engine's suite
         config.args[:] = [str(TESTS)]
     elif str(TESTS) not in config.args:
         config.args.append(str(TESTS))
+
+
+def _paths_given(config) -> bool:
+    """Whether the command line named test paths (pytest < 7.4 cannot say: then only the kit's tests run)."""
+    sources = getattr(pytest.Config, "ArgsSource", None)
+    return sources is not None and config.args_source == sources.ARGS
 
 
 def pytest_generate_tests(metafunc):
