@@ -11,7 +11,7 @@ from __future__ import annotations
 import multiprocessing as mp
 
 from impl.testing.conformance.adapter import EngineAdapter, OpAdapter
-from impl.testing.conformance.runner import CaseResult, case_list, claimed, device_fault
+from impl.testing.conformance.cases import CaseResult, case_list, claimed, device_fault
 
 def _worker(engine: EngineAdapter, adapter: OpAdapter, root: str, device: str, kinds, large: bool, start: int,
             out) -> None:
@@ -19,7 +19,8 @@ def _worker(engine: EngineAdapter, adapter: OpAdapter, root: str, device: str, k
 
     import impl.kernels  # noqa: F401 - Triton's mode (interpreter on CPU) is fixed before the engine loads
     from impl.testing.conformance.loader import load_function
-    from impl.testing.conformance.runner import OPS_BY_NAME, _exc_text, run_case
+    from impl.testing.conformance.cases import _exc_text, run_case
+    from impl.testing.op_table import OPS_BY_NAME
 
     op = OPS_BY_NAME[adapter.op]
     fn, _ = load_function(root, adapter.module, adapter.function, engine.stubs_for(adapter))
@@ -38,7 +39,7 @@ def _worker(engine: EngineAdapter, adapter: OpAdapter, root: str, device: str, k
 
 def run_cases_isolated(engine: EngineAdapter, adapter: OpAdapter, root: str, device: str, kinds, large: bool
                        ) -> list[CaseResult]:
-    from impl.testing.conformance.runner import OPS_BY_NAME
+    from impl.testing.op_table import OPS_BY_NAME
     cases = case_list(OPS_BY_NAME[adapter.op], kinds, large)
     ctx = mp.get_context("spawn")
     results: list[CaseResult] = []
