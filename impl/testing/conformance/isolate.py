@@ -1,0 +1,75 @@
+"""Run one op's cases in child processes (spawned), one fresh child after any case that faults the device.
+
+A wrong address in an engine's kernel can fault the GPU (``illegal memory access``); the fault is
+sticky, so every later CUDA call of that process fails. The parent streams case results from a
+child; after a faulting case the child stops and the next one starts at the following case. A
+child that dies without a word (a segfault) gets its current case reported as crashed.
+Imports the kit's runner and loader.
+"""
+from __future__ import annotations
+
+import multiprocessing as mp
+
+from impl.testing.conformance.adapter import EngineAdapter, OpAdapter
+from impl.testing.conformance.cases import CaseResult, case_list, claimed, device_fault
+
+def _worker(engine: EngineAdapter, adapter: OpAdapter, root: str, device: str, kinds, large: bool, start: int,
+            out) -> None:
+    import torch
+
+    import impl.kernels  # noqa: F401 - Triton's mode (interpreter on CPU) is fixed before the engine loads
+    from impl.testing.conformance.loader import load_function
+    from impl.testing.conformance.cases import _exc_text, run_case
+    from impl.testing.op_table import OPS_BY_NAME
+
+    op = OPS_BY_NAME[adapter.op]
+    fn, _ = load_function(root, adapter.module, adapter.function, engine.stubs_for(adapter))
+    cases = case_list(op, kinds, large)
+    for index in range(start, len(cases)):
+        kind, case = cases[index]
+        try:
+            result = run_case(op, adapter, fn, kind, case, torch.device(device))
+        except Exception as exc:  # noqa: BLE001 - the harness step (making inputs, the oracle) failed
+            result = CaseResult(kind, case.name, "raises", claimed(adapter, kind, case), f"harness: {_exc_text(exc)}")
+        out.send((index, result))  # a pipe, not a queue: sent before the next case can kill the process
+        if device_fault(result):
+            break
+    out.send(None)
+
+
+def run_cases_isolated(engine: EngineAdapter, adapter: OpAdapter, root: str, device: str, kinds, large: bool
+                       ) -> list[CaseResult]:
+    from impl.testing.op_table import OPS_BY_NAME
+    cases = case_list(OPS_BY_NAME[adapter.op], kinds, large)
+    ctx = mp.get_context("spawn")
+    results: list[CaseResult] = []
+    start = 0
+    while start < len(cases):
+        receive, send = ctx.Pipe(duplex=False)
+        child = ctx.Process(target=_worker, args=(engine, adapter, root, device, kinds, large, start, send))
+        child.start()
+        send.close()  # the child holds the only writer: its death ends the pipe
+        finished = False
+        while True:
+            try:
+                message = receive.recv()
+            except EOFError:
+                break
+            if message is None:
+                finished = True
+                break
+            index, result = message
+            if device_fault(result):
+                result.detail = f"faulted the device (later cases ran in a fresh process): {result.detail}"
+            results.append(result)
+            start = index + 1
+        receive.close()
+        child.join()
+        if finished and start < len(cases):  # stopped after a fault: go on in a fresh child
+            continue
+        if not finished and start < len(cases):  # died without a word on case `start`
+            kind, case = cases[start]
+            results.append(CaseResult(kind, case.name, "raises", claimed(adapter, kind, case),
+                                      f"crashed the process (exit code {child.exitcode})"))
+            start += 1
+    return results
