@@ -18,8 +18,6 @@ from impl.testing.op_table import OPS, bad_value_cases, check_mode_rejection, sa
 
 CASES = bad_value_cases(OPS)
 BACKENDS = ["torch", default_kernel_backend()]  # triton-interpret on CPU, triton on a GPU
-# The renorm ops' §10.7 cases live in registered/test_renorm_bad_values.py until their samples join the table.
-NOT_YET_IN_TABLE = {"top_k_renorm", "top_p_renorm"}
 
 
 def _case_id(case) -> str:
@@ -50,7 +48,7 @@ def test_check_mode_rejects_bad_value_naming_the_argument(case, backend):
 def test_every_op_declares_bad_values_with_a_rule_and_an_argument():
     """Each op of the table carries its §10 cases; names are unique, each cites its rule and its
     check-mode message is anchored on the argument it names."""
-    missing = sorted(op.name for op in OPS if op.bad_value_samples is None and op.name not in NOT_YET_IN_TABLE)
+    missing = sorted(op.name for op in OPS if op.bad_value_samples is None)
     assert not missing, f"ops without bad-value samples: {missing}"
     for op in OPS:
         samples = op.bad_value_samples() if op.bad_value_samples else []

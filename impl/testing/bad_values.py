@@ -168,3 +168,44 @@ def prefill_bad_values() -> list[BadValueSample]:
         _b("negative-prefix", _prefill([-3, 2], [2, 1]), match=r"^prefix_lens must be non-negative", rule=rule),
         _b("negative-extend", _prefill([1, 4, 0], [2, -1, 3]), match=r"^extend_lens must be non-negative", rule=rule),
     ]
+
+
+# ---------------------------------------------------------------- top-k / top-p
+def _bad_probs(seed: int) -> torch.Tensor:
+    """Row 0: NaN and negative entries among valid ones (a NaN where the largest would be); row 1: no
+    positive mass (NaN, negatives, zeros, -0.0); row 2: valid; row 3: -0.0 beside subnormal positives."""
+    p = torch.rand(4, 40, generator=generator(seed))
+    p[0, [0, 7, 19]] = float("nan")
+    p[0, [3, 25]] = torch.tensor([-0.5, -1e30])
+    p[0, 11] = 5.0
+    p[1] = torch.tensor([float("nan"), -1.0, 0.0, -0.0] * 10)
+    p[3, :20] = -0.0
+    p[3, 20:] = 2.0 ** -140 * (1 + torch.arange(20.0))
+    return p
+
+
+def topk_bad_values() -> list[BadValueSample]:
+    rule = "§10.7"
+    return [
+        _b("nan-and-negative-entries", lambda device: to_device(device, probs=_bad_probs(231),
+                                                                k=torch.tensor([3, 5, 7, 30])),
+           match=r"^probs must be", rule=rule),
+        _b("nan-entries-scalar-k", lambda device: to_device(device, probs=_bad_probs(232), k=4),
+           match=r"^probs must be", rule=rule),
+    ]
+
+
+def topp_bad_values() -> list[BadValueSample]:
+    rule = "§10.7"
+    nan = float("nan")
+    valid = lambda seed: torch.rand(3, 24, generator=generator(seed))  # noqa: E731
+    return [
+        _b("nan-and-negative-entries", lambda device: to_device(device, probs=_bad_probs(241),
+                                                                p=torch.tensor([0.5, 0.9, 0.7, 0.3])),
+           match=r"^probs must be", rule=rule),
+        _b("nan-entries-scalar-p", lambda device: to_device(device, probs=_bad_probs(242), p=0.6),
+           match=r"^probs must be", rule=rule),
+        _b("nan-p-keeps-every-positive-entry", lambda device: to_device(device, probs=valid(243),
+                                                                        p=torch.tensor([0.5, nan, 0.2])),
+           match=r"^p must not hold NaN", rule=rule),
+    ]

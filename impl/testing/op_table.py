@@ -74,10 +74,10 @@ OPS: list[OpInfo] = [
            bad_value_samples=B.prefill_bad_values),
     OpInfo("top_k_renorm", K.top_k_renorm, R.top_k_renorm, S.topk_samples, E.topk_errors, RENORM,
            dtypes=(torch.float32,), dtype_args=("probs",), graph_safe=True, syncs=0,
-           variants=top_k_variants, tags=("triton",)),
+           variants=top_k_variants, tags=("triton",), bad_value_samples=B.topk_bad_values),
     OpInfo("top_p_renorm", K.top_p_renorm, R.top_p_renorm, S.topp_samples, E.topp_errors, RENORM,
            dtypes=(torch.float32,), dtype_args=("probs",), graph_safe=True, syncs=0,
-           variants=top_p_variants, tags=("triton",)),
+           variants=top_p_variants, tags=("triton",), bad_value_samples=B.topp_bad_values),
 ]
 
 OPS_BY_NAME = {op.name: op for op in OPS}
