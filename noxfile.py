@@ -17,8 +17,13 @@ Environments. Two environments under ``.nox/`` are shared by every session: ``sh
 (torch, triton, the project with its test extras; ``bench`` adds matplotlib to it) and
 ``shared-tools`` (pyyaml, check-jsonschema, ruff, actionlint, zizmor: no torch). Each is
 installed once and reinstalled only when its key changes (pins, the requirements in
-pyproject.toml, Python),
-so ``nox -s kernels`` then ``nox -s pr`` installs torch once. On a machine without a GPU
+pyproject.toml, system site-packages), so ``nox -s kernels`` then ``nox -s pr`` installs torch once.
+The interpreter running nox is not in the key: the env runs its own ``bin/python``, so nox
+started from another interpreter (pipx, a different venv) reuses it as it is; an env whose
+``bin/python`` no longer runs counts as changed. Reuse flags never delete: with ``-r`` /
+``--reuse-existing-virtualenvs`` a missing env is created and missing extras are added, and
+with ``-R`` / ``--no-install`` nothing is installed at all; an env that would need a rebuild
+(or, under ``--no-install``, any install) is refused with one line on stderr and exit 2. On a machine without a GPU
 torch is ``torch==2.13.0`` (the CPU build on disk here); CI passes the catalog's pins
 (``CI_TORCH_VERSION``, ``CI_TRITON_VERSION``, ``CI_TORCH_INDEX_URL``, from
 ``ci/hardware.yaml``). On an NVIDIA machine the env sees the system site-packages and pip
@@ -37,6 +42,7 @@ import hashlib
 import json
 import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 from typing import Callable
@@ -155,17 +161,54 @@ def _pins() -> dict[str, str]:
     return pins
 
 
+def _reuse_flag(session: nox.Session) -> tuple[str | None, bool]:
+    """(the reuse flag given, whether it forbids installing): ``-R``/``--no-install`` forbid any
+    install; ``-r``/``--reuse-existing-virtualenvs`` (``--reuse-venv=yes|always``) only deleting."""
+    config = getattr(getattr(session, "_runner", None), "global_config", None)   # noqa: SLF001 - no public accessor
+    if getattr(config, "no_install", False):
+        return "-R/--no-install", True
+    if getattr(config, "reuse_venv", "no") in ("yes", "always"):
+        return "-r/--reuse-existing-virtualenvs", False
+    return None, False
+
+
+def _refuse(message: str) -> None:
+    """One line on stderr, exit 2 (nox lets SystemExit through)."""
+    print(f"nox: error: {message}", file=sys.stderr, flush=True)
+    raise SystemExit(2)
+
+
+def _runs(python: Path) -> bool:
+    try:
+        return subprocess.run([str(python), "-c", ""], capture_output=True, timeout=60).returncode == 0
+    except OSError:
+        return False
+
+
 def _ensure(session: nox.Session, name: str, key: dict, extras: tuple[str, ...],
             install: Callable[[Callable[..., None], tuple[str, ...]], None], *, system_site: bool = False) -> Path:
-    """Create/refresh ``.nox/shared-<name>``: reinstall when ``key`` changed, add missing ``extras``."""
+    """Create/refresh ``.nox/shared-<name>``: reinstall when ``key`` changed, add missing ``extras``.
+    Under a reuse flag it never deletes (and under --no-install never installs): it refuses instead."""
     env = ROOT / ".nox" / f"shared-{name}"
     python = env / "bin" / "python"
     stamp = env / "dspark-env.json"
-    key = {**key, "python": sys.executable, "system_site": system_site, "requirements": _requirements_hash()}
+    key = {**key, "system_site": system_site, "requirements": _requirements_hash()}
     state = json.loads(stamp.read_text()) if stamp.is_file() else {}
-    if state.get("key") != key:
+    if "key" in state:   # stamps written before the interpreter running nox left the key
+        state["key"] = {k: v for k, v in state["key"].items() if k != "python"}
+    flag, no_install = _reuse_flag(session)
+    where = env.relative_to(ROOT)
+    if state.get("key") != key or not _runs(python):
+        old = state.get("key")
+        changed = sorted(k for k in set(key) | set(old or {}) if key.get(k) != (old or {}).get(k))
+        why = ("its install never finished (no dspark-env.json)" if old is None
+               else f"its key changed ({', '.join(changed)})" if changed else "its bin/python does not run")
+        if env.exists() and flag:
+            _refuse(f"{where}: {why}; {flag} never deletes an environment: run without it to rebuild")
+        if no_install:
+            _refuse(f"{where}: does not exist; {flag} never installs: run without it once to create it")
         if env.exists():
-            session.log(f"{env.relative_to(ROOT)}: key changed, rebuilding")
+            session.log(f"{where}: {why}, rebuilding")
             shutil.rmtree(env)
         session.run_install(sys.executable, "-m", "venv", *(["--system-site-packages"] if system_site else []),
                             str(env), external=True)
@@ -174,6 +217,9 @@ def _ensure(session: nox.Session, name: str, key: dict, extras: tuple[str, ...],
     if not missing and state["extras"]:
         session.log(f"{env.relative_to(ROOT)}: up to date ({', '.join(state['extras'])}); nothing installed")
         return env
+    if no_install:
+        _refuse(f"{where}: lacks the extras {list(missing or extras)} this session needs; {flag} never installs: "
+                "run without it to add them")
 
     def pip(*args: str) -> None:
         session.run_install(str(python), "-m", "pip", "install", "--disable-pip-version-check", *args, external=True)

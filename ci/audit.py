@@ -336,6 +336,10 @@ def rule_impossible(report: AuditReport, table: SkipTable, uses: dict[str, list]
                 whom = f"every test of {use.node_id}" if "::" not in use.node_id else reg.node_id
                 message = (f"{use.where}: {use.how} skips {whom} without a registered reason: the runner "
                            "fails the job when it does (use registered_skip(key) / a marker from registered/skips.py)")
+                if use.unknown_key is not None:
+                    message = (f"{use.where}: {use.how} skips {whom} with skip key {use.unknown_key!r}, which "
+                               "registered/skips.py does not declare: add it to SKIP_REASONS in registered/skips.py "
+                               "(text and skips_when), or use an existing key")
                 if message not in report.violations["i"]:
                     report.violations["i"].append(message)
                 continue

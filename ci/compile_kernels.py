@@ -5,7 +5,8 @@ rejects (a variable redefined with another type inside a runtime ``if``, for
 one): without this, only a GPU job would find out. Two fresh processes:
 
 1. record (interpreter): run every op-table sample, once plain and once per
-   variant of its op (the renorm paths the samples alone do not reach), and note
+   variant of its op (the renorm paths the samples alone do not reach), and each
+   bad-value sample (docs/design.md §10) once, and note
    each launch's specialization -- argument types, constexpr values, warps;
 2. compile (compiled mode, no GPU needed: the triton wheel ships ptxas and its
    AMD backend): compile each recorded specialization for each target (default
@@ -90,6 +91,7 @@ def record(out: Path) -> int:
     from triton.runtime.interpreter import InterpretedFunction
 
     from impl.testing.op_table import OPS, clone_kwargs, run_op
+    from impl.validation import check_mode
 
     seen: dict[str, dict] = {}
     original = InterpretedFunction.run
@@ -107,6 +109,9 @@ def record(out: Path) -> int:
             for sample in samples:
                 for extra in variants:
                     run_op(op, functools.partial(op.impl, **extra), clone_kwargs(sample.make("cpu")))
+            with check_mode(False):   # out-of-contract values (docs/design.md §10) reach the same kernels
+                for sample in op.bad_value_samples() if op.bad_value_samples else []:
+                    run_op(op, op.impl, clone_kwargs(sample.make("cpu")))
             print(f"  {op.name}: {len(samples)} samples x {len(variants)} variant(s); "
                   f"{len(seen)} specializations so far", flush=True)
     finally:

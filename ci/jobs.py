@@ -190,7 +190,23 @@ class Registry:
 
     def job(self, text: str) -> Job:
         parse_job_id(text)
+        if text not in self.jobs:
+            reasons = self.disabled_reasons(text)
+            if reasons:
+                raise KeyError(f"job {text!r} is registered, but all its registrations are disabled "
+                               f"(reasons: {'; '.join(reasons)}): it runs nothing until one is re-enabled")
         return _look_up(self.jobs, "job", text, " (list them: python -m ci.audit)")
+
+    def disabled_reasons(self, text: str) -> list[str]:
+        """Distinct 'reason (until DATE)' of the disabled registrations that would form job ``text``."""
+        reasons: dict[str, None] = {}
+        for reg in self.disabled:
+            ids = {JobKey(reg.schedule, label, reg.suite, variant).id
+                   for label in reg.hardware for variant in (list(reg.env) or [None])}
+            if text in ids:
+                until = reg.disabled.get("until")
+                reasons[reg.disabled.get("reason", "no reason given") + (f" (until {until})" if until else "")] = None
+        return list(reasons)
 
 
 def _look_up(table: Mapping[str, T], what: str, text: str, tail: str) -> T:

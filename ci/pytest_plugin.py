@@ -33,7 +33,7 @@ from pathlib import Path
 import pytest
 
 from ci.durations import REGISTRATION_PROPERTY
-from ci.results import is_registered_skip, registered_skip_keys
+from ci.results import is_registered_skip, registered_skip_keys, unregistered_skip_remedy
 
 RERUN_ATTEMPT_PROPERTY = "ci.failed-attempt"
 EMPTY_PARAMSET = "got empty parameter set"
@@ -280,7 +280,8 @@ class CiPlugin:
 
     # -- verdict ---------------------------------------------------------------------------
     def verdict(self, interrupted: bool) -> dict:
-        counts = {k: 0 for k in ("passed", "flaky", "failed", "error", "skipped", "xfailed", "not-run")}
+        counts = {k: 0 for k in ("passed", "flaky", "failed", "error", "skipped", "skipped-unregistered", "xfailed",
+                                 "not-run")}
         ran = 0
         for node in self.expected or list(self.results):
             res = self.results[node]
@@ -290,6 +291,8 @@ class CiPlugin:
                 counts["not-run"] += 1
                 continue
             key = res.outcome if res.outcome in counts else "skipped"
+            if key == "skipped" and not (res.outcome == "skipped" and is_registered_skip(res.message, self.skip_keys)):
+                key = "skipped-unregistered"  # the summary's "skipped (registered)" column counts registered ones only
             counts[key] += 1
             ran += res.ran
             if res.outcome == "skipped":
@@ -298,12 +301,13 @@ class CiPlugin:
                                  "vanished parameters are not a pass")
                 elif not is_registered_skip(res.message, self.skip_keys):
                     self.problem(f"unregistered skip: {node}: {res.message[:200]!r} "
-                                 "(skip only via registered/skips.py: registered_skip(key) / requires_gpu())")
+                                 f"({unregistered_skip_remedy(res.message)})")
             elif res.outcome == "xfail-not-run":
                 self.problem(f"{node}: xfail(run=False) never runs its body: a skip without a registered reason")
         if self.attestation.ok and not interrupted and ran == 0:
+            skipped = counts["skipped"] + counts["skipped-unregistered"]
             self.problem(f"no registered test body ran ({len(self.expected)} test(s) selected: "
-                         f"{counts['skipped']} skipped, {counts['not-run']} without result): this job tested nothing")
+                         f"{skipped} skipped, {counts['not-run']} without result): this job tested nothing")
         flaky = sorted(n for n, r in self.results.items() if r.outcome == "flaky")
         failures = [{"node": n, "outcome": r.outcome, "message": r.message[:300]}
                     for n, r in self.results.items() if r.outcome in ("failed", "error")]

@@ -36,3 +36,13 @@ def registered_skip_keys(root: str | Path) -> set[str]:
 def is_registered_skip(message: str, keys: set[str]) -> bool:
     match = REGISTERED_SKIP_RE.match(message.strip())
     return bool(match) and match["key"] in keys
+
+
+def unregistered_skip_remedy(message: str) -> str:
+    """What to do about a skip that is not registered: a ``[registered:<key>]`` message whose key
+    SKIP_REASONS lacks needs the key added; any other skip has to go through registered/skips.py."""
+    match = REGISTERED_SKIP_RE.match(message.strip())
+    if match:
+        return (f"skip key {match['key']!r} is not in SKIP_REASONS: add it to {SKIPS_FILE} "
+                "(text and skips_when), or use an existing key")
+    return f"skip only via {SKIPS_FILE}: registered_skip(key) / requires_gpu()"

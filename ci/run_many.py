@@ -22,6 +22,7 @@ from pathlib import Path
 from ci.catalog import CatalogError
 from ci.collect import CollectionError
 from ci.durations import DurationsError
+from ci.emulation_scope import refusal as emulation_refusal
 from ci.jobs import Job, JobFilter, Registry, group_id_of, load_registry
 from ci.machine import Machine
 from ci.run_suite import (
@@ -129,6 +130,13 @@ def main(argv: list[str] | None = None) -> int:
     if not jobs:
         print(f"[ci] FAIL: no registered job matches {selection.describe()}", file=sys.stderr)
         return 1
+    if emulate:   # a job whose every test needs absent hardware would "test nothing": refuse it up front
+        here = machine or probe_machine(root)
+        jobs, left_out = emulation_refusal(registry, jobs, gpus=here.gpus, backend=here.backend, where=here.describe())
+        if left_out:
+            print(f"[ci] {'REFUSED' if not jobs else 'not run under emulation'}: {left_out}", file=sys.stderr)
+        if not jobs:
+            return 3
     start = time.monotonic()
     outcomes = run_jobs(registry, jobs, results_dir=root / RESULTS_DIR, emulate=emulate, workers=args.workers)
     publish(combined_summary(f"{selection.describe()} ({time.monotonic() - start:.0f}s)", outcomes),

@@ -37,7 +37,7 @@ RESULTS_DIR = "ci-results"
 EMULATED_PLATFORMS = ("hip", "cuda")
 XDIST_MIN_EST_S = 30.0   # below this estimate, starting xdist workers (each importing torch) costs more than it saves
 KILL_GRACE_S = 20.0      # default: after SIGINT (pytest then writes its JUnit), wait this long before SIGKILL
-COUNT_KEYS = ("passed", "flaky", "failed", "error", "skipped", "xfailed", "not-run")
+COUNT_KEYS = ("passed", "flaky", "failed", "error", "skipped", "skipped-unregistered", "xfailed", "not-run")
 
 
 @dataclass
@@ -237,8 +237,9 @@ def summary_markdown(outcome: Outcome) -> str:
     if outcome.attestation:
         lines += [f"- {line.removeprefix('[ci] ')}" for line in outcome.attestation] + [""]
     lines += [
-        "| passed | flaky | failed | errors | skipped (registered) | xfailed | not run | seconds |",
-        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| passed | flaky | failed | errors | skipped (registered) | skipped (unregistered) | xfailed | not run "
+        "| seconds |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
         "| " + " | ".join(str(c.get(k, 0)) for k in COUNT_KEYS) + f" | {outcome.seconds:.1f} |",
         "",
     ]
@@ -264,7 +265,8 @@ def totals_lines(outcomes: list[Outcome]) -> list[str]:
     jobs_ok = sum(1 for o in outcomes if o.ok)
     c = {k: sum(o.counts.get(k, 0) for o in outcomes) for k in COUNT_KEYS}
     tests = (f"tests: {c['passed']} passed, {c['flaky']} flaky, {c['failed'] + c['error']} failed, "
-             f"{c['skipped']} skipped, {c['xfailed']} xfailed, {c['not-run']} not run")
+             f"{c['skipped']} skipped, {c['skipped-unregistered']} skipped without a registered reason, "
+             f"{c['xfailed']} xfailed, {c['not-run']} not run")
     return [f"jobs: {jobs_ok} passed, {len(outcomes) - jobs_ok} failed", tests]
 
 

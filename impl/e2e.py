@@ -143,6 +143,11 @@ def describe_backend(options: RunOptions) -> str:
     return f"{kb} ({INTERPRETER_NOTE})" if kb == "triton-interpret" else kb
 
 
+def speculation_fields(options: RunOptions, gamma: int) -> str:
+    """The config line's speculative fields (gamma, draft): empty for --algo none, where they do not apply."""
+    return "" if options.algorithm == "none" else f" gamma={gamma} draft={options.draft}"
+
+
 def _abbrev(tokens: list[int], n: int = 8) -> str:
     return " ".join(map(str, tokens)) if len(tokens) <= n else " ".join(map(str, tokens[:n])) + f" ... ({len(tokens)})"
 
@@ -162,8 +167,9 @@ def _main_single(args, cfg, options: RunOptions) -> int:
     from impl.platform import default_device, platform_for
 
     device = default_device()
-    print(f"config: preset={args.preset} algo={options.algorithm} gamma={options.gamma_for(cfg.gamma)} "
-          f"kv={options.kv_backend} platform={platform_for(options.platform).backend} draft={options.draft} "
+    spec = speculation_fields(options, options.gamma_for(cfg.gamma))
+    print(f"config: preset={args.preset} algo={options.algorithm}{spec} "
+          f"kv={options.kv_backend} platform={platform_for(options.platform).backend} "
           f"sampling={bool(options.sampling)} graph={options.graph} batch={options.batch} "
           f"slots={options.num_slots or max(1, (options.batch + 1) // 2)} device={device} "
           f"kernel_backend={describe_backend(options)}", flush=True)
@@ -181,7 +187,8 @@ def _main_single(args, cfg, options: RunOptions) -> int:
         req = eng.finished[rid]
         print(f"  req {rid} (prompt {len(req.prompt)}, slot {req.slot}, "
               f"steps {req.joined_step}-{req.finished_step}): {_abbrev(toks)}")
-    print(f"accept length: {res.accept_length:.3f} tokens/step ({eng.stats.summary()})")
+    if options.algorithm != "none":   # without drafts every step emits one token: nothing was accepted
+        print(f"accept length: {res.accept_length:.3f} tokens/step ({eng.stats.summary()})")
     print(f"engine steps: {eng.step_index}, tokens/s: {eng.tokens_per_second:.1f}")
     if options.sampling is not None:
         valid = all(len(t) == args.steps and all(0 <= x < cfg.vocab for x in t) for t in res.outputs.values())
@@ -207,8 +214,8 @@ def _main_distributed(args, cfg, options: RunOptions, fault) -> int:
     backend = pick_backend(args.world_size)
     device = torch.device("cuda", 0) if backend == "nccl" else torch.device("cpu")
     g = options.gamma_for(cfg.gamma)
-    print(f"config: preset={args.preset} algo={options.algorithm} gamma={g} kv={options.kv_backend} "
-          f"draft={options.draft} batch={options.batch} slots/rank={options.num_slots or 2} "
+    print(f"config: preset={args.preset} algo={options.algorithm}{speculation_fields(options, g)} "
+          f"kv={options.kv_backend} batch={options.batch} slots/rank={options.num_slots or 2} "
           f"world_size={args.world_size} backend={backend} kernel_backend={describe_backend(options)}", flush=True)
     progress = Progress("e2e")
     case = DistCase(cfg, make_prompts(cfg, options.batch, g, options.seed), options, fault=fault)
@@ -224,11 +231,14 @@ def _main_distributed(args, cfg, options: RunOptions, fault) -> int:
         return 2
     progress("expected tokens: single-rank engine and reference decoder", force=True)
     exp = expected(case, device)
+    speculative = options.algorithm != "none"
     for r in per_rank:
-        print(f"  rank {r.rank}: requests {sorted(r.outputs)} accept length {r.accept_length:.3f} "
-              f"(busy {r.busy_steps}/{r.engine_steps} steps, {r.idle_phases} idle phases) "
-              f"per request {r.accept_lens}")
-    print(f"single-rank accept length: {exp.single_accept_length:.3f}")
+        accept = f" accept length {r.accept_length:.3f}" if speculative else ""
+        print(f"  rank {r.rank}: requests {sorted(r.outputs)}{accept} "
+              f"(busy {r.busy_steps}/{r.engine_steps} steps, {r.idle_phases} idle phases)"
+              + (f" per request {r.accept_lens}" if speculative else ""))
+    if speculative:
+        print(f"single-rank accept length: {exp.single_accept_length:.3f}")
     text, ok = table([case], [per_rank], [exp])
     print(text)
     print(f"lossless: {'yes' if ok else 'no'}")

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import importlib
+import sys
 from typing import Any, Callable, Mapping
 
 
 def lazy_exports(package: str, table: Mapping[str, str]) -> tuple[list[str], Callable[[str], Any]]:
     """``__all__`` (the names of ``table``, sorted) and a module ``__getattr__`` for ``package``
-    that imports a name's module on first use: ``__all__, __getattr__ = lazy_exports(__name__, _LAZY)``."""
+    that imports a name's module on first use: ``__all__, __getattr__ = lazy_exports(__name__, _LAZY)``.
+
+    It also gives the package a module ``__dir__`` listing the lazy names beside what the package
+    already holds, so ``dir(impl)`` and tab completion show the public API before any of it is imported."""
 
     def __getattr__(name: str) -> Any:
         module = table.get(name)
@@ -16,4 +20,11 @@ def lazy_exports(package: str, table: Mapping[str, str]) -> tuple[list[str], Cal
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
         return getattr(importlib.import_module(module), name)
 
+    namespace = vars(sys.modules[package]) if package in sys.modules else None
+
+    def __dir__() -> list[str]:
+        return sorted(set(namespace or ()) | set(table))
+
+    if namespace is not None:
+        namespace.setdefault("__dir__", __dir__)
     return sorted(table), __getattr__

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from impl.cli_args import CliParser
 from impl.table import format_table
 
 PLATFORMS = ("cuda", "hip", "cpu")
@@ -178,5 +179,14 @@ def format_policy_table() -> str:
     return "\n".join(lines + notes)
 
 
-if __name__ == "__main__":
+def main(argv: list[str] | None = None) -> int:
+    """``python -m impl.sync_policy``: print the policy table; takes no arguments (a mistake: one line, exit 2)."""
+    parser = CliParser(prog="python -m impl.sync_policy",
+                       description="Print the sync-elision policy table (docs/design.md §4.3); takes no arguments.")
+    parser.parse_args(argv)
     print(format_policy_table())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,7 +1,9 @@
 """``python -m impl.bench [--smoke] [--out DIR] [--only top_k,top_p,...]``.
 
 Results go to ``bench-results/<date>_<device>/`` at the repository root (outside the
-package) unless ``--out`` says otherwise. An existing ``bench.json`` there is merged, never
+package) unless ``--out`` says otherwise; a smoke run (``--smoke``, or no GPU) measures
+nothing worth keeping, so by default it writes to ``<temp dir>/dspark-bench-smoke/<date>_<device>/``,
+outside the source tree. An existing ``bench.json`` there is merged, never
 shrunk: rows this run measured replace the same (op, shape, variant) rows, every other
 row is kept, so a narrower run (``--only``) cannot lose earlier results.
 """
@@ -12,11 +14,13 @@ import datetime as dt
 import platform as host_platform
 import re
 import sys
+import tempfile
 from pathlib import Path
 
 import torch
 
 from impl.bench import cases, report, timing
+from impl.cli_args import CliParser
 
 GRAPH_REPLAY_MAX_ROWS = 1024
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -52,6 +56,15 @@ def measure(sweep: dict, device: str, only: set[str] | None) -> list[dict]:
     return rows
 
 
+def default_results_dir(mode: str, date: str, device: str) -> Path:
+    """Where results go without --out: bench-results/ in the repository for real runs, the temp dir
+    for smoke runs (tiny sizes, not performance figures: never an untracked folder in the source tree)."""
+    folder = f"{date}_{re.sub(r'[^A-Za-z0-9]+', '-', device)}"
+    if mode == "smoke":
+        return Path(tempfile.gettempdir()) / "dspark-bench-smoke" / folder
+    return REPO_ROOT / "bench-results" / folder
+
+
 def _selection(text: str | None, parser: argparse.ArgumentParser) -> set[str] | None:
     if text is None:
         return None
@@ -64,9 +77,10 @@ def _selection(text: str | None, parser: argparse.ArgumentParser) -> set[str] | 
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = CliParser(prog="python -m impl.bench", description=__doc__.splitlines()[0])
     ap.add_argument("--smoke", action="store_true", help="tiny sizes (default when no GPU)")
-    ap.add_argument("--out", type=Path, help="results folder (default bench-results/<date>_<device> at the repo root)")
+    ap.add_argument("--out", type=Path, help="results folder (default bench-results/<date>_<device> at the repo "
+                    "root; for a smoke run <temp dir>/dspark-bench-smoke/<date>_<device>)")
     ap.add_argument("--only", help="comma-separated subset of: " + ",".join(SELECTIONS))
     ap.add_argument("--flashinfer-aot", help="folder of FlashInfer's prebuilt modules (for its contender rows)")
     args = ap.parse_args(argv)
@@ -89,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         "device": name, "torch": torch.__version__, "triton": __import__("triton").__version__,
         "date": dt.date.today().isoformat(), "mode": "smoke" if sweep is cases.CPU_SMOKE_SWEEP else "full",
     }
-    out = args.out or REPO_ROOT / "bench-results" / f"{meta['date']}_{re.sub(r'[^A-Za-z0-9]+', '-', name)}"
+    out = args.out or default_results_dir(meta["mode"], meta["date"], name)
     out.mkdir(parents=True, exist_ok=True)
     all_rows, kept = report.merge_json(out / "bench.json", meta, rows + step_rows)
     plot_rows = [r for r in all_rows if "gbps" in r]

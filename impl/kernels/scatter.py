@@ -102,6 +102,16 @@ def _ring_locs_torch(slot, pos, final, *, ring, window) -> torch.Tensor:
     return torch.where(keep, slot * ring + pos % ring, torch.full_like(pos, -1))
 
 
+def _check_addresses_fit(slot, pos, final, num_dst_rows: int, *, ring: int, window: int) -> None:
+    """Check mode: every kept row's ring address lies inside ``unified`` (names the slot that does not)."""
+    locs = _ring_locs_torch(slot, pos, final, ring=ring, window=window)
+    past = locs >= num_dst_rows
+    if locs.numel() and bool(past.any()):
+        i = int(past.nonzero()[0])
+        raise ValueError(f"state_slot[{i}] = {int(slot[i])} puts row {i} at ring address {int(locs[i])}, past the "
+                         f"end of unified ({num_dst_rows} rows: {num_dst_rows // ring} slots of ring {ring})")
+
+
 def _check_rows(kv: object, unified: object) -> tuple[int, int]:
     check_tensor("kv", kv, ndim=2)
     check_tensor("unified", unified, ndim=2, dtype=kv.dtype)
@@ -149,6 +159,7 @@ def store_swa_into_unified(kv, state_slot, positions, unified, *, window, ring, 
     if check_mode_enabled():
         check_nonnegative("positions", positions)
         check_nonnegative("state_slot", state_slot)
+        _check_addresses_fit(state_slot, positions, final_pos, unified.shape[0], ring=ring, window=window)
         check_locs("ring address", _ring_locs_torch(state_slot, positions, final_pos, ring=ring, window=window),
                    unified.shape[0])
     if num_rows == 0 or unified.shape[0] == 0:

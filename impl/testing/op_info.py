@@ -6,6 +6,7 @@ Imports torch, impl.validation and impl.testing.compare only.
 from __future__ import annotations
 
 import contextlib
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -25,6 +26,17 @@ class Sample:
     name: str
     make: MakeKwargs
     syncs: int | None = None  # overrides OpInfo.syncs for this sample (an eager path)
+
+
+@dataclass(frozen=True)
+class BadValueSample(Sample):
+    """An out-of-contract call (docs/design.md §10), kept as data so any engine's kernels can be run on it.
+
+    With check mode off, every kernel backend's outputs equal the oracle's (the decided answer of
+    §10.2-§10.7); with check mode on, the op raises a ValueError matching ``match`` (§10.1)."""
+
+    match: str = ""  # regex the check-mode ValueError must match; it names the offending argument
+    rule: str = ""  # the design section that decides the answer, e.g. "§10.3"
 
 
 @dataclass(frozen=True)
@@ -60,6 +72,8 @@ class OpInfo:
     variants: Callable[[], dict[str, Kwargs]] | None = None
     notes: str = ""
     tags: tuple[str, ...] = field(default_factory=tuple)  # "triton": the op launches Triton kernels
+    # out-of-contract calls with a decided answer (docs/design.md §10); registered/test_op_bad_values.py runs them
+    bad_value_samples: Callable[[], list[BadValueSample]] | None = None
 
 
 def clone_kwargs(kwargs: Kwargs, device: torch.device | str | None = None) -> Kwargs:
@@ -102,6 +116,25 @@ def sample_mismatches(op: OpInfo, sample: Sample, device: torch.device | str, *,
     with contextlib.nullcontext() if check is None else check_mode(check):
         got = run_op(op, fn or op.impl, clone_kwargs(kwargs))
     return oracle_mismatches(op, got, kwargs)
+
+
+def bad_value_cases(ops: list[OpInfo]) -> list[tuple[OpInfo, BadValueSample]]:
+    """Every (op, bad-value sample) pair of ``ops``."""
+    return [(op, s) for op in ops if op.bad_value_samples is not None for s in op.bad_value_samples()]
+
+
+def check_mode_rejection(op: OpInfo, sample: BadValueSample, device: torch.device | str,
+                         fn: Callable | None = None) -> str | None:
+    """None when ``fn`` (default: the op's impl) in check mode raises a ValueError matching ``sample.match``,
+    else what happened instead."""
+    try:
+        with check_mode(True):
+            (fn or op.impl)(**sample.make(device))
+    except ValueError as exc:
+        if re.search(sample.match, str(exc)):
+            return None
+        return f"{op.name}[{sample.name}]: check mode raised {str(exc)!r}, which does not match {sample.match!r}"
+    return f"{op.name}[{sample.name}]: check mode accepted an out-of-contract call ({sample.rule})"
 
 
 def expected_syncs(op: OpInfo, sample: Sample) -> int:
