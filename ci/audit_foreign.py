@@ -262,7 +262,11 @@ def _check_runners(report: ForeignReport, refs: list[StepRun]) -> None:
         schedule, hw, suite = ref.target.split("/", 2)
         problem = runner_mismatch(suite, hw, report.scan.runs_on.get((ref.workflow, ref.wf_job), ()))
         if problem:
-            report.add("runner-mismatch", f"HARDWARE {ref.where}: runs {ref.target}, but {problem}",
+            wasteful = re.search(r"needs (\d+) GPU\(s\), runner \S+ has (\d+)", problem)
+            note = bool(wasteful) and int(wasteful.group(2)) > int(wasteful.group(1))
+            report.add("runner-mismatch", f"HARDWARE {ref.where}: runs {ref.target}, but {problem}"
+                       + (" (more GPUs than it needs: wasteful, not wrong)" if note else ""),
+                       severity="note" if note else None,
                        locations=(Location(ref.workflow, ref.line),), **_key(ref.target))
 
 
@@ -289,7 +293,10 @@ def _check_typos(report: ForeignReport, jobs: dict[str, list[SuiteRegistration]]
     from ci.suite_names import near_names
 
     sizes = {job_id: len(regs) for job_id, regs in jobs.items()}
+    run = {r.target for r in report.scan.refs}
     for job_id, other, distance in near_names(sizes):
+        if job_id in run:   # a workflow names it: intended
+            continue
         reg = jobs[job_id][0]
         report.add("suite-name-typo", f"{reg.where}: suite {job_id.split('/', 2)[2]!r} ({sizes[job_id]} file(s)) is "
                    f"{distance} edit(s) from {other.split('/', 2)[2]!r} ({sizes[other]} file(s)): a typo makes a new "

@@ -27,8 +27,9 @@ def edit_distance(a: str, b: str, limit: int = MAX_DISTANCE) -> int:
 
 
 def near_names(sizes: Mapping[str, int], declared: Iterable[str] = ()) -> list[tuple[str, str, int]]:
-    """(suspect, likely meant, distance) for job ids ``schedule/hardware/suite`` -> size: the suspect is the
-    smaller suite (fewer registrations; ties: the later name); a name in ``declared`` is never suspect."""
+    """(suspect, likely meant, distance) for job ids ``schedule/hardware/suite`` -> size: the suspect is a
+    one-registration suite next to a bigger one (a typo makes a new one-test job); a name in ``declared``
+    is never suspect."""
     declared = set(declared)
     out = []
     ids = sorted(sizes)
@@ -42,9 +43,13 @@ def near_names(sizes: Mapping[str, int], declared: Iterable[str] = ()) -> list[t
             if distance > MAX_DISTANCE:
                 continue
             suspect, meant = (a, b) if (sizes[a], a) < (sizes[b], b) else (b, a)
-            if sizes[suspect] == 1 and sizes[meant] >= 1 and suspect.split("/", 2)[2] not in declared:
+            if sizes[suspect] == 1 and sizes[meant] >= 2 and suspect.split("/", 2)[2] not in declared:
                 out.append((suspect, meant, distance))
-    return out
+    best: dict[str, tuple[str, str, int]] = {}
+    for item in out:   # one finding per suspect: its closest (then biggest) neighbour
+        if item[0] not in best or (item[2], -sizes[item[1]]) < (best[item[0]][2], -sizes[best[item[0]][1]]):
+            best[item[0]] = item
+    return list(best.values())
 
 
 def _numbered_siblings(a: str, b: str) -> bool:

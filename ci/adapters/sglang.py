@@ -110,6 +110,8 @@ def _read_call(rel: str, call: ast.Call, backend: str, problems: list[str]) -> S
         return None
     if stage is not None:
         suite = f"{stage}-test-{runner}"
+    if suite == "" and values.get("disabled") is not None:
+        return None   # sglang's reader accepts a disabled file with no suite (it is run by path, if at all)
     if not isinstance(suite, str) or not suite:
         problems.append(f"{where}: {name}(): suite must be a non-empty string, got {suite!r}")
         return None
@@ -118,6 +120,55 @@ def _read_call(rel: str, call: ast.Call, backend: str, problems: list[str]) -> S
         problems.append(f"{where}: {name}(nightly={nightly!r}): must be True or False")
         return None
     return SuiteRegistration(rel, call.lineno, backend, suite, float(est), nightly, values.get("disabled"))
+
+
+def _close_paren(text: str, start: int) -> int | None:
+    """Index of the parenthesis closing the one at ``start`` (strings skipped), or None."""
+    depth, i, quote = 0, start, ""
+    while i < len(text):
+        ch = text[i]
+        if quote:
+            if ch == "\\":
+                i += 1
+            elif text.startswith(quote, i):
+                i += len(quote) - 1
+                quote = ""
+        elif ch in "'\"":
+            quote = text[i:i + 3] if text[i:i + 3] in ('"""', "'''") else ch
+            i += len(quote) - 1
+        elif ch == "#":
+            i = text.find("\n", i)
+            if i < 0:
+                return None
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+            if depth == 0:
+                return i
+        i += 1
+    return None
+
+
+def _top_level_calls(text: str) -> list[ast.Call] | None:
+    """The ``register_*_ci(...)`` calls of a file when each starts at column 0 and stands alone on its
+    lines (parsed one by one, line numbers kept); None when the file needs a whole parse."""
+    out = []
+    for match in CALL_TEXT_RE.finditer(text):
+        if match.start() and text[match.start() - 1] != "\n":
+            return None
+        close = _close_paren(text, match.end() - 1)
+        if close is None or text[close + 1:].split("\n", 1)[0].split("#", 1)[0].strip():
+            return None
+        try:
+            node = ast.parse(text[match.start():close + 1], mode="eval").body
+        except SyntaxError:
+            return None
+        if not isinstance(node, ast.Call):
+            return None
+        ast.increment_lineno(node, text.count("\n", 0, match.start()))
+        out.append(node)
+    return out
 
 
 def collect_suites(root: str | Path) -> SuiteCollection:
@@ -130,6 +181,13 @@ def collect_suites(root: str | Path) -> SuiteCollection:
         rel = path.relative_to(root).as_posix()
         out.files.append(rel)
         text = path.read_text(encoding="utf-8")
+        fast = _top_level_calls(text)
+        if fast is not None:   # every call at column 0, each parsed alone: no whole-file parse
+            for node in fast:
+                reg = _read_call(rel, node, REGISTER_RE.match(_func_name(node) or "").group(1), out.problems)
+                if reg is not None:
+                    out.registrations.append(reg)
+            continue
         try:
             tree = ast.parse(text, filename=rel)
         except SyntaxError as exc:
