@@ -27,6 +27,7 @@ from ci.jobs import Job, Registry, load_registry, parse_job_id
 from ci.nox_check import suite_session_problems
 from ci.ops_audit import OP_TABLE_PATHS, impl_ops, reference_names
 from ci.skip_audit import SkipTable, condition_skips, load_skip_table, skip_uses
+from ci.audit_foreign import check_target  # noqa: F401  (re-exported: the CLI's usage check)
 from ci.audit_report import FindingCollector, findings_json, format_findings
 from ci.audit_rules import OWN_RULES
 from ci.findings import RULES as RULE_REGISTRY
@@ -467,8 +468,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--format", choices=("text", "json"), default="text")
     parser.add_argument("--adapter", default="dspark",
                         help="how the repository registers tests: dspark (default), sglang")
-    parser.add_argument("--repository", default=None,
-                        help="owner/name the workflows run in (for `github.repository` in if:); adapter default")
+    parser.add_argument("--repo", "--repository", dest="repository", default=None, metavar="OWNER/NAME",
+                        help="the repository the workflows run in (`github.repository` in if:); default: the "
+                             "tree's git remote, else unknown")
     parser.add_argument("--pytest-collection", action="store_true",
                         help="also run pytest --collect-only on registered/ and compare (imports the tests)")
     args = parser.parse_args(argv)
@@ -476,6 +478,10 @@ def main(argv: list[str] | None = None) -> int:
         from ci.audit_foreign import main_foreign
 
         return main_foreign(args)
+    problem = check_target(args.root, args.adapter)
+    if problem:
+        print(f"audit: {problem}", file=sys.stderr)
+        return 2
     try:
         collected = None
         if args.pytest_collection:

@@ -82,8 +82,17 @@ def activations(docs: dict[str, dict[str, Any]], root: Path,
     return acts
 
 
-@functools.lru_cache(maxsize=256)
 def _action(path: Path) -> Any:
+    """An action.yml, parsed once per version of the file (many steps use the same action)."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return _parsed(path, stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=256)
+def _parsed(path: Path, _mtime_ns: int, _size: int) -> Any:
     try:
         return load_yaml(path.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError):
