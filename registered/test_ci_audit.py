@@ -305,7 +305,7 @@ def test_audit_cli_prints_the_table_and_fails_on_the_incident(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "audit: OK" in proc.stdout
     header = next(line for line in proc.stdout.splitlines() if line.startswith("job "))
-    assert header.split() == ["job", "registrations", "est", "s", "shards", "workflow", "trigger"]
+    assert header.split() == ["job", "registrations", "est", "s", "shards", "workflow", "trigger", "backend"]
     repo.test_file("test_amd.py", """
         @register(suite="dspark-unified-kv", hardware="mi35x-8", schedule="nightly", est_time=2400)
         def test_gsm8k(): pass
