@@ -252,9 +252,10 @@ INTERPRETED = {"TRITON_INTERPRET": "1"}
 
 def kernel_backend(env: dict[str, str], is_gpu: bool) -> str:
     """The kernel backend a job's env selects (the interpreter when TRITON_INTERPRET=1)."""
-    if any(env.get(k) == v for k, v in INTERPRETED.items()):
+    chosen = env.get("DSPARK_KERNEL_BACKEND") or (NATIVE_GPU_BACKEND if is_gpu else "triton-interpret")
+    if chosen == "triton" and any(env.get(k) == v for k, v in INTERPRETED.items()):
         return "triton-interpret"
-    return env.get("DSPARK_KERNEL_BACKEND") or (NATIVE_GPU_BACKEND if is_gpu else "triton-interpret")
+    return chosen
 
 
 def kernel_backend_shown(job: Job) -> str:
@@ -286,8 +287,10 @@ def rule_suite_typos(report: AuditReport, declared: list[str]) -> None:
     from ci.suite_names import near_names
 
     jobs = report.registry.jobs
-    sizes = {f"{j.key.schedule}/{j.key.hardware}/{j.key.suite}": len(j.tests) for j in jobs.values()
-             if not j.key.variant}
+    sizes: dict[str, int] = {}
+    for j in jobs.values():   # a suite's size counts its variants' tests too
+        key = f"{j.key.schedule}/{j.key.hardware}/{j.key.suite}"
+        sizes[key] = sizes.get(key, 0) + len(j.tests)
     for suspect, meant, distance in near_names(sizes, declared):
         job = next(j for j in jobs.values() if f"{j.key.schedule}/{j.key.hardware}/{j.key.suite}" == suspect)
         test = job.tests[0]

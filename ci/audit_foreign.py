@@ -21,7 +21,7 @@ from typing import Any
 
 from ci.adapters import Adapter, get_adapter
 from ci.adapters.sglang import SuiteCollection, SuiteRegistration, expected_runner, runner_mismatch
-from ci.audit_report import FindingCollector, findings_json, format_findings, locations_in
+from ci.audit_report import FindingCollector, findings_json, format_findings
 from ci.audit_rules import FOREIGN_RULES
 from ci.findings import RULES as RULE_REGISTRY
 from ci.findings import Finding, Location
@@ -180,7 +180,8 @@ def _audit_job(report: ForeignReport, job_id: str, regs: list[SuiteRegistration]
     files = sorted({r.file for r in regs})
     # a masked run still runs: masked-step reports it; here only "does anything run it"
     live = [r for r in mine if r.events_for(files) & need]
-    maybe = [r for r in mine if not r.never_runs and (r.maybe_events & need or (r.events_for(files) & need and r.shard_unknown))]
+    maybe = [r for r in mine if not r.never_runs
+             and (r.maybe_events & need or (r.events_for(files) & need and r.shard_unknown))]
     manual = [r for r in mine if not r.never_runs and (r.events | r.maybe_events) & MANUAL_TRIGGERS]
     runners = sorted({lbl for r in mine for lbl in (r.runners or report.scan.runs_on.get((r.workflow, r.wf_job), ()))})
     expected = expected_runner(regs[0].backend, regs[0].suite)

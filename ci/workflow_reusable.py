@@ -64,7 +64,8 @@ def activations(docs: dict[str, dict[str, Any]], root: Path,
                     gate = truth(job.get("if"), ctx)
                     if gate is False:
                         continue
-                    unproven = act.unproven or ("" if gate else f"{rel}:{key} if: {job.get('if')!r} is known only at run time")
+                    unproven = act.unproven or (
+                        "" if gate else f"{rel}:{key} if: {job.get('if')!r} is known only at run time")
                     rows, _why = matrix_rows(job, ctx)
                     for row in rows:
                         row_ctx = dict(ctx)

@@ -125,11 +125,14 @@ def test_group_shaped_gated_workflows_count_and_the_gpu_job_through_push(tmp_pat
 
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=2)
 def test_a_group_shard_that_never_runs_and_a_shard_count_off_the_plan(tmp_path):
-    partial = found(run_audit(repo_with(tmp_path / "p", cpu_shards="1/2").root, today=TODAY), "dormant-suite", "unknown-suite", "masked-step")
-    assert partial == {"dormant-suite": ["PARTIAL group per-commit/cpu: .github/workflows/per-commit.yml:per-commit__cpu run(s) "
-                             "shards [1] of 2: shard(s) [2] never run (2 job(s) affected)"]}
+    partial = found(run_audit(repo_with(tmp_path / "p", cpu_shards="1/2").root, today=TODAY),
+                    "dormant-suite", "unknown-suite", "masked-step")
+    assert partial == {"dormant-suite": [
+        "PARTIAL group per-commit/cpu: .github/workflows/per-commit.yml:per-commit__cpu run(s) "
+        "shards [1] of 2: shard(s) [2] never run (2 job(s) affected)"]}
     off = found(run_audit(repo_with(tmp_path / "o", cpu_shards="1/3, 2/3, 3/3").root, today=TODAY), "unknown-suite")
-    assert off["unknown-suite"][0] == (".github/workflows/per-commit.yml:per-commit__cpu: --group per-commit/cpu --shard 1/3, "
+    assert off["unknown-suite"][0] == (
+        ".github/workflows/per-commit.yml:per-commit__cpu: --group per-commit/cpu --shard 1/3, "
                            "but the plan splits per-commit/cpu into 2 shard(s) (regenerate with nox -s workflows)")
 
 
@@ -279,7 +282,8 @@ def test_a_reusable_workflow_runs_when_its_caller_does(tmp_path):
     assert found(run_audit(repo.root, today=TODAY), "dormant-suite", "unknown-suite", "masked-step") == {}
     repo.write(".github/workflows/nightly.yml", "on: workflow_dispatch\njobs:\n  call-amd:\n"
                "    uses: ./.github/workflows/_amd-stage.yml\n    with:\n      group: nightly/mi35x-8\n")
-    assert [v.split()[1] for v in run_audit(repo.root, today=TODAY).violations["dormant-suite"]] == ["nightly/mi35x-8/dspark-e2e"]
+    dormant = run_audit(repo.root, today=TODAY).violations["dormant-suite"]
+    assert [v.split()[1] for v in dormant] == ["nightly/mi35x-8/dspark-e2e"]
 
 
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
@@ -392,7 +396,8 @@ def test_a_g_a_local_composite_action_is_read_as_part_of_the_job(tmp_path):
     assert report.violations["masked-step"] == [
         "MASKED .github/workflows/per-commit.yml:per-commit__cpu:run group shard > run: `|| true` turns its "
         "failure into success"]
-    assert sorted(v.split()[1] for v in report.violations["dormant-suite"]) == ["per-commit/cpu/big", "per-commit/cpu/kernels"]
+    dormant = report.violations["dormant-suite"]
+    assert sorted(v.split()[1] for v in dormant) == ["per-commit/cpu/big", "per-commit/cpu/kernels"]
 
 
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=2)
@@ -431,7 +436,8 @@ def test_a_a_path_filter_that_covers_the_suites_own_files_counts(tmp_path):
 ])
 def test_a_the_runner_named_in_text_is_not_a_run(tmp_path, run):
     report = run_audit(repo_with(tmp_path, cpu_run=run).root, today=TODAY)
-    assert sorted(v.split()[1] for v in report.violations["dormant-suite"]) == ["per-commit/cpu/big", "per-commit/cpu/kernels"]
+    dormant = report.violations["dormant-suite"]
+    assert sorted(v.split()[1] for v in dormant) == ["per-commit/cpu/big", "per-commit/cpu/kernels"]
     assert report.violations["masked-step"] == []
 
 

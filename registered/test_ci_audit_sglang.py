@@ -235,7 +235,9 @@ def test_dispatch_only_is_a_warning_and_an_unresolved_step_is_a_warning(tmp_path
           by-hand:
             runs-on: linux-mi35x-gpu-8
             steps:
-              - run: cd test && python3 run_suite.py --hw amd --suite nightly-amd-8-gpu-mi35x-deepseek-v4-pro-dspark --nightly
+              - run: >-
+                  cd test && python3 run_suite.py --hw amd
+                  --suite nightly-amd-8-gpu-mi35x-deepseek-v4-pro-dspark --nightly
     """}))
     assert kinds(manual) == [("dormant-suite", "warning", DSPARK)]
     assert finding(manual, "dormant-suite").why_unproven == "runs only when someone dispatches it by hand"
@@ -272,13 +274,15 @@ def test_masked_unknown_empty_and_nightly_flag_shapes(tmp_path):
             steps:
               - run: cd test && python3 run_suite.py --hw amd --suite nightly-amd-8-gpu-mi35x-r1 --nightly
     """}))
-    assert kinds(report) == [("dormant-suite", "error", DSPARK), ("empty-suite", "error", "per-commit/cuda/stage-b-test-1-gpu-small"),
+    assert kinds(report) == [("dormant-suite", "error", DSPARK),
+                             ("empty-suite", "error", "per-commit/cuda/stage-b-test-1-gpu-small"),
                              ("masked-step", "error", "//"),
-                             ("unknown-suite", "error", "per-commit/amd/nightly-amd-8-gpu-mi35x-deepseek-v4-pro-dspark")]
+                             ("unknown-suite", "error", DSPARK.replace("nightly/", "per-commit/", 1))]
     assert finding(report, "unknown-suite").message.endswith(
         f"registered as ['{DSPARK}'] (add --nightly: run_suite.py only picks nightly=True registrations with it)")
     assert finding(report, "masked-step").message == (
-        "MASKED .github/workflows/extra.yml:masked:step 1: job continue-on-error: True: a failure is reported as success")
+        "MASKED .github/workflows/extra.yml:masked:step 1: job continue-on-error: True: "
+        "a failure is reported as success")
 
 
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=2)
@@ -308,7 +312,8 @@ def test_registration_forms_and_unreadable_registrations(tmp_path):
     report = run_foreign_audit(root)
     assert report.violations["unreadable-registration"] == suites.problems
     assert report.violations["disabled-without-reason"] == [
-        "test/registered/misc/test_forms.py:5: disabled='' in suite stage-b-test-1-gpu-large: give the reason as a string"]
+        "test/registered/misc/test_forms.py:5: disabled='' in suite stage-b-test-1-gpu-large: "
+        "give the reason as a string"]
     assert ("dormant-suite", "error", "per-commit/cpu/base-a-test-cpu") in kinds(report)
 
 

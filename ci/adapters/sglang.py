@@ -310,7 +310,8 @@ class SGLangAdapter(Adapter):
         if pid is None:
             return [Target("suite", target)], None
         if UNRESOLVED in (pid, size):
-            return [Target("suite", target, None, "--auto-partition-id/--auto-partition-size known only at run time")], None
+            why = "--auto-partition-id/--auto-partition-size known only at run time"
+            return [Target("suite", target, None, why)], None
         if not str(pid).isdigit() or not str(size).isdigit() or not 0 <= int(pid) < int(size):
             return [], f"--auto-partition-id {pid!r} --auto-partition-size {size!r}: expected 0 <= id < size"
         return [Target("suite", target, (int(pid) + 1, int(size)))], None
