@@ -445,7 +445,7 @@ def rule_parity(report: AuditReport, collected: list[str] | None) -> None:
 
 def run_audit(root: str | Path = ".", *, today: dt.date | None = None,
               collected: list[str] | None = None) -> AuditReport:
-    """Audit the repository at ``root``; ``collected``: pytest's node ids, for rule (j)."""
+    """Audit the repository at ``root``; ``collected``: pytest's node ids, for rule collection-parity."""
     registry = load_registry(root)
     today = today or dt.date.today()
     horizon = until_horizon_days(registry.root)

@@ -1,6 +1,6 @@
 """The chain workflow -> step -> nox session -> runner: the scan reads any workflow (generated or
 hand-written, old --job shape or the --group shape), evaluates `if:` per event, and flags anything
-that can turn the runner's failure green (rule g); group shards 1/N..N/N must all run (rule a)."""
+that can turn the runner's failure green (masked-step); group shards 1/N..N/N must all run (dormant-suite)."""
 from __future__ import annotations
 
 import datetime as dt
