@@ -420,7 +420,8 @@ def rule_retries(report: AuditReport) -> None:
 
 
 def rule_masked(report: AuditReport) -> None:
-    report.extend("masked-step", [f"MASKED {m}" for m in report.scan.masked])
+    for masked in report.scan.masked:
+        report.add("masked-step", f"MASKED {masked}", suite=masked.split(": ", 1)[0])
     if any(r.kind in ("job", "group") for r in report.scan.refs) and _uses_nox(report.registry.root):
         report.extend("masked-step", [f"MASKED {p}" for p in suite_session_problems(report.registry.root)])
 
