@@ -3,20 +3,10 @@
     python -m ci.audit [--root DIR] [--today YYYY-MM-DD] [--format text|json]
                        [--adapter dspark|sglang] [--pytest-collection]
 
-Rules, each printed PASS/FAIL with its offenders (exit 1 on any violation):
-  (a) dormant: a registered job that no unmasked, triggered workflow step runs
-      (per-commit: pull_request/push, with the job's if: definitely true there;
-      nightly: schedule), as --job J or as every shard 1/N..N/N of its group
-  (b) a workflow step naming an unknown (or unresolvable) job, group or shard
-  (c) a gate value exercised by no per-commit job (only nightly, or by none)
-  (d) a test in registered/test_*.py that belongs to no suite
-  (e) an impl op without a reference, or without a per-commit test mentioning it
-  (f) a disabled registration without a reason, an `until`, or past/beyond the horizon
-  (g) a workflow step, job or nox session that can turn the runner's failure green
-  (h) a skip reason that can skip unconditionally without owner/until, or expired
-  (i) a registered test that can never run on the hardware it is registered for,
-      or that skips (importorskip, a plain pytest.skip) for an unregistered reason
-  (j) pytest's collection differs from the registry (--pytest-collection)
+Rules (ci/audit_rules.py; each printed PASS/FAIL with its findings as `severity [rule-id] message`;
+exit 1 on any error finding): dormant-suite, unknown-suite, runner-mismatch, ungated-value,
+non-native-gpu-backend, unregistered-test, suite-name-typo, op-without-reference,
+disabled-without-reason, masked-step, skip-debt, impossible-test, collection-parity (--pytest-collection).
 Another repository: ``--adapter sglang`` (see ci/audit_foreign.py).
 """
 from __future__ import annotations
@@ -37,41 +27,30 @@ from ci.jobs import Job, Registry, load_registry, parse_job_id
 from ci.nox_check import suite_session_problems
 from ci.ops_audit import OP_TABLE_PATHS, impl_ops, reference_names
 from ci.skip_audit import SkipTable, condition_skips, load_skip_table, skip_uses
-from ci.table import format_rules, format_table, print_report
+from ci.audit_foreign import check_target  # noqa: F401  (re-exported: the CLI's usage check)
+from ci.audit_report import FindingCollector, findings_json, format_findings
+from ci.audit_rules import OWN_RULES
+from ci.findings import RULES as RULE_REGISTRY
+from ci.findings import Finding, Location
+from ci.table import format_table, print_report
 from ci.workflow_scan import StepRun, WorkflowScan, describe_steps, events_needed, scan_workflows
 from impl.gates import GATES
 
-RULES = {
-    "a": "every registered job is run, unmasked, by a triggered workflow step (every shard of its group or job)",
-    "b": "every workflow step names a registered job or group and a planned shard",
-    "c": "every gate value is exercised by a per-commit job",
-    "d": "every test in registered/ belongs to a suite",
-    "e": "every impl op has a reference and a per-commit test",
-    "f": "every disabled registration has a reason and an unexpired `until` within the horizon",
-    "g": "nothing between a workflow step and the runner can turn a failure green",
-    "h": "every skip reason that can skip unconditionally has an owner and an unexpired `until`",
-    "i": "every registered test can run on some hardware it is registered for, and skips only for registered reasons",
-    "j": "pytest collects exactly the tests the registry knows (both directions)",
-}
+RULES = {rule_id: RULE_REGISTRY[rule_id].title for rule_id in OWN_RULES}   # id -> title, in print order
 DEFAULT_HORIZON_DAYS = 90
 UNDECIDED = "its if: is not definitely true on any of them"  # a step that mentions a job, but may never run it
 
 
 @dataclass
-class AuditReport:
-    registry: Registry
-    scan: WorkflowScan
-    violations: dict[str, list[str]] = field(default_factory=lambda: {k: [] for k in RULES})
+class AuditReport(FindingCollector):
+    registry: Registry = None
+    scan: WorkflowScan = None
     job_rows: list[tuple] = field(default_factory=list)
     group_rows: list[tuple] = field(default_factory=list)
     gate_rows: list[tuple] = field(default_factory=list)
     debt_rows: list[tuple] = field(default_factory=list)
     retry_rows: list[tuple] = field(default_factory=list)
     skipped_rules: dict[str, str] = field(default_factory=dict)   # rule -> why it was not checked
-
-    @property
-    def ok(self) -> bool:
-        return not any(self.violations.values())
 
 
 def registry_summary(registry: Registry) -> str:
@@ -158,26 +137,31 @@ def rule_dormant(report: AuditReport, plan: dict[str, tuple[int, list[str]]]) ->
                 partial_groups.add(gid)
                 missing = sorted(set(range(1, group_n + 1)) - set(group_have))
                 places = sorted({f"{r.workflow}:{r.wf_job}" for r in live_group})
-                report.violations["a"].append(
-                    f"PARTIAL group {gid}: {', '.join(places)} run(s) shards {group_have} of {group_n}: "
-                    f"shard(s) {missing} never run ({len(plan.get(gid, (0, []))[1])} job(s) affected)")
+                report.add("dormant-suite",
+                           f"PARTIAL group {gid}: {', '.join(places)} run(s) shards {group_have} of {group_n}: "
+                           f"shard(s) {missing} never run ({len(plan.get(gid, (0, []))[1])} job(s) affected)",
+                           hardware=job.key.hardware, schedule=job.key.schedule, suite=f"group shards {missing}")
             continue
         if live_job:
             missing = sorted(set(range(1, (job_n or 1) + 1)) - set(job_have))
             places = sorted({f"{r.workflow}:{r.wf_job}" for r in live_job})
             verb = "runs" if len(places) == 1 else "run"
-            report.violations["a"].append(
-                f"PARTIAL {job.id}: {', '.join(places)} {verb} shards {job_have} of {job_n}: "
-                f"shard(s) {missing} never run")
+            report.add("dormant-suite", f"PARTIAL {job.id}: {', '.join(places)} {verb} shards {job_have} of {job_n}: "
+                       f"shard(s) {missing} never run", **_key_fields(job))
             continue
         where = job.tests[0].where
         need_text = "a schedule" if job.key.schedule == "nightly" else "pull_request/push"
         seen = job_refs + group_refs
         detail = (f"only referenced by {describe_steps(seen, files, undecided=UNDECIDED)}" if seen else
                   f"no workflow job runs it (as --job {job.id} or --group {gid})")
-        report.violations["a"].append(
-            f"DORMANT {job.id} ({len(job.tests)} registration(s), first at {where}): needs a workflow "
-            f"triggered by {need_text}; {detail}")
+        report.add("dormant-suite", f"DORMANT {job.id} ({len(job.tests)} registration(s), first at {where}): "
+                   f"needs a workflow triggered by {need_text}; {detail}", **_key_fields(job))
+
+
+def _key_fields(job: Job) -> dict[str, str]:
+    """The baseline key of a finding about one job: hardware, suite (with its variant), schedule."""
+    suite = job.key.suite + (f"@{job.key.variant}" if job.key.variant else "")
+    return {"hardware": job.key.hardware, "suite": suite, "schedule": job.key.schedule}
 
 
 def _runner_problem(report: AuditReport, ref: StepRun, label: str) -> str | None:
@@ -191,32 +175,32 @@ def _runner_problem(report: AuditReport, ref: StepRun, label: str) -> str | None
 
 
 def rule_unknown_refs(report: AuditReport, plan: dict[str, tuple[int, list[str]]]) -> None:
-    report.violations["b"] += report.scan.problems
+    report.extend("unknown-suite", report.scan.problems)
     runner_problems: list[str] = []
     for ref in report.scan.refs:
         label = ref.target.split("/")[1] if ref.target.count("/") >= 1 else ""
         problem = _runner_problem(report, ref, label)
         if problem and problem not in runner_problems:
             runner_problems.append(problem)
-    report.violations["b"] += runner_problems
+    report.extend("runner-mismatch", runner_problems)
     for ref in report.scan.refs:
         place = f"{ref.workflow}:{ref.wf_job}"
         if ref.kind == "job":
             try:
                 parse_job_id(ref.target)
             except ValueError as exc:
-                report.violations["b"].append(f"{place}: {exc}")
+                report.add("unknown-suite", f"{place}: {exc}")
                 continue
             if ref.target not in report.registry.jobs:
-                report.violations["b"].append(
+                report.add("unknown-suite",
                     f"{place}: --job {ref.target} is not a registered job "
                     "(renamed or removed suite? regenerate with nox -s workflows)")
         elif ref.kind == "group":
             if ref.target not in plan:
-                report.violations["b"].append(
+                report.add("unknown-suite",
                     f"{place}: --group {ref.target} is not a registered group; groups: {sorted(plan)}")
             elif ref.shard is not None and ref.shard[1] != plan[ref.target][0]:
-                report.violations["b"].append(
+                report.add("unknown-suite",
                     f"{place}: --group {ref.target} --shard {ref.shard[0]}/{ref.shard[1]}, but the plan splits "
                     f"{ref.target} into {plan[ref.target][0]} shard(s) (regenerate with nox -s workflows)")
 
@@ -253,18 +237,84 @@ def rule_gates(report: AuditReport) -> None:
             continue
         if nightly:
             hint = " (a cpu variant emulates it)" if gate == "platform" else ""
-            report.violations["c"].append(
+            report.add("ungated-value",
                 f"gate {gate}={value} is exercised only by nightly jobs {nightly}: add a per-commit job "
                 f"or variant that runs with {GATES[gate].env_var}={value}{hint}")
         else:
-            report.violations["c"].append(
+            report.add("ungated-value",
                 f"gate {gate}={value} is exercised by no job: add a per-commit job or variant that runs "
                 f"with {GATES[gate].env_var}={value}")
 
 
+NATIVE_GPU_BACKEND = "triton"
+INTERPRETED = {"TRITON_INTERPRET": "1"}
+
+
+def kernel_backend(env: dict[str, str], is_gpu: bool) -> str:
+    """The kernel backend a job's env selects (the interpreter when TRITON_INTERPRET=1)."""
+    chosen = env.get("DSPARK_KERNEL_BACKEND") or (NATIVE_GPU_BACKEND if is_gpu else "triton-interpret")
+    if chosen == "triton" and any(env.get(k) == v for k, v in INTERPRETED.items()):
+        return "triton-interpret"
+    return chosen
+
+
+def kernel_backend_shown(job: Job) -> str:
+    """The job table's backend column: the backend, marked ``(variant)`` when a variant chose it."""
+    value = kernel_backend(job.full_env(), job.hardware.is_gpu)
+    chosen = job.key.variant and kernel_backend(dict(job.env), job.hardware.is_gpu) == value and (
+        "DSPARK_KERNEL_BACKEND" in job.env or any(k in job.env for k in INTERPRETED))
+    return f"{value} (variant {job.key.variant})" if chosen else value
+
+
+def rule_native_gpu_backend(report: AuditReport) -> None:
+    """A GPU label's jobs run the native compiled backend unless a variant says otherwise."""
+    catalog = report.registry.catalog
+    for label, hw in catalog.hardware.items():
+        if not hw.is_gpu:
+            continue
+        value = kernel_backend(dict(hw.env), True)
+        if value != NATIVE_GPU_BACKEND:
+            report.add("non-native-gpu-backend",
+                       f"{catalog.path}: {label} is a GPU label ({hw.gpus} GPU(s)) whose env selects the {value} "
+                       f"kernel backend: every job on it would test the fallback on real hardware while attestation "
+                       f"says OK; drop it from the label's env, or give a variant that says so "
+                       f"(variants: {{name: {{env: {{DSPARK_KERNEL_BACKEND: {value}}}}}}})",
+                       hardware=label, suite="*", schedule="*", locations=(Location(str(catalog.path), 0),))
+
+
+def rule_suite_typos(report: AuditReport, declared: list[str]) -> None:
+    """A one-test suite within edit distance 2 of a bigger suite of the same hardware and schedule."""
+    from ci.suite_names import near_names
+
+    jobs = report.registry.jobs
+    sizes: dict[str, int] = {}
+    for j in jobs.values():   # a suite's size counts its variants' tests too
+        key = f"{j.key.schedule}/{j.key.hardware}/{j.key.suite}"
+        sizes[key] = sizes.get(key, 0) + len(j.tests)
+    for suspect, meant, distance in near_names(sizes, declared):
+        job = next(j for j in jobs.values() if f"{j.key.schedule}/{j.key.hardware}/{j.key.suite}" == suspect)
+        test = job.tests[0]
+        report.add("suite-name-typo",
+                   f"{test.where}: suite {job.key.suite!r} ({sizes[suspect]} test(s)) is {distance} edit(s) from "
+                   f"{meant.split('/', 2)[2]!r} ({sizes[meant]} test(s)) on {job.key.schedule}/{job.key.hardware}: "
+                   f"a typo makes a new one-test job (declare it in {CATALOG_PATH} defaults.declared_suites)",
+                   severity="warning", why_unproven="a name this close may be intended (declare it to say so)",
+                   hardware=job.key.hardware, suite=job.key.suite, schedule=job.key.schedule)
+
+
+def declared_suites(root: str | Path) -> list[str]:
+    """``defaults.declared_suites`` in ci/hardware.yaml: suite names that are close to another on purpose."""
+    try:
+        data = yaml.safe_load((Path(root) / CATALOG_PATH).read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError):
+        return []
+    value = (data.get("defaults") or {}).get("declared_suites") or []
+    return [str(v) for v in value] if isinstance(value, list) else []
+
+
 def rule_unregistered(report: AuditReport) -> None:
     for test in report.registry.collection.unregistered:
-        report.violations["d"].append(
+        report.add("unregistered-test",
             f"{test.file}:{test.line}: {test.node_id} belongs to no suite (decorate it with @register(...))")
 
 
@@ -289,9 +339,9 @@ def rule_ops(report: AuditReport) -> None:
     shown = " or ".join(OP_TABLE_PATHS)
     for op in ops:
         if op not in refs:
-            report.violations["e"].append(f"op {op}: reference/__init__.py exports no {op!r}")
+            report.add("op-without-reference", f"op {op}: reference/__init__.py exports no {op!r}")
         if op not in mentioned:
-            report.violations["e"].append(
+            report.add("op-without-reference",
                 f"op {op}: no per-commit registered test file (nor the op table, {shown}, used by one) mentions it")
 
 
@@ -301,27 +351,27 @@ def rule_disabled(report: AuditReport, today: dt.date, horizon: int) -> None:
         info = reg.disabled or {}
         label = f"{reg.where}: {reg.node_id} disabled in {reg.schedule} {reg.suite}"
         if not str(info.get("reason", "")).strip():
-            report.violations["f"].append(f"{label}: no reason")
+            report.add("disabled-without-reason", f"{label}: no reason")
         problem = check_until(info.get("until"), today, horizon)
         if problem:
             suffix = f" (reason: {info.get('reason', '')!r}); fix the test or renew the date" \
                 if problem.startswith("expired") else ""
-            report.violations["f"].append(f"{label}: {problem}{suffix}")
+            report.add("disabled-without-reason", f"{label}: {problem}{suffix}")
         report.debt_rows.append((reg.node_id, "disabled", info.get("reason", "") or "-", "-",
                                  info.get("until", "-"), reg.where))
 
 
 def rule_skips(report: AuditReport, table: SkipTable, today: dt.date, horizon: int) -> None:
-    report.violations["h"] += table.problems
+    report.extend("skip-debt", table.problems)
     for reason in table.reasons.values():
         if not reason.unconditional:
             continue
         label = f"registered/skips.py:{reason.line}: skip reason {reason.key!r} can skip on any machine"
         if not str(reason.owner or "").strip():
-            report.violations["h"].append(f"{label}: no `owner`")
+            report.add("skip-debt", f"{label}: no `owner`")
         problem = check_until(reason.until, today, horizon)
         if problem:
-            report.violations["h"].append(f"{label}: {problem}")
+            report.add("skip-debt", f"{label}: {problem}")
 
 
 def rule_impossible(report: AuditReport, table: SkipTable, uses: dict[str, list]) -> None:
@@ -340,8 +390,7 @@ def rule_impossible(report: AuditReport, table: SkipTable, uses: dict[str, list]
                     message = (f"{use.where}: {use.how} skips {whom} with skip key {use.unknown_key!r}, which "
                                "registered/skips.py does not declare: add it to SKIP_REASONS in registered/skips.py "
                                "(text and skips_when), or use an existing key")
-                if message not in report.violations["i"]:
-                    report.violations["i"].append(message)
+                report.add("impossible-test", message)
                 continue
             if use.key is None and not use.always:
                 continue
@@ -350,7 +399,7 @@ def rule_impossible(report: AuditReport, table: SkipTable, uses: dict[str, list]
                 continue
             seen_debt.add((reg.node_id, use.where))
             if use.always:
-                report.violations["i"].append(
+                report.add("impossible-test",
                     f"{use.where}: {reg.node_id}: {use.how} skips it unconditionally: it never runs "
                     "(register it with disabled={'reason': ..., 'until': ...} instead)")
                 continue
@@ -362,7 +411,7 @@ def rule_impossible(report: AuditReport, table: SkipTable, uses: dict[str, list]
             labels = [catalog.hardware[h] for h in reg.hardware if h in catalog.hardware]
             if labels and all(condition_skips(reason.skips_when, hw.gpus, hw.vendor, use.arg) for hw in labels) \
                     and not reason.unconditional:
-                report.violations["i"].append(
+                report.add("impossible-test",
                     f"{reg.where}: {reg.node_id} is registered only for {list(reg.hardware)}, where {use.how} "
                     f"({use.where}) always skips it ({reason.key}: skips when {when}): it can never run")
 
@@ -375,9 +424,10 @@ def rule_retries(report: AuditReport) -> None:
 
 
 def rule_masked(report: AuditReport) -> None:
-    report.violations["g"] += [f"MASKED {m}" for m in report.scan.masked]
+    for masked in report.scan.masked:
+        report.add("masked-step", f"MASKED {masked}", suite=masked.split(": ", 1)[0])
     if any(r.kind in ("job", "group") for r in report.scan.refs) and _uses_nox(report.registry.root):
-        report.violations["g"] += [f"MASKED {p}" for p in suite_session_problems(report.registry.root)]
+        report.extend("masked-step", [f"MASKED {p}" for p in suite_session_problems(report.registry.root)])
 
 
 def _uses_nox(root: Path) -> bool:
@@ -387,7 +437,7 @@ def _uses_nox(root: Path) -> bool:
 
 def rule_parity(report: AuditReport, collected: list[str] | None) -> None:
     if collected is None:
-        report.skipped_rules["j"] = ("not checked here (python -m ci.audit --pytest-collection; "
+        report.skipped_rules["collection-parity"] = ("not checked here (python -m ci.audit --pytest-collection; "
                                      "the per-commit ci job runs it)")
         return
     from ci.parity import compare
@@ -395,22 +445,24 @@ def rule_parity(report: AuditReport, collected: list[str] | None) -> None:
     registered = {}
     for reg in report.registry.collection.registrations:
         registered.setdefault(reg.node_id, reg.where)
-    report.violations["j"] += compare(collected, registered, report.registry.root)
+    report.extend("collection-parity", compare(collected, registered, report.registry.root))
 
 
 def run_audit(root: str | Path = ".", *, today: dt.date | None = None,
               collected: list[str] | None = None) -> AuditReport:
-    """Audit the repository at ``root``; ``collected``: pytest's node ids, for rule (j)."""
+    """Audit the repository at ``root``; ``collected``: pytest's node ids, for rule collection-parity."""
     registry = load_registry(root)
     today = today or dt.date.today()
     horizon = until_horizon_days(registry.root)
-    report = AuditReport(registry, scan_workflows(registry.root, "dspark"))
+    report = AuditReport(registry=registry, scan=scan_workflows(registry.root, "dspark"))
     plan = group_plan(registry)
     table = load_skip_table(registry.root)
     uses = skip_uses(registry.root, registry.collection.test_files, table)
     rule_dormant(report, plan)
     rule_unknown_refs(report, plan)
     rule_gates(report)
+    rule_native_gpu_backend(report)
+    rule_suite_typos(report, declared_suites(registry.root))
     rule_unregistered(report)
     rule_ops(report)
     rule_disabled(report, today, horizon)
@@ -428,7 +480,7 @@ def run_audit(root: str | Path = ".", *, today: dt.date | None = None,
         triggers = sorted({t for r in mine if not r.masks for t in r.events_for(test_files)}) or ["-"]
         shards = plan[gid][0] if any(r.kind == "group" for r in mine) else getattr(job, "shards", plan[gid][0])
         report.job_rows.append((job.id, len(job.tests), f"{job.est_time:.0f}", shards,
-                                ", ".join(files), ", ".join(triggers)))
+                                ", ".join(files), ", ".join(triggers), kernel_backend_shown(job)))
     for gid, (count, job_ids) in sorted(plan.items()):
         mine = [r for r in refs if r.kind == "group" and r.target == gid]
         files = sorted({r.workflow.rpartition("/")[2] for r in mine}) or ["-"]
@@ -438,10 +490,10 @@ def run_audit(root: str | Path = ".", *, today: dt.date | None = None,
     return report
 
 
-def format_report(report: AuditReport) -> str:
+def format_report(report: AuditReport, findings: list[Finding] | None = None) -> str:
     reg = report.registry
     lines = [f"registry: {registry_summary(reg)} -- {reg.root}", ""]
-    lines.append(format_table(["job", "registrations", "est s", "shards", "workflow", "trigger"],
+    lines.append(format_table(["job", "registrations", "est s", "shards", "workflow", "trigger", "backend"],
                               report.job_rows, right=(1, 2, 3)))
     lines += ["", format_table(["group", "jobs", "est s", "shards", "workflow (--group)", "trigger"],
                                report.group_rows, right=(1, 2, 3))]
@@ -453,8 +505,14 @@ def format_report(report: AuditReport) -> str:
     if report.retry_rows:
         lines += ["", "tests that opted into retries (a pass on a retry is reported flaky):",
                   format_table(["test", "registration", "retries", "where"], report.retry_rows, right=(2,))]
-    lines += format_rules(RULES, report.violations, report.skipped_rules)
+    lines += format_findings(OWN_RULES, report.findings if findings is None else findings, report.skipped_rules)
     return "\n".join(lines)
+
+
+def format_text(report: AuditReport, findings: list[Finding] | None = None) -> str:
+    """The text report: the job, group and gate tables, then ``severity [rule-id] message`` per finding
+    (``findings``: a filtered list, e.g. after a baseline; default all of the report's)."""
+    return format_report(report, findings)
 
 
 def report_json(report: AuditReport) -> dict[str, Any]:
@@ -462,7 +520,7 @@ def report_json(report: AuditReport) -> dict[str, Any]:
         "adapter": "dspark",
         "root": str(report.registry.root),
         "summary": registry_summary(report.registry),
-        "jobs": [dict(zip(("id", "registrations", "est_s", "shards", "workflows", "triggers"), row))
+        "jobs": [dict(zip(("id", "registrations", "est_s", "shards", "workflows", "triggers", "backend"), row))
                  for row in report.job_rows],
         "groups": [dict(zip(("id", "jobs", "est_s", "shards", "workflows", "triggers"), row))
                    for row in report.group_rows],
@@ -471,7 +529,7 @@ def report_json(report: AuditReport) -> dict[str, Any]:
         "rules": {code: {"title": title, "ok": not report.violations[code],
                          "checked": code not in report.skipped_rules or bool(report.violations[code])}
                   for code, title in RULES.items()},
-        "findings": [{"rule": code, "message": msg} for code, found in report.violations.items() for msg in found],
+        "findings": findings_json(report.findings),
         "ok": report.ok,
     }
 
@@ -483,8 +541,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--format", choices=("text", "json"), default="text")
     parser.add_argument("--adapter", default="dspark",
                         help="how the repository registers tests: dspark (default), sglang")
-    parser.add_argument("--repository", default=None,
-                        help="owner/name the workflows run in (for `github.repository` in if:); adapter default")
+    parser.add_argument("--repo", "--repository", dest="repository", default=None, metavar="OWNER/NAME",
+                        help="the repository the workflows run in (`github.repository` in if:); default: the "
+                             "tree's git remote, else unknown")
     parser.add_argument("--pytest-collection", action="store_true",
                         help="also run pytest --collect-only on registered/ and compare (imports the tests)")
     args = parser.parse_args(argv)
@@ -492,6 +551,10 @@ def main(argv: list[str] | None = None) -> int:
         from ci.audit_foreign import main_foreign
 
         return main_foreign(args)
+    problem = check_target(args.root, args.adapter)
+    if problem:
+        print(f"audit: {problem}", file=sys.stderr)
+        return 2
     try:
         collected = None
         if args.pytest_collection:
