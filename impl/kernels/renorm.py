@@ -61,14 +61,18 @@ Eager calls reuse the compiled kernels through the plan's LaunchCache (impl/kern
 """
 from __future__ import annotations
 
+import contextlib
 import functools
+import struct
+import threading
 from dataclasses import dataclass, field
 
 import torch
 
+from impl.gates import active_gates
 from impl.kernels import renorm_kernels as rk
-from impl.kernels._backend import LaunchCache, cdiv, launch_mode, next_pow2
-from impl.validation import INDEX_DTYPES, check_mode_enabled, check_tensor
+from impl.kernels._backend import INTERPRETED, bound_launcher, cdiv, direct_launch_ready, launch_mode, next_pow2
+from impl.validation import INDEX_DTYPES, check_tensor
 
 _Shape = tuple[int, int]  # (BLOCK, warps)
 
@@ -196,7 +200,7 @@ class _Launch:
     meta: dict  # constexpr and launch keywords
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # compared and hashed by identity: a workspace cache key
 class _Plan:
     launches: tuple[_Launch, ...]
     cap: int  # candidate slots per row
@@ -204,7 +208,8 @@ class _Plan:
     cand_rows: int  # 0: no candidate scratch
     gathers: bool
     write: _Launch
-    compiled: LaunchCache = field(default_factory=LaunchCache, compare=False)  # eager calls skip re-binding
+    # specialization key -> the compiled kernels of launches + write (after the first call that key made)
+    compiled: dict = field(default_factory=dict, init=False, repr=False)
 
 
 def _steps(bs: int, top_p: bool, t: RenormTuning) -> list[tuple[str, int]]:
@@ -281,8 +286,8 @@ def _plan(bs: int, vocab: int, top_p: bool, param_is_tensor: bool, t: RenormTuni
 
 
 def _clean(probs: torch.Tensor) -> torch.Tensor:
-    """NaN and negative entries weigh 0 (the kernels' _load_probs)."""
-    return torch.where(probs > 0, probs, torch.zeros_like(probs))
+    """NaN, +-inf and negative entries weigh 0 (the kernels' _load_probs)."""
+    return torch.where((probs > 0) & (probs < _INF), probs, torch.zeros_like(probs))
 
 
 def _renormalise_torch(probs: torch.Tensor, pivot: torch.Tensor) -> torch.Tensor:
@@ -303,7 +308,7 @@ def _top_p_torch(probs: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
     probs = _clean(probs)
     asc = probs.sort(dim=-1).values
     cum = asc.double().cumsum(-1)
-    p = p.double().nan_to_num(nan=1.0).clamp(0.0, 1.0)  # a NaN p keeps every positive entry
+    p = p.float().double().nan_to_num(nan=1.0).clamp(0.0, 1.0)  # p at fp32 precision; a NaN p keeps every positive entry
     # The total is the cumsum's last entry, so p = 0 keeps exactly the largest entries.
     target = (1.0 - p)[:, None] * cum[:, -1:]
     dropped = (cum < target).sum(-1, keepdim=True)  # how many of the smallest go
@@ -312,12 +317,12 @@ def _top_p_torch(probs: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
     return _renormalise_torch(probs, pivot)
 
 
-def _param_tensor(name, value, bs, dtypes, kind, device) -> torch.Tensor | None:
+def _param_tensor(name, value, bs, dtypes, kind, device, checks: bool) -> torch.Tensor | None:
     if isinstance(value, torch.Tensor):
-        check_tensor(name, value, dtype=dtypes, shape=(bs,))
-        if value.device != device:
+        if value.dtype not in dtypes or value.shape != (bs,) or value.device != device or not value.is_contiguous():
+            check_tensor(name, value, dtype=dtypes, shape=(bs,))  # raises the message naming the argument
             raise ValueError(f"{name} must be on device {device} (probs' device), got {value.device}")
-        if name == "p" and check_mode_enabled() and value.numel() and bool(value.isnan().any()):
+        if name == "p" and checks and value.numel() and bool(value.isnan().any()):
             raise ValueError("p must not hold NaN (check mode; with checks off a NaN p keeps the whole row)")
         return value
     if isinstance(value, bool) or not isinstance(value, kind):
@@ -327,87 +332,221 @@ def _param_tensor(name, value, bs, dtypes, kind, device) -> torch.Tensor | None:
     return None
 
 
-def _check_probs(probs) -> None:
-    check_tensor("probs", probs, dtype=torch.float32, ndim=2)
-    if check_mode_enabled() and probs.numel() and not bool((probs >= 0).all()):
-        raise ValueError("probs must be non-negative and not NaN (check mode; with checks off such entries weigh 0)")
+def _check_probs(probs, checks: bool) -> None:
+    if not (isinstance(probs, torch.Tensor) and probs.dtype is torch.float32 and probs.dim() == 2
+            and probs.is_contiguous()):
+        check_tensor("probs", probs, dtype=torch.float32, ndim=2)  # raises the message naming the argument
+    if checks and probs.numel() and not bool(((probs >= 0) & (probs < _INF)).all()):
+        found = [what for what, bad in (("NaN", probs.isnan()), ("+inf", probs == _INF), ("-inf", probs == -_INF),
+                                        ("negative values", (probs < 0) & (probs > -_INF))) if bool(bad.any())]
+        raise ValueError(f"probs must be finite and non-negative, found {', '.join(found)} (check mode; with checks "
+                         "off NaN, +-inf and negative entries weigh 0)")
 
 
-def _run(probs, param, param_t, *, top_p: bool, tuning: RenormTuning) -> torch.Tensor:
+_INF = float("inf")
+
+
+def _fp32(value: float) -> float:
+    """The fp32 value nearest ``value`` (p's precision on every backend, docs/design.md §3.9)."""
+    return struct.unpack("f", struct.pack("f", value))[0]
+
+
+def _run(probs, param, param_t, *, top_p: bool, tuning: RenormTuning, mode: str) -> torch.Tensor:
     bs, vocab = probs.shape
-    if probs.numel() == 0:
+    if bs == 0 or vocab == 0:
         return torch.zeros_like(probs)
-    if launch_mode(probs, param_t) == "torch":
+    if mode == "torch":
         if param_t is None:
-            # scalar p is used at fp32 precision, as the kernel receives it
             param_t = torch.full((bs,), param, dtype=torch.float32 if top_p else torch.int64, device=probs.device)
         return _top_p_torch(probs, param_t) if top_p else _top_k_torch(probs, param_t)
-    plan = _plan(bs, vocab, top_p, param_t is not None, tuning)
-    state, key, stream = _select(probs, param, param_t, plan)
+    plan = _plan_for(bs, vocab, top_p, param_t is not None, tuning)
     out = torch.empty_like(probs)
-    w = plan.write
-    plan.compiled.launch((key, -1), stream, w.kernel, w.grid, (probs, out, state, state.view(torch.float64), *w.sizes),
-                         w.meta)
+    if probs.is_cuda and probs.get_device() != _CURRENT_DEVICE():  # Triton launches on the current device
+        with torch.cuda.device(probs.device):
+            _launch_all(probs, param, param_t, plan, out)
+    else:
+        _launch_all(probs, param, param_t, plan, out)
     return out
 
 
-def _specialization(probs, param, param_t) -> tuple:
+def _plan_for(bs: int, vocab: int, top_p: bool, param_is_tensor: bool, t: RenormTuning) -> _Plan:
+    """``_plan``, looked up by the tuning's identity first (hashing a RenormTuning costs microseconds)."""
+    key = (bs, vocab, top_p, param_is_tensor, id(t))
+    hit = _PLANS.get(key)
+    if hit is None or hit[0] is not t:
+        if len(_PLANS) >= 256:
+            _PLANS.clear()
+        hit = _PLANS[key] = (t, _plan(bs, vocab, top_p, param_is_tensor, t))
+    return hit[1]
+
+
+_PLANS: dict[tuple, tuple[RenormTuning, _Plan]] = {}
+
+
+def _specialization(dev: int, probs, param, param_t) -> tuple:
     """What Triton specializes on that the plan does not fix: the device, the caller's pointers'
     16-byte alignment and dtype, an int k equal to 1 or divisible by 16 (p is never specialized)."""
     if param_t is not None:
         spec = (param_t.dtype, param_t.data_ptr() % 16 == 0)
     else:
         spec = (param == 1, param % 16 == 0) if isinstance(param, int) else ()
-    return probs.device.index, probs.data_ptr() % 16 == 0, spec
+    return dev, probs.data_ptr() % 16 == 0, spec
+
+
+_CURRENT_DEVICE = getattr(torch._C, "_cuda_getDevice", None) or torch.cuda.current_device
+_RAW_STREAM = getattr(torch._C, "_cuda_getCurrentRawStream", None) or (
+    lambda dev: torch.cuda.current_stream(dev).cuda_stream)
+_capturing = getattr(torch._C, "_cuda_isCurrentStreamCapturing", None) or torch.cuda.is_current_stream_capturing
+
+
+class _Workspace:
+    """One call's scratch (state, partials, candidates, gathered keys), reused by later calls of the
+    same plan on the same device and stream; ``calls`` / ``write``: the plan's kernels bound to it."""
+
+    __slots__ = ("plan", "state", "part", "cand", "gath", "nbytes", "calls", "write", "packed")
+
+    def __init__(self, plan: _Plan, bs: int, vocab: int, device) -> None:
+        # The state is zeroed once: each call's first pass rewrites the words a call reads and every
+        # reducing launch resets its ticket (renorm_kernels), so a reused workspace needs no fill.
+        self.plan = plan
+        self.state = torch.zeros((bs, int(rk.STATE_W)), dtype=torch.int64, device=device)
+        self.part = torch.empty((bs, plan.chunks, int(rk.PART_W)), dtype=torch.float64, device=device)
+        self.cand = torch.empty((plan.cand_rows, plan.cap) if plan.cand_rows else (1, 1), dtype=torch.float32,
+                                device=device)
+        self.gath = torch.empty((bs, vocab) if plan.gathers else (1, 1), dtype=torch.float32, device=device)
+        self.nbytes = sum(t.numel() * t.element_size() for t in (self.state, self.part, self.cand, self.gath))
+        self.calls = self.write = self.packed = None
+
+    def args(self, step: _Launch, ints: bool) -> tuple:
+        """The arguments of ``step`` after (probs, param pointer, param scalar): tensors, or their
+        addresses (bound launches)."""
+        state, part, cand, gath = ((self.state.data_ptr(), self.part.data_ptr(), self.cand.data_ptr(),
+                                    self.gath.data_ptr()) if ints else (self.state, self.part, self.cand, self.gath))
+        fstate = state if ints else self.state.view(torch.float64)
+        bufs = {"first": (part, state, fstate), "pass": (cand, part, state, fstate),
+                "compact": (cand, part, state, fstate), "gather": (cand, gath, part, state, fstate),
+                "finish": (cand, state, fstate), "write": (state, fstate)}[step.args]
+        return (*bufs, *step.sizes)
+
+    def bind(self, compiled: tuple, stream: int) -> None:
+        """Bind every launch of the plan to this workspace, the compiled kernels and ``stream``."""
+        calls = []
+        for step, ck in zip((*self.plan.launches, self.plan.write), compiled, strict=True):
+            launch, self.packed = bound_launcher(ck, step.grid, stream)
+            rest = self.args(step, True)
+            first = (2 if step.args == "write" else 3) + len(rest)  # the constexprs follow, by keyword
+            calls.append((launch, (*rest, *(step.meta[name] for name in step.kernel.arg_names[first:]))))
+        self.write = calls.pop()
+        self.calls = tuple(calls)
+
+
+# (plan, specialization, device index, stream) -> workspace; a plain dict used as an LRU (a hit is
+# popped and re-inserted): at most WORKSPACE_ENTRIES entries and, beyond the newest, WORKSPACE_BYTES.
+# A call pops its workspace while it launches, so a second thread on the same stream makes its own.
+WORKSPACE_ENTRIES = 8
+WORKSPACE_BYTES = 256 << 20
+_WORKSPACES: dict[tuple, _Workspace] = {}
+_INTERPRETER_LOCK = threading.Lock()  # Triton's interpreter patches its language module per launch
+
+
+def _keep(key: tuple, ws: _Workspace) -> None:
+    """Cache a new workspace, evicting the oldest beyond the bounds."""
+    _WORKSPACES[key] = ws
+    while len(_WORKSPACES) > 1 and (len(_WORKSPACES) > WORKSPACE_ENTRIES
+                                    or sum(w.nbytes for w in _WORKSPACES.values()) > WORKSPACE_BYTES):
+        _WORKSPACES.pop(next(iter(_WORKSPACES)), None)
+
+
+def _launch_all(probs, param, param_t, plan: _Plan, out: torch.Tensor | None) -> _Workspace:
+    """Launch the plan's select and (``out`` given) its write; returns the workspace holding the
+    per-row state (pivot key in word LO, kept mass, COMPACTED: the attempt that took the row or 0)."""
+    bs, vocab = probs.shape
+    cuda = probs.is_cuda
+    dev = probs.get_device() if cuda else -1
+    spec = _specialization(dev, probs, param, param_t)
+    if cuda and direct_launch_ready():
+        stream = _RAW_STREAM(dev)
+        if _capturing():  # a graph keeps its own buffers (its private pool): replays never share one
+            ws = _Workspace(plan, bs, vocab, probs.device)
+            return _ordinary(probs, param, param_t, plan, spec, ws, out, bind=stream, keep=None)
+        key = (plan, spec, dev, stream)
+        ws = _WORKSPACES.pop(key, None)
+        if ws is None or ws.calls is None:
+            ws = ws or _Workspace(plan, bs, vocab, probs.device)
+            return _ordinary(probs, param, param_t, plan, spec, ws, out, bind=stream, keep=key)
+        p_ptr = probs.data_ptr()
+        param_ptr, param_scalar = (p_ptr, param) if param_t is None else (param_t.data_ptr(), 0)
+        if ws.packed:
+            for launch, rest in ws.calls:
+                launch((p_ptr, param_ptr, param_scalar, *rest))
+            if out is not None:
+                ws.write[0]((p_ptr, out.data_ptr(), *ws.write[1]))
+        else:
+            for launch, rest in ws.calls:
+                launch(p_ptr, param_ptr, param_scalar, *rest)
+            if out is not None:
+                ws.write[0](p_ptr, out.data_ptr(), *ws.write[1])
+        _WORKSPACES[key] = ws  # back, as the newest
+        return ws
+    key = (plan, spec, dev, None)
+    ws = _WORKSPACES.pop(key, None) or _Workspace(plan, bs, vocab, probs.device)
+    return _ordinary(probs, param, param_t, plan, spec, ws, out, bind=None, keep=key)
+
+
+def _ordinary(probs, param, param_t, plan, spec, ws: _Workspace, out, *, bind, keep) -> _Workspace:
+    """Launch through ``kernel[grid](...)`` (compiling on first use; the interpreter's only path),
+    note the compiled kernels per specialization, and bind the workspace to them (``bind``: the
+    stream) for the next calls; ``keep``: the key the workspace is cached under (None: not kept)."""
+    param_ptr, param_scalar = (probs, param) if param_t is None else (param_t, 0)
+    lock = _INTERPRETER_LOCK if INTERPRETED else contextlib.nullcontext()
+    compiled = []
+    steps = (*plan.launches, plan.write) if out is not None else plan.launches
+    for step in steps:
+        head = (probs, out) if step.args == "write" else (probs, param_ptr, param_scalar)
+        with lock:
+            compiled.append(step.kernel[step.grid](*head, *ws.args(step, False), **step.meta))
+    if bind is not None and out is not None and all(c is not None for c in compiled):
+        plan.compiled.setdefault(spec, tuple(compiled))
+    if bind is not None and spec in plan.compiled:
+        ws.bind(plan.compiled[spec], bind)
+    if keep is not None:
+        _keep(keep, ws)
+    return ws
 
 
 def _select(probs, param, param_t, plan: _Plan):
-    """Launch the first pass and the plan; returns the per-row state (pivot key in word LO,
-    kept mass, the compaction attempt that took the row or 0: COMPACTED), the launch key and stream."""
-    bs, vocab = probs.shape
-    dev = probs.device
-    key = _specialization(probs, param, param_t)
-    stream = plan.compiled.stream(dev.index) if dev.type == "cuda" else None
-    # One zero-filled buffer: per-row state (range, counts, fp64 masses, flags) and ticket counters.
-    state = torch.zeros((bs, int(rk.STATE_W)), dtype=torch.int64, device=dev)
-    fstate = state.view(torch.float64)
-    part = torch.empty((bs, plan.chunks, int(rk.PART_W)), dtype=torch.float64, device=dev)
-    cand = torch.empty((plan.cand_rows, plan.cap) if plan.cand_rows else (1, 1), dtype=torch.float32, device=dev)
-    gath = torch.empty((bs, vocab) if plan.gathers else (1, 1), dtype=torch.float32, device=dev)
-    param_ptr, param_scalar = (probs, param) if param_t is None else (param_t, 0)
-    for i, step in enumerate(plan.launches):
-        if step.args == "first":
-            args = (probs, part, state, fstate, param_ptr, param_scalar, *step.sizes)
-        elif step.args == "pass":
-            args = (probs, cand, part, state, fstate, param_ptr, param_scalar, *step.sizes)
-        elif step.args == "gather":
-            args = (probs, cand, gath, part, state, fstate, param_ptr, param_scalar, *step.sizes)
-        elif step.args == "finish":
-            args = (probs, cand, state, fstate, param_ptr, param_scalar, *step.sizes)
-        else:  # "compact"
-            args = (probs, cand, part, state, fstate, param_ptr, param_scalar, *step.sizes)
-        plan.compiled.launch((key, i), stream, step.kernel, step.grid, args, step.meta)
-    return state, key, stream
+    """The select alone (no write): returns ``(state,)``, the per-row state words (tests read them)."""
+    return (_launch_all(probs, param, param_t, plan, None).state,)
 
 
 def top_k_renorm(probs, k, *, tuning: RenormTuning | None = None):
     """Keep each row's entries >= its k-th largest and renormalise (new tensor).
     ``tuning``: how the kernels launch (None: DEFAULT_TUNING); never changes the result."""
-    _check_probs(probs)
-    k_t = _param_tensor("k", k, probs.shape[0], INDEX_DTYPES, (int,), probs.device)
+    gates = active_gates()
+    checks = gates.check_mode == "on"
+    _check_probs(probs, checks)
+    k_t = _param_tensor("k", k, probs.shape[0], INDEX_DTYPES, (int,), probs.device, checks)
     if k_t is None:
         k = min(max(k, 1), max(probs.shape[1], 1))  # host-side clamp keeps the scalar in range
-    return _run(probs, k, k_t, top_p=False, tuning=_tuning(tuning))
+    t = DEFAULT_TUNING if tuning is None else _tuning(tuning)
+    return _run(probs, k, k_t, top_p=False, tuning=t, mode=launch_mode(probs, k_t, gates=gates))
 
 
 def top_p_renorm(probs, p, *, tuning: RenormTuning | None = None):
     """Drop the smallest entries holding < (1 - p) of each row's mass and renormalise.
+    ``p`` means the fp32 value nearest to it (a float, an fp32 or an fp64 tensor alike).
     ``tuning``: how the kernels launch (None: DEFAULT_TUNING); never changes the result."""
-    _check_probs(probs)
-    p_t = _param_tensor("p", p, probs.shape[0], (torch.float32, torch.float64), (int, float), probs.device)
+    gates = active_gates()
+    checks = gates.check_mode == "on"
+    _check_probs(probs, checks)
+    p_t = _param_tensor("p", p, probs.shape[0], _P_DTYPES, (int, float), probs.device, checks)
     if p_t is None:
-        p = min(max(float(p), 0.0), 1.0)
-    return _run(probs, p, p_t, top_p=True, tuning=_tuning(tuning))
+        p = _fp32(min(max(p, 0), 1))  # clamping first: rounding keeps 0 and 1 and is monotone
+    t = DEFAULT_TUNING if tuning is None else _tuning(tuning)
+    return _run(probs, p, p_t, top_p=True, tuning=t, mode=launch_mode(probs, p_t, gates=gates))
+
+
+_P_DTYPES = (torch.float32, torch.float64)
 
 
 def _tuning(tuning: object) -> RenormTuning:
