@@ -98,7 +98,8 @@ def test_check_mode_names_the_bad_argument(monkeypatch, backend, op):
     for bad, named in ((NAN, "NaN"), (-0.25, "negative"), (INF, r"\+inf"), (-INF, "-inf")):
         poisoned = probs.clone()
         poisoned[1, 5] = bad
-        with check_mode(True), pytest.raises(ValueError, match=rf"^probs must be finite and non-negative, found {named}"):
+        message = rf"^probs must be finite and non-negative, found {named}"
+        with check_mode(True), pytest.raises(ValueError, match=message):
             fn(poisoned, param)
     if op == "top_p":
         with check_mode(True), pytest.raises(ValueError, match=r"^p must not hold NaN"):

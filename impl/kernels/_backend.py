@@ -173,8 +173,8 @@ def bound_launcher(compiled, grid: tuple, stream: int):
     g = (*grid, 1, 1)[:3]
     run = compiled.run  # the launcher object (loads the module on first use)
     raw = getattr(run, "launch", None)
-    plain = (raw is not None and not getattr(run, "global_scratch_size", 1) and not getattr(run, "profile_scratch_size", 1)
-             and not getattr(run, "gsan_enabled", False))
+    plain = (raw is not None and not getattr(run, "global_scratch_size", 1)
+             and not getattr(run, "profile_scratch_size", 1) and not getattr(run, "gsan_enabled", False))
     common = (compiled.function, run.launch_cooperative_grid, run.launch_pdl) if plain else ()
     if plain and _RAW_ABI == "flat" and not hasattr(run, "arg_annotations"):
         return functools.partial(raw, *g, stream, *common, None, None, compiled.packed_metadata, None, None,

@@ -2,8 +2,9 @@
 
 Pivot semantics: a row keeps every entry ``>= pivot`` (ties at the pivot all
 survive), then is divided by its kept mass (zero mass -> zeros, never NaN).
-NaN and negative entries weigh 0 and are never kept (output 0); a row with no positive
-mass returns zeros; a NaN in a tensor ``p`` means 1 (keep every positive entry).
+NaN, +-inf and negative entries weigh 0 and are never kept (output 0); a row with no positive
+finite mass returns zeros; a NaN in a tensor ``p`` means 1 (keep every positive entry). p means
+the fp32 value nearest to it, whether a float, an fp32 or an fp64 tensor (docs/design.md §3.9).
   top-k: pivot = the k-th largest entry, k clamped to [1, V].
   top-p: drop the smallest entries whose cumulative mass is < (1 - p) * row mass,
          p clamped to [0, 1]; for a row summing to 1 this is docs/design.md's "< 1 - p".
@@ -46,18 +47,19 @@ and benchmarks pass their own with ``tuning=``.
     launches: 6 instead of 11-12. Top-p takes it below 8 rows; top-k never does by default
     (its finish path needs 4 launches: first pass, compaction, finish, write).
 
-Costs that shaped this (H200, 256 x 129280, one full read ~30-45 us; see
-impl/bench/renorm_pass_probe.py and notes/perf_log.md): a pass with four 1-D fp64
-accumulators costs ~60 us, a tl.histogram of 16 bins ~90 us, of 64 bins ~400 us, a
-[BLOCK, NB] tile costs a shared-memory layout change per step; v7's first pass runs ~16
-instructions per element for top-k (v6: 37) and 39 for top-p (v6: 56), the compaction's
-1024 x 8 programs spent their time in 10 bar.sync per block. Measured (v7, CUDA graph, vs
-FlashInfer 0.7.2 in the same process): 256 rows 185-193 / 289-290 us (top-k / top-p; 1.38-1.43x /
-1.29-1.32x FlashInfer), 64 rows 75-78 / 112-114 us (1.13-1.16x / 1.42-1.47x), batch 1 17.6-21.1 /
-34-35 us (1.82-2.14x / 1.91-1.97x; v7b: top-k finishes at every batch); eager 1.06-1.40x at 64 and
-256 rows; batch-1 eager is host-bound: top-k 58-99 us against FlashInfer's 43, host time varying
-from machine to machine (bench-results/2026-12-01_NVIDIA-H200, notes/perf_log.md v7, v7b).
-Eager calls reuse the compiled kernels through the plan's LaunchCache (impl/kernels/_backend.py).
+Costs that shaped this (a full-row pass, a histogram, a [BLOCK, NB] tile, the compaction's
+barriers) and every measurement: impl/bench/renorm_pass_probe.py and notes/perf_log.md.
+
+Eager calls (the ones engines make, outside their graphs) are host-bound at small batches, so
+their host path is short: one active_gates() lookup, attribute checks (the message-building
+checks run only on a mismatch), the plan by the tuning's identity, and a workspace cached per
+(plan, specialization, device, stream) whose kernels are bound once to it and launched through
+the compiled kernels' C launchers (impl/kernels/_backend.py bound_launcher): no allocation but
+the output, no state fill (each call's first pass rewrites the state words a call reads, and each
+reducing launch resets its ticket), no per-launch argument binding. A call takes its workspace
+out of the cache while it launches (another thread on the same stream makes its own); a call
+inside CUDA-graph capture allocates its own buffers (the graph's pool), so replays never share
+one with eager calls. The interpreter and launch hooks (profilers) take ``kernel[grid](...)``.
 """
 from __future__ import annotations
 
@@ -308,7 +310,7 @@ def _top_p_torch(probs: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
     probs = _clean(probs)
     asc = probs.sort(dim=-1).values
     cum = asc.double().cumsum(-1)
-    p = p.float().double().nan_to_num(nan=1.0).clamp(0.0, 1.0)  # p at fp32 precision; a NaN p keeps every positive entry
+    p = p.float().double().nan_to_num(nan=1.0).clamp(0.0, 1.0)  # p's fp32 value; a NaN p keeps every positive entry
     # The total is the cumsum's last entry, so p = 0 keeps exactly the largest entries.
     target = (1.0 - p)[:, None] * cum[:, -1:]
     dropped = (cum < target).sum(-1, keepdim=True)  # how many of the smallest go

@@ -8,14 +8,16 @@ state lives in one int64 buffer (fp64 words through a float64 view), addressed b
 the word offsets below; a "pass" shrinks the row's key range [lo, hi) to the
 sub-range holding the pivot. Keys are the int32 bit patterns of the (non-negative)
 fp32 values: they order like the values. Every load goes through _load_probs, which
-makes NaN and negative entries weigh 0, so they are never kept (the decided behaviour
-for out-of-contract values, the same on the torch backend and the oracle).
+makes NaN, +-inf and negative entries weigh 0, so they are never kept (the decided
+behaviour for out-of-contract values, the same on the torch backend and the oracle).
 
 Cross-program reductions use an atomic ticket: each program writes its partial
 result, then takes a ticket; the program drawing the last ticket of its row has
 seen every partial (acq_rel) and reduces them. Words a kernel reads at its start
 are only written by that last program, after every other program of the row has
-read them, so one launch never sees its own half-updated state.
+read them, so one launch never sees its own half-updated state. The last program also
+resets its ticket to 0, and the first pass's last program writes every state word a call
+reads (its ticket included): a workspace reused by the next call needs no fill.
 """
 from __future__ import annotations
 
