@@ -143,6 +143,9 @@ def test_bound_launcher_calls_each_triton_entry_point_with_its_layout(monkeypatc
 
     monkeypatch.setattr(_backend, "_RAW_ABI", abi)
     compiled = _Compiled(packed=abi == "packed")
+    calls = []
+    if abi is None:  # the launcher object is called itself
+        compiled.run = lambda *a: calls.append(a)
     launch, packed = _backend.bound_launcher(compiled, (3, 2), 1234)
     args = (111, 222, 0.5, 64)
     launch(args) if packed else launch(*args)
@@ -153,11 +156,7 @@ def test_bound_launcher_calls_each_triton_entry_point_with_its_layout(monkeypatc
         assert compiled.run.calls == [(3, 2, 1, 1234, 77, False, False, (4, 1, 0), None, None, None, None, None,
                                        "annotations", b"sig", args)]
     else:
-        calls = []
-        compiled.run = lambda *a: calls.append(a)
-        launch, packed = _backend.bound_launcher(compiled, (3, 2), 1234)
-        launch(*args)
-        assert not packed and calls == [(3, 2, 1, 1234, 77, (4, 1, 0), None, None, None, *args)]
+        assert calls == [(3, 2, 1, 1234, 77, (4, 1, 0), None, None, None, *args)]
 
 
 @register(suite="kernels-cuda", hardware=["h200-1"], schedule="per-commit", est_time=30)
@@ -201,3 +200,35 @@ def test_side_streams_and_graphs_keep_their_own_workspaces(top_p):
         torch.cuda.synchronize()
         _check(graph_out, probs, param, top_p, "graph replay")
         _check(eager, *inputs[0], top_p, "eager call between replays")
+
+
+@register(suite="kernels-cuda", hardware=["h200-1"], schedule="per-commit", est_time=20)
+@requires_gpu()
+@pytest.mark.parametrize("top_p", [False, True], ids=["top_k", "top_p"])
+def test_eager_calls_replay_a_graph_per_address_set_with_fresh_values(top_p):
+    """Eager calls whose (probs, parameter, output) addresses repeat replay a CUDA graph of the call
+    (RenormTuning.eager_graph_after). The graph reads whatever those addresses hold now: new values
+    written in place between calls, a new scalar parameter (another graph) and a new output address
+    (the previous output kept alive) must all give exact results; with eager_graph_after = 0 no graph
+    is ever captured."""
+    op = K.top_p_renorm if top_p else K.top_k_renorm
+    bs, vocab = 8, 129280
+    probs = _probs(1, bs, vocab).cuda()
+    param = _param(top_p, 2, bs, vocab).cuda()
+    for after in (2, 0):
+        tuning = dataclasses.replace(renorm.DEFAULT_TUNING, eager_graph_after=after)
+        kept = []
+        for call in range(6):
+            probs.copy_(_probs(10 + call, bs, vocab))
+            param.copy_(_param(top_p, 20 + call, bs, vocab))
+            arg = param if call != 4 else (0.7 if top_p else 9)
+            got = op(probs, arg, tuning=tuning)
+            _check(got, probs, arg, top_p, f"eager_graph_after {after}, call {call}")
+            if call == 3:
+                kept.append(got)  # the next output lands elsewhere
+        plan = renorm._plan_for(bs, vocab, top_p, True, tuning)
+        ws = next(w for (p, *_), w in renorm._WORKSPACES.items() if p is plan)
+        if after:
+            assert ws.captures >= 1 and ws.hits >= 1, (ws.captures, ws.hits)
+        else:
+            assert ws.captures == 0 and not ws.graphs

@@ -97,7 +97,7 @@ def launch_mode(*tensors: torch.Tensor | None, gates=None) -> str:
             )
         return "triton"
     # Compiled Triton cannot read host memory: host tensors take the torch path.
-    if any(t is not None and t.device.type != "cuda" for t in tensors):
+    if any(t is not None and not t.is_cuda for t in tensors):
         return "torch"
     return "triton"
 

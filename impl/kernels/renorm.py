@@ -140,6 +140,13 @@ class RenormTuning:
     # compute-bound (spread them). H200 sweep, batch 1.
     small_batch_chunks: tuple[int, int] = (16, 128)
     small_batch_programs: int = 256  # and at most this many programs in all (64 rows: 4 chunks each)
+    # Eager calls on a GPU: once one call's (probs, parameter, output) addresses and scalar parameter
+    # have come this many times on one stream, the call's launches are captured into a CUDA graph
+    # (the stream's cached workspace, no allocation) and later calls with those addresses replay it:
+    # one graph launch instead of 4-7 kernel launches of host time. 0: never. At most
+    # eager_graphs_kept graphs per workspace; a workspace whose graphs keep missing stops capturing.
+    eager_graph_after: int = 2
+    eager_graphs_kept: int = 4
 
     def __post_init__(self) -> None:
         for name in ("finish_min_rows", "compact_attempts"):  # one int sets both ops
@@ -154,6 +161,9 @@ class RenormTuning:
         def pow2(v: int) -> bool:
             return isinstance(v, int) and v >= 1 and not v & (v - 1)
 
+        for name in ("eager_graph_after", "eager_graphs_kept"):
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < 0:
+                refuse(name, "must be an int >= 0")
         for name in ("candidate_capacity", "chunk_align", "target_programs", "small_batch_programs",
                      "large_batch_rows", "large_batch_programs"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
@@ -210,6 +220,7 @@ class _Plan:
     cand_rows: int  # 0: no candidate scratch
     gathers: bool
     write: _Launch
+    tuning: RenormTuning
     # specialization key -> the compiled kernels of launches + write (after the first call that key made)
     compiled: dict = field(default_factory=dict, init=False, repr=False)
 
@@ -284,7 +295,7 @@ def _plan(bs: int, vocab: int, top_p: bool, param_is_tensor: bool, t: RenormTuni
     write = _Launch(rk._write_kernel, (chunks, bs), "write", (vocab, chunk_len), dict(TOP_P=top_p, BLOCK=block,
                                                                                        num_warps=warps))
     compacts = any(kind == "compact" for kind, _ in steps)
-    return _Plan(tuple(launches), cap, chunks, bs if compacts else 0, any(k == "gather" for k, _ in steps), write)
+    return _Plan(tuple(launches), cap, chunks, bs if compacts else 0, any(k == "gather" for k, _ in steps), write, t)
 
 
 def _clean(probs: torch.Tensor) -> torch.Tensor:
@@ -319,11 +330,15 @@ def _top_p_torch(probs: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
     return _renormalise_torch(probs, pivot)
 
 
-def _param_tensor(name, value, bs, dtypes, kind, device, checks: bool) -> torch.Tensor | None:
+def _param_tensor(name, value, bs, dtypes, kind, probs: torch.Tensor, checks: bool) -> torch.Tensor | None:
+    """``value`` as a per-row tensor (None for a scalar), checked; it must be on ``probs``' device
+    (compared through the tensors: cheaper than building torch.device objects)."""
     if isinstance(value, torch.Tensor):
-        if value.dtype not in dtypes or value.shape != (bs,) or value.device != device or not value.is_contiguous():
+        if (value.dtype not in dtypes or value.dim() != 1 or value.shape[0] != bs or not value.is_contiguous()
+                or value.is_cuda != probs.is_cuda or value.get_device() != probs.get_device() or value.is_meta):
             check_tensor(name, value, dtype=dtypes, shape=(bs,))  # raises the message naming the argument
-            raise ValueError(f"{name} must be on device {device} (probs' device), got {value.device}")
+            if value.device != probs.device:
+                raise ValueError(f"{name} must be on device {probs.device} (probs' device), got {value.device}")
         if name == "p" and checks and value.numel() and bool(value.isnan().any()):
             raise ValueError("p must not hold NaN (check mode; with checks off a NaN p keeps the whole row)")
         return value
@@ -405,7 +420,8 @@ class _Workspace:
     """One call's scratch (state, partials, candidates, gathered keys), reused by later calls of the
     same plan on the same device and stream; ``calls`` / ``write``: the plan's kernels bound to it."""
 
-    __slots__ = ("plan", "state", "part", "cand", "gath", "nbytes", "calls", "write", "packed")
+    __slots__ = ("plan", "state", "part", "cand", "gath", "nbytes", "calls", "write", "packed", "compiled", "graphs",
+                 "seen", "captures", "hits")
 
     def __init__(self, plan: _Plan, bs: int, vocab: int, device) -> None:
         # The state is zeroed once: each call's first pass rewrites the words a call reads and every
@@ -417,7 +433,10 @@ class _Workspace:
                                 device=device)
         self.gath = torch.empty((bs, vocab) if plan.gathers else (1, 1), dtype=torch.float32, device=device)
         self.nbytes = sum(t.numel() * t.element_size() for t in (self.state, self.part, self.cand, self.gath))
-        self.calls = self.write = self.packed = None
+        self.calls = self.write = self.packed = self.compiled = None
+        self.graphs: dict | None = {}  # (probs, param, scalar, out) -> CUDA graph of the call; None: off
+        self.seen: dict = {}  # the same keys -> calls seen, before a capture
+        self.captures = self.hits = 0
 
     def args(self, step: _Launch, ints: bool) -> tuple:
         """The arguments of ``step`` after (probs, param pointer, param scalar): tensors, or their
@@ -432,14 +451,19 @@ class _Workspace:
 
     def bind(self, compiled: tuple, stream: int) -> None:
         """Bind every launch of the plan to this workspace, the compiled kernels and ``stream``."""
-        calls = []
+        self.compiled = compiled
+        self.calls, self.write, self.packed = self.bound(stream)
+
+    def bound(self, stream: int) -> tuple:
+        """(select launches, write launch, packed) bound to ``stream``: each a (launch, rest)."""
+        compiled, calls, packed = self.compiled, [], False
         for step, ck in zip((*self.plan.launches, self.plan.write), compiled, strict=True):
-            launch, self.packed = bound_launcher(ck, step.grid, stream)
+            launch, packed = bound_launcher(ck, step.grid, stream)
             rest = self.args(step, True)
             first = (2 if step.args == "write" else 3) + len(rest)  # the constexprs follow, by keyword
             calls.append((launch, (*rest, *(step.meta[name] for name in step.kernel.arg_names[first:]))))
-        self.write = calls.pop()
-        self.calls = tuple(calls)
+        write = calls.pop()
+        return tuple(calls), write, packed
 
 
 # (plan, specialization, device index, stream) -> workspace; a plain dict used as an LRU (a hit is
@@ -478,21 +502,80 @@ def _launch_all(probs, param, param_t, plan: _Plan, out: torch.Tensor | None) ->
             return _ordinary(probs, param, param_t, plan, spec, ws, out, bind=stream, keep=key)
         p_ptr = probs.data_ptr()
         param_ptr, param_scalar = (p_ptr, param) if param_t is None else (param_t.data_ptr(), 0)
-        if ws.packed:
-            for launch, rest in ws.calls:
-                launch((p_ptr, param_ptr, param_scalar, *rest))
-            if out is not None:
-                ws.write[0]((p_ptr, out.data_ptr(), *ws.write[1]))
+        if out is None:
+            _bound_launches(ws.calls, None, ws.packed, p_ptr, param_ptr, param_scalar, 0)
+        elif ws.graphs is None:
+            _bound_launches(ws.calls, ws.write, ws.packed, p_ptr, param_ptr, param_scalar, out.data_ptr())
         else:
-            for launch, rest in ws.calls:
-                launch(p_ptr, param_ptr, param_scalar, *rest)
-            if out is not None:
-                ws.write[0](p_ptr, out.data_ptr(), *ws.write[1])
+            gkey = (p_ptr, param_ptr, param_scalar, out.data_ptr())
+            graph = ws.graphs.get(gkey)
+            if graph is not None:
+                graph.replay()
+                ws.hits += 1
+            else:
+                _eager_call(ws, gkey, dev)
         _WORKSPACES[key] = ws  # back, as the newest
         return ws
     key = (plan, spec, dev, None)
     ws = _WORKSPACES.pop(key, None) or _Workspace(plan, bs, vocab, probs.device)
     return _ordinary(probs, param, param_t, plan, spec, ws, out, bind=None, keep=key)
+
+
+def _bound_launches(calls, write, packed: bool, p_ptr: int, param_ptr: int, param_scalar, out_ptr: int) -> None:
+    if packed:
+        for launch, rest in calls:
+            launch((p_ptr, param_ptr, param_scalar, *rest))
+        if write is not None:
+            write[0]((p_ptr, out_ptr, *write[1]))
+    else:
+        for launch, rest in calls:
+            launch(p_ptr, param_ptr, param_scalar, *rest)
+        if write is not None:
+            write[0](p_ptr, out_ptr, *write[1])
+
+
+def _eager_call(ws: _Workspace, gkey: tuple, dev: int) -> None:
+    """An eager call whose addresses have no graph yet: launch it, or (seen often enough) capture it
+    into a CUDA graph on a side stream (nothing runs while capturing) and replay that."""
+    t = ws.plan.tuning
+    seen = ws.seen.get(gkey, 0) + 1
+    if t.eager_graph_after == 0 or seen < t.eager_graph_after:
+        if len(ws.seen) >= 4 * max(t.eager_graphs_kept, 1):
+            ws.seen.clear()
+        ws.seen[gkey] = seen
+        _bound_launches(ws.calls, ws.write, ws.packed, *gkey)
+        return
+    ws.seen.pop(gkey, None)
+    if ws.captures >= 4 * max(t.eager_graphs_kept, 1) and ws.hits < 4 * ws.captures:  # addresses keep changing
+        ws.graphs = None
+        _bound_launches(ws.calls, ws.write, ws.packed, *gkey)
+        return
+    side = _side_stream(dev)
+    calls, write, packed = ws.bound(side.cuda_stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.stream(side):
+        graph.capture_begin(capture_error_mode="thread_local")
+        try:
+            _bound_launches(calls, write, packed, *gkey)
+        finally:
+            graph.capture_end()
+    ws.captures += 1
+    while len(ws.graphs) >= t.eager_graphs_kept:
+        ws.graphs.pop(next(iter(ws.graphs)))
+    if t.eager_graphs_kept:
+        ws.graphs[gkey] = graph
+    graph.replay()  # on the caller's stream
+
+
+_SIDE_STREAMS: dict[int, torch.cuda.Stream] = {}
+
+
+def _side_stream(dev: int):
+    """A stream (per device) that eager-call graphs are captured on; nothing ever runs on it."""
+    stream = _SIDE_STREAMS.get(dev)
+    if stream is None:
+        stream = _SIDE_STREAMS[dev] = torch.cuda.Stream(device=dev)
+    return stream
 
 
 def _ordinary(probs, param, param_t, plan, spec, ws: _Workspace, out, *, bind, keep) -> _Workspace:
@@ -527,7 +610,7 @@ def top_k_renorm(probs, k, *, tuning: RenormTuning | None = None):
     gates = active_gates()
     checks = gates.check_mode == "on"
     _check_probs(probs, checks)
-    k_t = _param_tensor("k", k, probs.shape[0], INDEX_DTYPES, (int,), probs.device, checks)
+    k_t = _param_tensor("k", k, probs.shape[0], INDEX_DTYPES, (int,), probs, checks)
     if k_t is None:
         k = min(max(k, 1), max(probs.shape[1], 1))  # host-side clamp keeps the scalar in range
     t = DEFAULT_TUNING if tuning is None else _tuning(tuning)
@@ -541,7 +624,7 @@ def top_p_renorm(probs, p, *, tuning: RenormTuning | None = None):
     gates = active_gates()
     checks = gates.check_mode == "on"
     _check_probs(probs, checks)
-    p_t = _param_tensor("p", p, probs.shape[0], _P_DTYPES, (int, float), probs.device, checks)
+    p_t = _param_tensor("p", p, probs.shape[0], _P_DTYPES, (int, float), probs, checks)
     if p_t is None:
         p = _fp32(min(max(p, 0), 1))  # clamping first: rounding keeps 0 and 1 and is monotone
     t = DEFAULT_TUNING if tuning is None else _tuning(tuning)
