@@ -234,6 +234,7 @@ def test_eager_calls_replay_a_graph_per_address_set_with_fresh_values(top_p):
             _check(got, probs, arg, top_p, f"eager_graph_after {after}, call {call}", fast=True)
             if call == 3:
                 kept.append(got)  # the next output lands elsewhere
+            del got  # freed before the next call: its output may reuse the address
         plan = renorm._plan_for(bs, vocab, top_p, True, tuning)
         ws = next(w for (p, *_), w in renorm._WORKSPACES.items() if p is plan)
         if after:
