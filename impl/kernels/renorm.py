@@ -56,7 +56,11 @@ checks run only on a mismatch), the plan by the tuning's identity, and a workspa
 (plan, specialization, device, stream) whose kernels are bound once to it and launched through
 the compiled kernels' C launchers (impl/kernels/_backend.py bound_launcher): no allocation but
 the output, no state fill (each call's first pass rewrites the state words a call reads, and each
-reducing launch resets its ticket), no per-launch argument binding. A call takes its workspace
+reducing launch resets its ticket), no per-launch argument binding. Once a call's (probs, parameter,
+output) addresses repeat on a stream (RenormTuning.eager_graph_after), its launches are captured
+into a CUDA graph over that stream's workspace and later such calls replay it: one graph launch
+instead of 4-7 kernel launches (a few graphs per workspace; a workspace whose addresses keep
+changing stops capturing). A call takes its workspace
 out of the cache while it launches (another thread on the same stream makes its own); a call
 inside CUDA-graph capture allocates its own buffers (the graph's pool), so replays never share
 one with eager calls. The interpreter and launch hooks (profilers) take ``kernel[grid](...)``.
