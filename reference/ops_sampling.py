@@ -3,14 +3,17 @@
 Sort the row, find the pivot, keep entries >= pivot (ties kept), divide by the
 kept mass (zero mass -> zeros). Fractions make the cumulative-mass test exact.
 top-p measures mass relative to the row's total (identical to docs/design.md's "1 - p"
-for rows that sum to 1); a scalar p is taken at fp32 precision like the kernel's.
+for rows that sum to 1); p means the fp32 value nearest to it, whether a Python float or
+an fp32 or fp64 tensor (docs/design.md §3.9), then exact arithmetic.
 At an exact boundary (cumulative mass == target) the entry reaching it survives.
-Out-of-contract values (decided once, the same on every backend): NaN and negative
-entries weigh 0 and are never kept; a row with no positive mass gives zeros; a NaN
-in a tensor p means 1 (keep every positive entry).
+Out-of-contract values (decided once, the same on every backend, §10.7): NaN, +-inf and
+negative entries weigh 0 and are never kept; a row with no positive mass gives zeros; a
+NaN in a tensor p means 1 (keep every positive entry).
 """
 from __future__ import annotations
 
+import math
+import struct
 from fractions import Fraction
 
 import torch
@@ -22,8 +25,13 @@ def _per_row(param, bs, cast):
     return [cast(param)] * bs
 
 
+def _fp32(value: float) -> float:
+    """The fp32 value nearest ``value`` (a finite value within fp32's range)."""
+    return struct.unpack("f", struct.pack("f", value))[0]
+
+
 def _clean(row: list[float]) -> list[float]:
-    return [x if x > 0 else 0.0 for x in row]  # NaN > 0 is False: NaN weighs 0 too
+    return [x if 0 < x < math.inf else 0.0 for x in row]  # NaN compares False: NaN weighs 0 too
 
 
 def _renormalise(row: list[float], pivot: float) -> list[float]:
@@ -45,12 +53,12 @@ def top_k_renorm(probs, k, *, tuning=None):
 
 def top_p_renorm(probs, p, *, tuning=None):
     """``tuning`` (the kernels' launch plan) is accepted and ignored: the oracle has none."""
-    fp32 = lambda v: float(torch.tensor(float(v), dtype=torch.float32))  # noqa: E731
-    cast = float if isinstance(p, torch.Tensor) else fp32
     out = []
-    for row, p_r in zip(probs.tolist(), _per_row(p, probs.shape[0], cast)):
+    for row, p_r in zip(probs.tolist(), _per_row(p, probs.shape[0], float)):
         row = _clean(row)
-        p_r = 1.0 if p_r != p_r else min(max(p_r, 0.0), 1.0)  # NaN p: keep the whole row
+        # NaN p: keep the whole row. Else p's fp32 value, clamped: clamping first gives the same value
+        # (rounding to fp32 is monotone and keeps 0 and 1) and keeps huge values packable.
+        p_r = 1.0 if p_r != p_r else _fp32(min(max(p_r, 0.0), 1.0))
         target = (1 - Fraction(p_r)) * sum(Fraction(x) for x in row)
         pivot, cumulative = float("inf"), Fraction(0)
         for x in sorted(row):  # ascending: the smallest entries go first

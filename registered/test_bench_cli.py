@@ -77,3 +77,42 @@ def test_default_results_folder_is_outside_the_package():
     package = Path(impl.__file__).resolve().parent
     assert REPO_ROOT == ROOT
     assert not (REPO_ROOT / "bench-results").resolve().is_relative_to(package)
+
+
+@register(suite="components", hardware="cpu", schedule="per-commit", est_time=30)
+def test_host_cost_rows_table_and_plot(tmp_path):
+    """The host-cost probe (issue 22): per-call rows for ours and a contender, the issue's table with
+    the ratio FlashInfer / ours, a plot per op and parameter form, and host rows merged beside (never
+    replacing) the timing rows of the same op, shape and variant."""
+    from impl.bench import host_cost
+
+    class Contender:  # stands in for FlashInfer's sampling module
+        @staticmethod
+        def top_k_renorm_probs(probs, k):
+            return probs.clone()
+
+        @staticmethod
+        def top_p_renorm_probs(probs, p):
+            return probs.clone()
+
+    cases = host_cost.renorm_cases("cpu", (1, 2), 64, Contender)
+    assert len(cases) == 16 and {c[2] for c in cases} == {"project", "flashinfer"}
+    rows = host_cost.measure(cases, calls=1, repeats=1)
+    assert all(r["metric"] == "host" and r["host_us"] > 0 for r in rows)
+    table = host_cost.renorm_table(rows)
+    assert "top-k, tensor" in table and "top-p, scalar" in table and "batch 2" in table
+    ours, theirs = (next(r["host_us"] for r in rows if r["shape"] == "1x64 fp32 k=50 tensor" and r["variant"] == v)
+                    for v in ("project", "flashinfer"))
+    assert f"{ours:.1f} / {theirs:.1f} ({theirs / ours:.2f}x)" in table
+    path = tmp_path / "bench.json"
+    timing_row = {**_row("top_k_renorm", "project", 5.0), "shape": "1x64 fp32 k=50 tensor"}
+    report.merge_json(path, {}, [timing_row])
+    merged, kept = report.merge_json(path, {}, rows)
+    assert kept == 1 and len(merged) == len(rows) + 1
+    written, why = report.write_host_plot(tmp_path / "host.png", merged, "smoke")
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        assert not written and "matplotlib" in why
+    else:
+        assert written and (tmp_path / "host.png").stat().st_size > 1000

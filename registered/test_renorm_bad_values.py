@@ -26,6 +26,7 @@ from impl.testing.op_table import RENORM, mismatch
 
 DEV = default_device()
 NAN = float("nan")
+INF = float("inf")
 BACKENDS = ["default", "torch"]
 
 
@@ -94,10 +95,11 @@ def test_check_mode_names_the_bad_argument(monkeypatch, backend, op):
     probs = torch.rand(2, 16, device=DEV)
     fn = K.top_k_renorm if op == "top_k" else K.top_p_renorm
     param = 3 if op == "top_k" else 0.5
-    for bad in (NAN, -0.25):
+    for bad, named in ((NAN, "NaN"), (-0.25, "negative"), (INF, r"\+inf"), (-INF, "-inf")):
         poisoned = probs.clone()
         poisoned[1, 5] = bad
-        with check_mode(True), pytest.raises(ValueError, match=r"^probs must be non-negative and not NaN"):
+        message = rf"^probs must be finite and non-negative, found {named}"
+        with check_mode(True), pytest.raises(ValueError, match=message):
             fn(poisoned, param)
     if op == "top_p":
         with check_mode(True), pytest.raises(ValueError, match=r"^p must not hold NaN"):
@@ -146,3 +148,69 @@ def test_top_p_keeps_the_entry_that_reaches_an_exact_boundary(monkeypatch, backe
     assert math.isclose(float(got.sum()), 1.0, rel_tol=1e-6)
     problem = mismatch(RENORM, got, R.top_p_renorm(probs, torch.tensor([p])))
     assert problem is None, problem
+
+
+def _inf_rows() -> torch.Tensor:
+    """Row 0: +inf where the largest entry would be, beside valid entries; row 1: +inf and -inf
+    beside one valid entry; row 2: only +inf and zeros (no positive finite mass); row 3: valid."""
+    g = torch.Generator().manual_seed(12)
+    p = torch.rand(4, 40, generator=g)
+    p[0, [2, 30]] = INF
+    p[0, 11] = 5.0
+    p[1] = 0.0
+    p[1, [4, 9]] = torch.tensor([INF, -INF])
+    p[1, 17] = 0.25
+    p[2] = 0.0
+    p[2, [0, 39]] = INF
+    return p
+
+
+@register(suite="kernels", hardware=["cpu", "h200-1"], schedule="per-commit", est_time=10)
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("op", ["top_k", "top_p"])
+def test_inf_entries_weigh_zero_and_never_give_nan(monkeypatch, backend, op):
+    """docs/design.md §10.7: an entry that is +inf counts as probability 0, like NaN and negatives:
+    never kept, output 0, the rest renormalised; a row whose only positive entries are +inf comes
+    back all zeros. The oracle, the torch backend and Triton agree; nothing is NaN."""
+    _backend(monkeypatch, backend)
+    probs = _inf_rows()
+    fn, ref = (K.top_k_renorm, R.top_k_renorm) if op == "top_k" else (K.top_p_renorm, R.top_p_renorm)
+    param = torch.tensor([3, 2, 5, 7]) if op == "top_k" else torch.tensor([0.5, 0.9, 0.9, 0.7])
+    want = ref(probs, param)
+    with check_mode(False):
+        got = fn(probs.to(DEV), param.to(DEV)).cpu()
+    for out, who in ((got, "impl"), (want, "oracle")):
+        assert not out.isnan().any(), f"{who}: NaN in the output"
+        assert (out[probs.isinf()] == 0).all(), f"{who}: an inf entry was kept"
+        assert out[0, 11] > 0 and out[1, 17] == 1.0, f"{who}: the valid entries must carry the mass"
+        assert (out[2] == 0).all(), f"{who}: a row with only inf entries has no mass: zeros"
+    problem = mismatch(RENORM, got, want)
+    assert problem is None, problem
+
+
+@register(suite="kernels", hardware=["cpu", "h200-1"], schedule="per-commit", est_time=10)
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_p_means_its_nearest_fp32_value_whatever_its_type(monkeypatch, backend):
+    """docs/design.md §3.9: p is rounded to fp32 once, first. On [0.1, 0, 0.5, 0.4] with p = 0.9 the
+    dropped mass (1 - fp32(0.9)) x the row's mass lies just above fp32(0.1), so 0.1 goes; read in fp64,
+    (1 - 0.9) x the mass lies just below it and 0.1 would stay. A Python float, an fp32 and an fp64
+    tensor must all drop it, on every backend and in the oracle. Then p's just around the boundary:
+    fp32(0.9) +- one fp32 step, and an fp64 p one fp64 step off 0.9 (the same fp32 value)."""
+    _backend(monkeypatch, backend)
+    probs = torch.tensor([[0.1, 0.0, 0.5, 0.4]])
+    forms = {"float": 0.9, "fp32": torch.tensor([0.9]), "fp64": torch.tensor([0.9], dtype=torch.float64)}
+    for name, p in forms.items():
+        got = K.top_p_renorm(probs.to(DEV), p.to(DEV) if isinstance(p, torch.Tensor) else p).cpu()
+        assert (got > 0).tolist() == [[False, False, True, True]], f"p as {name}: {got.tolist()}"
+        problem = mismatch(RENORM, got, R.top_p_renorm(probs, p))
+        assert problem is None, f"p as {name}: {problem}"
+    p32 = torch.tensor(0.9)
+    below, above = float(torch.nextafter(p32, torch.tensor(0.0))), float(torch.nextafter(p32, torch.tensor(1.0)))
+    near = {below: [False, False, True, True], above: [True, False, True, True],
+            math.nextafter(0.9, 1.0): [False, False, True, True], math.nextafter(0.9, 0.0): [False, False, True, True]}
+    for value, kept in near.items():
+        for p in (value, torch.tensor([value], dtype=torch.float64)):
+            got = K.top_p_renorm(probs.to(DEV), p.to(DEV) if isinstance(p, torch.Tensor) else p).cpu()
+            assert (got > 0).tolist() == [kept], f"p = {value!r} ({type(p).__name__}): {got.tolist()}"
+            problem = mismatch(RENORM, got, R.top_p_renorm(probs, p))
+            assert problem is None, f"p = {value!r}: {problem}"

@@ -24,7 +24,7 @@ from impl.cli_args import CliParser
 
 GRAPH_REPLAY_MAX_ROWS = 1024
 REPO_ROOT = Path(__file__).resolve().parents[2]
-SELECTIONS = [*cases.GPU_SWEEP, "verify_step"]
+SELECTIONS = [*cases.GPU_SWEEP, "verify_step", "host"]
 
 
 def _device_name() -> str:
@@ -41,9 +41,12 @@ def measure(sweep: dict, device: str, only: set[str] | None) -> list[dict]:
         for size in sizes:
             case = make(*size, device, gen, with_compile=on_gpu)
             times = {}
+            eager = {}
             for variant, fn in case.variants.items():
                 small = on_gpu and case.rows <= GRAPH_REPLAY_MAX_ROWS and "torch.compile" not in variant
                 times[variant] = timing.graph_replay_us(fn) if small else timing.median_us(fn)
+                if small and case.op.endswith("renorm"):  # the call an engine makes: eager, host included
+                    eager[variant] = timing.median_us(fn)
             for variant, us in times.items():
                 rows.append({
                     "op": case.op, "shape": case.shape, "rows": case.rows, "variant": variant,
@@ -51,6 +54,7 @@ def measure(sweep: dict, device: str, only: set[str] | None) -> list[dict]:
                     "frac_of_copy": times["copy"] / us, "project_speedup": us / times["project"],
                     "timer": ("cuda-graph replay" if on_gpu and case.rows <= GRAPH_REPLAY_MAX_ROWS
                               else ("do_bench median" if on_gpu else "wall clock")),
+                    **({"eager_us": eager[variant]} if variant in eager else {}),
                 })
             print(f"  measured {case.op} {case.shape}", file=sys.stderr, flush=True)
     return rows
@@ -94,6 +98,16 @@ def main(argv: list[str] | None = None) -> int:
     if gpu and not cases.flashinfer_available(args.flashinfer_aot):
         print("[bench] flashinfer is not importable: its contender rows (top_k / top_p) are skipped", flush=True)
     rows = measure(sweep, device, only)
+    host_rows = []
+    if not only or "host" in only:
+        from impl.bench import host_cost
+
+        fi = cases._FLASHINFER[0] if gpu and cases._FLASHINFER else None
+        batches, vocab, reps = ((host_cost.RENORM_BATCHES, host_cost.VOCAB, dict(calls=60, repeats=9)) if gpu
+                                else ((1, 2), 256, dict(calls=2, repeats=1)))
+        host_rows = host_cost.measure(host_cost.renorm_cases(device, batches, vocab, fi)
+                                      + host_cost.step_op_cases(device, *((64, 5, 512) if gpu else (2, 2, 64))),
+                                      **reps)
     step_rows = []
     if not only or "verify_step" in only:
         from impl.bench.verify_step_case import measure_verify_step
@@ -105,17 +119,29 @@ def main(argv: list[str] | None = None) -> int:
     }
     out = args.out or default_results_dir(meta["mode"], meta["date"], name)
     out.mkdir(parents=True, exist_ok=True)
-    all_rows, kept = report.merge_json(out / "bench.json", meta, rows + step_rows)
+    all_rows, kept = report.merge_json(out / "bench.json", meta, rows + step_rows + host_rows)
     plot_rows = [r for r in all_rows if "gbps" in r]
     plotted, why_not = report.write_plot(out / "bench.png", plot_rows,
                                          f"{name} - torch {meta['torch']}, triton {meta['triton']}")
+    host_plotted, host_why_not = report.write_host_plot(out / "host.png", all_rows,
+                                                        f"{name} - host cost per eager call")
     print(f"device: {name}  torch {meta['torch']}  triton {meta['triton']}  mode {meta['mode']}")
     print(report.format_table(rows))
+    if host_rows:
+        from impl.bench import host_cost
+
+        print("host us per eager call (GPU kept busy by a queued sleep; median of repeats):")
+        print(host_cost.renorm_table(host_rows))
+        for r in host_rows:
+            if not r["op"].endswith("renorm"):
+                print(f"  {r['op']} {r['shape']}: {r['host_us']:.1f} us")
     for r in step_rows:
         print(f"verify step {r['shape']} ({r['variant']}): {r['us']:.1f} us, "
               f"host syncs in eager run: {r['host_syncs']}")
-    print(f"wrote {out / 'bench.json'} ({len(rows) + len(step_rows)} rows measured now, {kept} kept from before)")
+    print(f"wrote {out / 'bench.json'} ({len(rows) + len(step_rows) + len(host_rows)} rows measured now, "
+          f"{kept} kept from before)")
     print(f"wrote {out / 'bench.png'}" if plotted else f"no plot: {why_not}")
+    print(f"wrote {out / 'host.png'}" if host_plotted else f"no host plot: {host_why_not}")
     return 0
 
 

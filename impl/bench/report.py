@@ -8,18 +8,19 @@ from impl import table as impl_table
 
 
 def format_table(rows: list[dict]) -> str:
-    head = ["op", "shape", "variant", "us", "GB/s", "% of copy", "project speedup"]
+    head = ["op", "shape", "variant", "us", "GB/s", "% of copy", "project speedup", "eager us (do_bench)"]
     body = [
         [r["op"], r["shape"], r["variant"], f"{r['us']:.2f}", f"{r['gbps']:.0f}",
          f"{100 * r['frac_of_copy']:.0f}%",
-         "" if r["variant"] in ("project", "copy") else f"{r['project_speedup']:.2f}x"]
+         "" if r["variant"] in ("project", "copy") else f"{r['project_speedup']:.2f}x",
+         f"{r['eager_us']:.2f}" if "eager_us" in r else ""]
         for r in rows
     ]
     return impl_table.format_table(head, body)
 
 
 def _key(row: dict) -> tuple:
-    return row.get("op"), row.get("shape"), row.get("variant")
+    return row.get("op"), row.get("shape"), row.get("variant"), row.get("metric", "time")
 
 
 def merge_json(path: Path, meta: dict, rows: list[dict]) -> tuple[list[dict], int]:
@@ -63,6 +64,40 @@ def write_plot(path: Path, rows: list[dict], title: str) -> tuple[bool, str]:
         ax.set_xlabel("rows")
         ax.set_ylabel("GB/s (bytes really moved)")
         ax.set_title(op)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True, ""
+
+
+def write_host_plot(path: Path, rows: list[dict], title: str) -> tuple[bool, str]:
+    """Host microseconds per eager call against batch, one panel per renorm op and parameter form,
+    one line per variant (ours, FlashInfer). Returns (written, why not)."""
+    host = [r for r in rows if r.get("metric") == "host" and r["op"].endswith("renorm")]
+    panels = list(dict.fromkeys((r["op"], r["shape"].rsplit(" ", 1)[-1]) for r in host))
+    if not panels:
+        return False, "no renorm host-cost rows"
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False, "matplotlib is not installed (pip install matplotlib)"
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.5 * len(panels), 4), squeeze=False)
+    for ax, (op, form) in zip(axes[0], panels):
+        mine = [r for r in host if r["op"] == op and r["shape"].endswith(form)]
+        for variant in dict.fromkeys(r["variant"] for r in mine):
+            pts = sorted((int(r["shape"].split("x")[0]), r["host_us"]) for r in mine if r["variant"] == variant)
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=variant)
+        ax.set_xscale("log")
+        ax.set_xlabel("batch (rows)")
+        ax.set_ylabel("host us per eager call (GPU busy)")
+        ax.set_title(f"{op}, {form} parameter")
+        ax.set_ylim(bottom=0)
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=7)
     fig.suptitle(title)

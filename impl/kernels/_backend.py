@@ -59,27 +59,28 @@ def _standard_library_interpreted() -> bool:
 _resolved: dict[str | None, str] = {}  # kernel_backend gate value -> backend; errors never cached
 
 
-def _resolved_backend() -> str:
+def _resolved_backend(gates=None) -> str:
     """``impl.platform.kernel_backend()``, resolved once per gate value (errors re-raise).
 
     The gate value is the one in effect (:func:`impl.gates.active_gates`: the innermost
     ``use_kernel_backend`` block, a run's gates, else the environment); whether a GPU exists
     is fixed for the process.
     """
-    chosen = active_gates().kernel_backend
+    chosen = (gates or active_gates()).kernel_backend
     backend = _resolved.get(chosen)
     if backend is None:
         backend = _resolved[chosen] = concrete_kernel_backend(chosen)
     return backend
 
 
-def launch_mode(*tensors: torch.Tensor | None) -> str:
-    """'triton' or 'torch' for an op on ``tensors``, per the kernel_backend gate.
+def launch_mode(*tensors: torch.Tensor | None, gates=None) -> str:
+    """'triton' or 'torch' for an op on ``tensors``, per the kernel_backend gate (of ``gates``, the
+    caller's :func:`impl.gates.active_gates`, when given: one lookup per call).
 
     Raises a ValueError naming DSPARK_KERNEL_BACKEND for unknown gate values and
     when the interpreter is requested after triton was imported in compiled mode.
     """
-    backend = _resolved_backend()
+    backend = _resolved_backend(gates)
     if backend == "torch":
         return "torch"
     if backend == "triton-interpret" and not INTERPRETED:
@@ -96,7 +97,7 @@ def launch_mode(*tensors: torch.Tensor | None) -> str:
             )
         return "triton"
     # Compiled Triton cannot read host memory: host tensors take the torch path.
-    if any(t is not None and t.device.type != "cuda" for t in tensors):
+    if any(t is not None and not t.is_cuda for t in tensors):
         return "torch"
     return "triton"
 
@@ -152,6 +153,42 @@ class LaunchCache:
         if stream is not None and compiled is not None:
             names = kernel.arg_names[len(args):]  # the constexpr parameters, in order
             self._compiled[key] = (compiled, tuple(meta[name] for name in names))
+
+
+# How a compiled kernel's launcher is called without its Python wrapper (CudaLauncher.__call__): the
+# C entry point's argument layout differs by triton release. "flat" (triton 3.6): the kernel's
+# arguments follow the launch parameters one by one; "packed" (triton 3.9): they come as one tuple
+# after the argument annotations and the packed signature. Other releases use CompiledKernel.run.
+_RAW_ABI = {"3.6": "flat", "3.9": "packed"}.get(".".join(triton.__version__.split(".")[:2]))
+
+
+def bound_launcher(compiled, grid: tuple, stream: int):
+    """``(launch, packed)`` for ``compiled`` with its grid and stream bound: ``launch(*args)`` (or
+    ``launch(args)`` when ``packed``) launches it with the kernel arguments ``args`` (constexprs
+    included, in parameter order; pointers may be ints). The lowest-overhead path this triton
+    offers: its C launcher with every per-kernel value bound once (no scratch allocation, no
+    hooks: callers check :func:`direct_launch_ready`), else ``CompiledKernel.run``."""
+    import functools
+
+    g = (*grid, 1, 1)[:3]
+    run = compiled.run  # the launcher object (loads the module on first use)
+    raw = getattr(run, "launch", None)
+    plain = (raw is not None and not getattr(run, "global_scratch_size", 1)
+             and not getattr(run, "profile_scratch_size", 1) and not getattr(run, "gsan_enabled", False))
+    common = (compiled.function, run.launch_cooperative_grid, run.launch_pdl) if plain else ()
+    if plain and _RAW_ABI == "flat" and not hasattr(run, "arg_annotations"):
+        return functools.partial(raw, *g, stream, *common, None, None, compiled.packed_metadata, None, None,
+                                 None), False
+    if plain and _RAW_ABI == "packed" and hasattr(run, "arg_annotations"):
+        return functools.partial(raw, *g, stream, *common, compiled.packed_metadata, None, None, None, None, None,
+                                 run.arg_annotations, run.kernel_signature), True
+    return functools.partial(run, *g, stream, compiled.function, compiled.packed_metadata, None, None, None), False
+
+
+def direct_launch_ready() -> bool:
+    """Whether compiled kernels may be launched through :func:`bound_launcher` now (compiled mode,
+    no launch hooks: profilers set them and expect every launch to pass through them)."""
+    return _direct_launch_ready()
 
 
 def specialization_key(*values) -> tuple:

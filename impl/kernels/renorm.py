@@ -2,8 +2,9 @@
 
 Pivot semantics: a row keeps every entry ``>= pivot`` (ties at the pivot all
 survive), then is divided by its kept mass (zero mass -> zeros, never NaN).
-NaN and negative entries weigh 0 and are never kept (output 0); a row with no positive
-mass returns zeros; a NaN in a tensor ``p`` means 1 (keep every positive entry).
+NaN, +-inf and negative entries weigh 0 and are never kept (output 0); a row with no positive
+finite mass returns zeros; a NaN in a tensor ``p`` means 1 (keep every positive entry). p means
+the fp32 value nearest to it, whether a float, an fp32 or an fp64 tensor (docs/design.md §3.9).
   top-k: pivot = the k-th largest entry, k clamped to [1, V].
   top-p: drop the smallest entries whose cumulative mass is < (1 - p) * row mass,
          p clamped to [0, 1]; for a row summing to 1 this is docs/design.md's "< 1 - p".
@@ -46,29 +47,38 @@ and benchmarks pass their own with ``tuning=``.
     launches: 6 instead of 11-12. Top-p takes it below 8 rows; top-k never does by default
     (its finish path needs 4 launches: first pass, compaction, finish, write).
 
-Costs that shaped this (H200, 256 x 129280, one full read ~30-45 us; see
-impl/bench/renorm_pass_probe.py and notes/perf_log.md): a pass with four 1-D fp64
-accumulators costs ~60 us, a tl.histogram of 16 bins ~90 us, of 64 bins ~400 us, a
-[BLOCK, NB] tile costs a shared-memory layout change per step; v7's first pass runs ~16
-instructions per element for top-k (v6: 37) and 39 for top-p (v6: 56), the compaction's
-1024 x 8 programs spent their time in 10 bar.sync per block. Measured (v7, CUDA graph, vs
-FlashInfer 0.7.2 in the same process): 256 rows 185-193 / 289-290 us (top-k / top-p; 1.38-1.43x /
-1.29-1.32x FlashInfer), 64 rows 75-78 / 112-114 us (1.13-1.16x / 1.42-1.47x), batch 1 17.6-21.1 /
-34-35 us (1.82-2.14x / 1.91-1.97x; v7b: top-k finishes at every batch); eager 1.06-1.40x at 64 and
-256 rows; batch-1 eager is host-bound: top-k 58-99 us against FlashInfer's 43, host time varying
-from machine to machine (bench-results/2026-12-01_NVIDIA-H200, notes/perf_log.md v7, v7b).
-Eager calls reuse the compiled kernels through the plan's LaunchCache (impl/kernels/_backend.py).
+Costs that shaped this (a full-row pass, a histogram, a [BLOCK, NB] tile, the compaction's
+barriers) and every measurement: impl/bench/renorm_pass_probe.py and notes/perf_log.md.
+
+Eager calls (the ones engines make, outside their graphs) are host-bound at small batches, so
+their host path is short: one active_gates() lookup, attribute checks (the message-building
+checks run only on a mismatch), the plan by the tuning's identity, and a workspace cached per
+(plan, specialization, device, stream) whose kernels are bound once to it and launched through
+the compiled kernels' C launchers (impl/kernels/_backend.py bound_launcher): no allocation but
+the output, no state fill (each call's first pass rewrites the state words a call reads, and each
+reducing launch resets its ticket), no per-launch argument binding. Once a call's (probs, parameter,
+output) addresses repeat on a stream (RenormTuning.eager_graph_after), its launches are captured
+into a CUDA graph over that stream's workspace and later such calls replay it: one graph launch
+instead of 4-7 kernel launches (a few graphs per workspace; a workspace whose addresses keep
+changing stops capturing). A call takes its workspace
+out of the cache while it launches (another thread on the same stream makes its own); a call
+inside CUDA-graph capture allocates its own buffers (the graph's pool), so replays never share
+one with eager calls. The interpreter and launch hooks (profilers) take ``kernel[grid](...)``.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
+import struct
+import threading
 from dataclasses import dataclass, field
 
 import torch
 
+from impl.gates import active_gates
 from impl.kernels import renorm_kernels as rk
-from impl.kernels._backend import LaunchCache, cdiv, launch_mode, next_pow2
-from impl.validation import INDEX_DTYPES, check_mode_enabled, check_tensor
+from impl.kernels._backend import INTERPRETED, bound_launcher, cdiv, direct_launch_ready, launch_mode, next_pow2
+from impl.validation import INDEX_DTYPES, check_tensor
 
 _Shape = tuple[int, int]  # (BLOCK, warps)
 
@@ -134,6 +144,13 @@ class RenormTuning:
     # compute-bound (spread them). H200 sweep, batch 1.
     small_batch_chunks: tuple[int, int] = (16, 128)
     small_batch_programs: int = 256  # and at most this many programs in all (64 rows: 4 chunks each)
+    # Eager calls on a GPU: once one call's (probs, parameter, output) addresses and scalar parameter
+    # have come this many times on one stream, the call's launches are captured into a CUDA graph
+    # (the stream's cached workspace, no allocation) and later calls with those addresses replay it:
+    # one graph launch instead of 4-7 kernel launches of host time. 0: never. At most
+    # eager_graphs_kept graphs per workspace; a workspace whose graphs keep missing stops capturing.
+    eager_graph_after: int = 2
+    eager_graphs_kept: int = 4
 
     def __post_init__(self) -> None:
         for name in ("finish_min_rows", "compact_attempts"):  # one int sets both ops
@@ -148,6 +165,9 @@ class RenormTuning:
         def pow2(v: int) -> bool:
             return isinstance(v, int) and v >= 1 and not v & (v - 1)
 
+        for name in ("eager_graph_after", "eager_graphs_kept"):
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < 0:
+                refuse(name, "must be an int >= 0")
         for name in ("candidate_capacity", "chunk_align", "target_programs", "small_batch_programs",
                      "large_batch_rows", "large_batch_programs"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
@@ -196,7 +216,7 @@ class _Launch:
     meta: dict  # constexpr and launch keywords
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # compared and hashed by identity: a workspace cache key
 class _Plan:
     launches: tuple[_Launch, ...]
     cap: int  # candidate slots per row
@@ -204,7 +224,9 @@ class _Plan:
     cand_rows: int  # 0: no candidate scratch
     gathers: bool
     write: _Launch
-    compiled: LaunchCache = field(default_factory=LaunchCache, compare=False)  # eager calls skip re-binding
+    tuning: RenormTuning
+    # specialization key -> the compiled kernels of launches + write (after the first call that key made)
+    compiled: dict = field(default_factory=dict, init=False, repr=False)
 
 
 def _steps(bs: int, top_p: bool, t: RenormTuning) -> list[tuple[str, int]]:
@@ -277,12 +299,12 @@ def _plan(bs: int, vocab: int, top_p: bool, param_is_tensor: bool, t: RenormTuni
     write = _Launch(rk._write_kernel, (chunks, bs), "write", (vocab, chunk_len), dict(TOP_P=top_p, BLOCK=block,
                                                                                        num_warps=warps))
     compacts = any(kind == "compact" for kind, _ in steps)
-    return _Plan(tuple(launches), cap, chunks, bs if compacts else 0, any(k == "gather" for k, _ in steps), write)
+    return _Plan(tuple(launches), cap, chunks, bs if compacts else 0, any(k == "gather" for k, _ in steps), write, t)
 
 
 def _clean(probs: torch.Tensor) -> torch.Tensor:
-    """NaN and negative entries weigh 0 (the kernels' _load_probs)."""
-    return torch.where(probs > 0, probs, torch.zeros_like(probs))
+    """NaN, +-inf and negative entries weigh 0 (the kernels' _load_probs)."""
+    return torch.where((probs > 0) & (probs < _INF), probs, torch.zeros_like(probs))
 
 
 def _renormalise_torch(probs: torch.Tensor, pivot: torch.Tensor) -> torch.Tensor:
@@ -303,7 +325,7 @@ def _top_p_torch(probs: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
     probs = _clean(probs)
     asc = probs.sort(dim=-1).values
     cum = asc.double().cumsum(-1)
-    p = p.double().nan_to_num(nan=1.0).clamp(0.0, 1.0)  # a NaN p keeps every positive entry
+    p = p.float().double().nan_to_num(nan=1.0).clamp(0.0, 1.0)  # p's fp32 value; a NaN p keeps every positive entry
     # The total is the cumsum's last entry, so p = 0 keeps exactly the largest entries.
     target = (1.0 - p)[:, None] * cum[:, -1:]
     dropped = (cum < target).sum(-1, keepdim=True)  # how many of the smallest go
@@ -312,12 +334,16 @@ def _top_p_torch(probs: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
     return _renormalise_torch(probs, pivot)
 
 
-def _param_tensor(name, value, bs, dtypes, kind, device) -> torch.Tensor | None:
+def _param_tensor(name, value, bs, dtypes, kind, probs: torch.Tensor, checks: bool) -> torch.Tensor | None:
+    """``value`` as a per-row tensor (None for a scalar), checked; it must be on ``probs``' device
+    (compared through the tensors: cheaper than building torch.device objects)."""
     if isinstance(value, torch.Tensor):
-        check_tensor(name, value, dtype=dtypes, shape=(bs,))
-        if value.device != device:
-            raise ValueError(f"{name} must be on device {device} (probs' device), got {value.device}")
-        if name == "p" and check_mode_enabled() and value.numel() and bool(value.isnan().any()):
+        if (value.dtype not in dtypes or value.dim() != 1 or value.shape[0] != bs or not value.is_contiguous()
+                or value.is_cuda != probs.is_cuda or value.get_device() != probs.get_device() or value.is_meta):
+            check_tensor(name, value, dtype=dtypes, shape=(bs,))  # raises the message naming the argument
+            if value.device != probs.device:
+                raise ValueError(f"{name} must be on device {probs.device} (probs' device), got {value.device}")
+        if name == "p" and checks and value.numel() and bool(value.isnan().any()):
             raise ValueError("p must not hold NaN (check mode; with checks off a NaN p keeps the whole row)")
         return value
     if isinstance(value, bool) or not isinstance(value, kind):
@@ -327,87 +353,289 @@ def _param_tensor(name, value, bs, dtypes, kind, device) -> torch.Tensor | None:
     return None
 
 
-def _check_probs(probs) -> None:
-    check_tensor("probs", probs, dtype=torch.float32, ndim=2)
-    if check_mode_enabled() and probs.numel() and not bool((probs >= 0).all()):
-        raise ValueError("probs must be non-negative and not NaN (check mode; with checks off such entries weigh 0)")
+def _check_probs(probs, checks: bool) -> None:
+    if not (isinstance(probs, torch.Tensor) and probs.dtype is torch.float32 and probs.dim() == 2
+            and probs.is_contiguous()):
+        check_tensor("probs", probs, dtype=torch.float32, ndim=2)  # raises the message naming the argument
+    if checks and probs.numel() and not bool(((probs >= 0) & (probs < _INF)).all()):
+        found = [what for what, bad in (("NaN", probs.isnan()), ("+inf", probs == _INF), ("-inf", probs == -_INF),
+                                        ("negative values", (probs < 0) & (probs > -_INF))) if bool(bad.any())]
+        raise ValueError(f"probs must be finite and non-negative, found {', '.join(found)} (check mode; with checks "
+                         "off NaN, +-inf and negative entries weigh 0)")
 
 
-def _run(probs, param, param_t, *, top_p: bool, tuning: RenormTuning) -> torch.Tensor:
+_INF = float("inf")
+
+
+def _fp32(value: float) -> float:
+    """The fp32 value nearest ``value`` (p's precision on every backend, docs/design.md §3.9)."""
+    return struct.unpack("f", struct.pack("f", value))[0]
+
+
+def _run(probs, param, param_t, *, top_p: bool, tuning: RenormTuning, mode: str) -> torch.Tensor:
     bs, vocab = probs.shape
-    if probs.numel() == 0:
+    if bs == 0 or vocab == 0:
         return torch.zeros_like(probs)
-    if launch_mode(probs, param_t) == "torch":
+    if mode == "torch":
         if param_t is None:
-            # scalar p is used at fp32 precision, as the kernel receives it
             param_t = torch.full((bs,), param, dtype=torch.float32 if top_p else torch.int64, device=probs.device)
         return _top_p_torch(probs, param_t) if top_p else _top_k_torch(probs, param_t)
-    plan = _plan(bs, vocab, top_p, param_t is not None, tuning)
-    state, key, stream = _select(probs, param, param_t, plan)
+    plan = _plan_for(bs, vocab, top_p, param_t is not None, tuning)
     out = torch.empty_like(probs)
-    w = plan.write
-    plan.compiled.launch((key, -1), stream, w.kernel, w.grid, (probs, out, state, state.view(torch.float64), *w.sizes),
-                         w.meta)
+    if probs.is_cuda and probs.get_device() != _CURRENT_DEVICE():  # Triton launches on the current device
+        with torch.cuda.device(probs.device):
+            _launch_all(probs, param, param_t, plan, out)
+    else:
+        _launch_all(probs, param, param_t, plan, out)
     return out
 
 
-def _specialization(probs, param, param_t) -> tuple:
+def _plan_for(bs: int, vocab: int, top_p: bool, param_is_tensor: bool, t: RenormTuning) -> _Plan:
+    """``_plan``, looked up by the tuning's identity first (hashing a RenormTuning costs microseconds)."""
+    key = (bs, vocab, top_p, param_is_tensor, id(t))
+    hit = _PLANS.get(key)
+    if hit is None or hit[0] is not t:
+        if len(_PLANS) >= 256:
+            _PLANS.clear()
+        hit = _PLANS[key] = (t, _plan(bs, vocab, top_p, param_is_tensor, t))
+    return hit[1]
+
+
+_PLANS: dict[tuple, tuple[RenormTuning, _Plan]] = {}
+
+
+def _specialization(dev: int, probs, param, param_t) -> tuple:
     """What Triton specializes on that the plan does not fix: the device, the caller's pointers'
     16-byte alignment and dtype, an int k equal to 1 or divisible by 16 (p is never specialized)."""
     if param_t is not None:
         spec = (param_t.dtype, param_t.data_ptr() % 16 == 0)
     else:
         spec = (param == 1, param % 16 == 0) if isinstance(param, int) else ()
-    return probs.device.index, probs.data_ptr() % 16 == 0, spec
+    return dev, probs.data_ptr() % 16 == 0, spec
+
+
+_CURRENT_DEVICE = getattr(torch._C, "_cuda_getDevice", None) or torch.cuda.current_device
+_RAW_STREAM = getattr(torch._C, "_cuda_getCurrentRawStream", None) or (
+    lambda dev: torch.cuda.current_stream(dev).cuda_stream)
+_capturing = getattr(torch._C, "_cuda_isCurrentStreamCapturing", None) or torch.cuda.is_current_stream_capturing
+
+
+class _Workspace:
+    """One call's scratch (state, partials, candidates, gathered keys), reused by later calls of the
+    same plan on the same device and stream; ``calls`` / ``write``: the plan's kernels bound to it."""
+
+    __slots__ = ("plan", "state", "part", "cand", "gath", "nbytes", "calls", "write", "packed", "compiled", "graphs",
+                 "seen", "captures", "hits")
+
+    def __init__(self, plan: _Plan, bs: int, vocab: int, device) -> None:
+        # The state is zeroed once: each call's first pass rewrites the words a call reads and every
+        # reducing launch resets its ticket (renorm_kernels), so a reused workspace needs no fill.
+        self.plan = plan
+        self.state = torch.zeros((bs, int(rk.STATE_W)), dtype=torch.int64, device=device)
+        self.part = torch.empty((bs, plan.chunks, int(rk.PART_W)), dtype=torch.float64, device=device)
+        self.cand = torch.empty((plan.cand_rows, plan.cap) if plan.cand_rows else (1, 1), dtype=torch.float32,
+                                device=device)
+        self.gath = torch.empty((bs, vocab) if plan.gathers else (1, 1), dtype=torch.float32, device=device)
+        self.nbytes = sum(t.numel() * t.element_size() for t in (self.state, self.part, self.cand, self.gath))
+        self.calls = self.write = self.packed = self.compiled = None
+        self.graphs: dict | None = {}  # (probs, param, scalar, out) -> CUDA graph of the call; None: off
+        self.seen: dict = {}  # the same keys -> calls seen, before a capture
+        self.captures = self.hits = 0
+
+    def args(self, step: _Launch, ints: bool) -> tuple:
+        """The arguments of ``step`` after (probs, param pointer, param scalar): tensors, or their
+        addresses (bound launches)."""
+        state, part, cand, gath = ((self.state.data_ptr(), self.part.data_ptr(), self.cand.data_ptr(),
+                                    self.gath.data_ptr()) if ints else (self.state, self.part, self.cand, self.gath))
+        fstate = state if ints else self.state.view(torch.float64)
+        bufs = {"first": (part, state, fstate), "pass": (cand, part, state, fstate),
+                "compact": (cand, part, state, fstate), "gather": (cand, gath, part, state, fstate),
+                "finish": (cand, state, fstate), "write": (state, fstate)}[step.args]
+        return (*bufs, *step.sizes)
+
+    def bind(self, compiled: tuple, stream: int) -> None:
+        """Bind every launch of the plan to this workspace, the compiled kernels and ``stream``."""
+        self.compiled = compiled
+        self.calls, self.write, self.packed = self.bound(stream)
+
+    def bound(self, stream: int) -> tuple:
+        """(select launches, write launch, packed) bound to ``stream``: each a (launch, rest)."""
+        compiled, calls, packed = self.compiled, [], False
+        for step, ck in zip((*self.plan.launches, self.plan.write), compiled, strict=True):
+            launch, packed = bound_launcher(ck, step.grid, stream)
+            rest = self.args(step, True)
+            first = (2 if step.args == "write" else 3) + len(rest)  # the constexprs follow, by keyword
+            calls.append((launch, (*rest, *(step.meta[name] for name in step.kernel.arg_names[first:]))))
+        write = calls.pop()
+        return tuple(calls), write, packed
+
+
+# (plan, specialization, device index, stream) -> workspace; a plain dict used as an LRU (a hit is
+# popped and re-inserted): at most WORKSPACE_ENTRIES entries and, beyond the newest, WORKSPACE_BYTES.
+# A call pops its workspace while it launches, so a second thread on the same stream makes its own.
+WORKSPACE_ENTRIES = 8
+WORKSPACE_BYTES = 256 << 20
+_WORKSPACES: dict[tuple, _Workspace] = {}
+_INTERPRETER_LOCK = threading.Lock()  # Triton's interpreter patches its language module per launch
+
+
+def _keep(key: tuple, ws: _Workspace) -> None:
+    """Cache a new workspace, evicting the oldest beyond the bounds."""
+    _WORKSPACES[key] = ws
+    while len(_WORKSPACES) > 1 and (len(_WORKSPACES) > WORKSPACE_ENTRIES
+                                    or sum(w.nbytes for w in _WORKSPACES.values()) > WORKSPACE_BYTES):
+        _WORKSPACES.pop(next(iter(_WORKSPACES)), None)
+
+
+def _launch_all(probs, param, param_t, plan: _Plan, out: torch.Tensor | None) -> _Workspace:
+    """Launch the plan's select and (``out`` given) its write; returns the workspace holding the
+    per-row state (pivot key in word LO, kept mass, COMPACTED: the attempt that took the row or 0)."""
+    bs, vocab = probs.shape
+    cuda = probs.is_cuda
+    dev = probs.get_device() if cuda else -1
+    spec = _specialization(dev, probs, param, param_t)
+    if cuda and direct_launch_ready():
+        stream = _RAW_STREAM(dev)
+        if _capturing():  # a graph keeps its own buffers (its private pool): replays never share one
+            ws = _Workspace(plan, bs, vocab, probs.device)
+            return _ordinary(probs, param, param_t, plan, spec, ws, out, bind=stream, keep=None)
+        key = (plan, spec, dev, stream)
+        ws = _WORKSPACES.pop(key, None)
+        if ws is None or ws.calls is None:
+            ws = ws or _Workspace(plan, bs, vocab, probs.device)
+            return _ordinary(probs, param, param_t, plan, spec, ws, out, bind=stream, keep=key)
+        p_ptr = probs.data_ptr()
+        param_ptr, param_scalar = (p_ptr, param) if param_t is None else (param_t.data_ptr(), 0)
+        if out is None:
+            _bound_launches(ws.calls, None, ws.packed, p_ptr, param_ptr, param_scalar, 0)
+        elif ws.graphs is None:
+            _bound_launches(ws.calls, ws.write, ws.packed, p_ptr, param_ptr, param_scalar, out.data_ptr())
+        else:
+            gkey = (p_ptr, param_ptr, param_scalar, out.data_ptr())
+            graph = ws.graphs.get(gkey)
+            if graph is not None:
+                graph.replay()
+                ws.hits += 1
+            else:
+                _eager_call(ws, gkey, dev)
+        _WORKSPACES[key] = ws  # back, as the newest
+        return ws
+    key = (plan, spec, dev, None)
+    ws = _WORKSPACES.pop(key, None) or _Workspace(plan, bs, vocab, probs.device)
+    return _ordinary(probs, param, param_t, plan, spec, ws, out, bind=None, keep=key)
+
+
+def _bound_launches(calls, write, packed: bool, p_ptr: int, param_ptr: int, param_scalar, out_ptr: int) -> None:
+    if packed:
+        for launch, rest in calls:
+            launch((p_ptr, param_ptr, param_scalar, *rest))
+        if write is not None:
+            write[0]((p_ptr, out_ptr, *write[1]))
+    else:
+        for launch, rest in calls:
+            launch(p_ptr, param_ptr, param_scalar, *rest)
+        if write is not None:
+            write[0](p_ptr, out_ptr, *write[1])
+
+
+def _eager_call(ws: _Workspace, gkey: tuple, dev: int) -> None:
+    """An eager call whose addresses have no graph yet: launch it, or (seen often enough) capture it
+    into a CUDA graph on a side stream (nothing runs while capturing) and replay that."""
+    t = ws.plan.tuning
+    seen = ws.seen.get(gkey, 0) + 1
+    if t.eager_graph_after == 0 or seen < t.eager_graph_after:
+        if len(ws.seen) >= 4 * max(t.eager_graphs_kept, 1):
+            ws.seen.clear()
+        ws.seen[gkey] = seen
+        _bound_launches(ws.calls, ws.write, ws.packed, *gkey)
+        return
+    ws.seen.pop(gkey, None)
+    if ws.captures >= 4 * max(t.eager_graphs_kept, 1) and ws.hits < 4 * ws.captures:  # addresses keep changing
+        ws.graphs = None
+        _bound_launches(ws.calls, ws.write, ws.packed, *gkey)
+        return
+    side = _side_stream(dev)
+    calls, write, packed = ws.bound(side.cuda_stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.stream(side):
+        graph.capture_begin(capture_error_mode="thread_local")
+        try:
+            _bound_launches(calls, write, packed, *gkey)
+        finally:
+            graph.capture_end()
+    ws.captures += 1
+    while len(ws.graphs) >= t.eager_graphs_kept:
+        ws.graphs.pop(next(iter(ws.graphs)))
+    if t.eager_graphs_kept:
+        ws.graphs[gkey] = graph
+    graph.replay()  # on the caller's stream
+
+
+_SIDE_STREAMS: dict[int, torch.cuda.Stream] = {}
+
+
+def _side_stream(dev: int):
+    """A stream (per device) that eager-call graphs are captured on; nothing ever runs on it."""
+    stream = _SIDE_STREAMS.get(dev)
+    if stream is None:
+        stream = _SIDE_STREAMS[dev] = torch.cuda.Stream(device=dev)
+    return stream
+
+
+def _ordinary(probs, param, param_t, plan, spec, ws: _Workspace, out, *, bind, keep) -> _Workspace:
+    """Launch through ``kernel[grid](...)`` (compiling on first use; the interpreter's only path),
+    note the compiled kernels per specialization, and bind the workspace to them (``bind``: the
+    stream) for the next calls; ``keep``: the key the workspace is cached under (None: not kept)."""
+    param_ptr, param_scalar = (probs, param) if param_t is None else (param_t, 0)
+    lock = _INTERPRETER_LOCK if INTERPRETED else contextlib.nullcontext()
+    compiled = []
+    steps = (*plan.launches, plan.write) if out is not None else plan.launches
+    for step in steps:
+        head = (probs, out) if step.args == "write" else (probs, param_ptr, param_scalar)
+        with lock:
+            compiled.append(step.kernel[step.grid](*head, *ws.args(step, False), **step.meta))
+    if bind is not None and out is not None and all(c is not None for c in compiled):
+        plan.compiled.setdefault(spec, tuple(compiled))
+    if bind is not None and spec in plan.compiled:
+        ws.bind(plan.compiled[spec], bind)
+    if keep is not None:
+        _keep(keep, ws)
+    return ws
 
 
 def _select(probs, param, param_t, plan: _Plan):
-    """Launch the first pass and the plan; returns the per-row state (pivot key in word LO,
-    kept mass, the compaction attempt that took the row or 0: COMPACTED), the launch key and stream."""
-    bs, vocab = probs.shape
-    dev = probs.device
-    key = _specialization(probs, param, param_t)
-    stream = plan.compiled.stream(dev.index) if dev.type == "cuda" else None
-    # One zero-filled buffer: per-row state (range, counts, fp64 masses, flags) and ticket counters.
-    state = torch.zeros((bs, int(rk.STATE_W)), dtype=torch.int64, device=dev)
-    fstate = state.view(torch.float64)
-    part = torch.empty((bs, plan.chunks, int(rk.PART_W)), dtype=torch.float64, device=dev)
-    cand = torch.empty((plan.cand_rows, plan.cap) if plan.cand_rows else (1, 1), dtype=torch.float32, device=dev)
-    gath = torch.empty((bs, vocab) if plan.gathers else (1, 1), dtype=torch.float32, device=dev)
-    param_ptr, param_scalar = (probs, param) if param_t is None else (param_t, 0)
-    for i, step in enumerate(plan.launches):
-        if step.args == "first":
-            args = (probs, part, state, fstate, param_ptr, param_scalar, *step.sizes)
-        elif step.args == "pass":
-            args = (probs, cand, part, state, fstate, param_ptr, param_scalar, *step.sizes)
-        elif step.args == "gather":
-            args = (probs, cand, gath, part, state, fstate, param_ptr, param_scalar, *step.sizes)
-        elif step.args == "finish":
-            args = (probs, cand, state, fstate, param_ptr, param_scalar, *step.sizes)
-        else:  # "compact"
-            args = (probs, cand, part, state, fstate, param_ptr, param_scalar, *step.sizes)
-        plan.compiled.launch((key, i), stream, step.kernel, step.grid, args, step.meta)
-    return state, key, stream
+    """The select alone (no write): returns ``(state,)``, the per-row state words (tests read them)."""
+    return (_launch_all(probs, param, param_t, plan, None).state,)
 
 
 def top_k_renorm(probs, k, *, tuning: RenormTuning | None = None):
     """Keep each row's entries >= its k-th largest and renormalise (new tensor).
     ``tuning``: how the kernels launch (None: DEFAULT_TUNING); never changes the result."""
-    _check_probs(probs)
-    k_t = _param_tensor("k", k, probs.shape[0], INDEX_DTYPES, (int,), probs.device)
+    gates = active_gates()
+    checks = gates.check_mode == "on"
+    _check_probs(probs, checks)
+    k_t = _param_tensor("k", k, probs.shape[0], INDEX_DTYPES, (int,), probs, checks)
     if k_t is None:
         k = min(max(k, 1), max(probs.shape[1], 1))  # host-side clamp keeps the scalar in range
-    return _run(probs, k, k_t, top_p=False, tuning=_tuning(tuning))
+    t = DEFAULT_TUNING if tuning is None else _tuning(tuning)
+    return _run(probs, k, k_t, top_p=False, tuning=t, mode=launch_mode(probs, k_t, gates=gates))
 
 
 def top_p_renorm(probs, p, *, tuning: RenormTuning | None = None):
     """Drop the smallest entries holding < (1 - p) of each row's mass and renormalise.
+    ``p`` means the fp32 value nearest to it (a float, an fp32 or an fp64 tensor alike).
     ``tuning``: how the kernels launch (None: DEFAULT_TUNING); never changes the result."""
-    _check_probs(probs)
-    p_t = _param_tensor("p", p, probs.shape[0], (torch.float32, torch.float64), (int, float), probs.device)
+    gates = active_gates()
+    checks = gates.check_mode == "on"
+    _check_probs(probs, checks)
+    p_t = _param_tensor("p", p, probs.shape[0], _P_DTYPES, (int, float), probs, checks)
     if p_t is None:
-        p = min(max(float(p), 0.0), 1.0)
-    return _run(probs, p, p_t, top_p=True, tuning=_tuning(tuning))
+        p = _fp32(min(max(p, 0), 1))  # clamping first: rounding keeps 0 and 1 and is monotone
+    t = DEFAULT_TUNING if tuning is None else _tuning(tuning)
+    return _run(probs, p, p_t, top_p=True, tuning=t, mode=launch_mode(probs, p_t, gates=gates))
+
+
+_P_DTYPES = (torch.float32, torch.float64)
 
 
 def _tuning(tuning: object) -> RenormTuning:

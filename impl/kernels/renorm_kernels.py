@@ -8,14 +8,16 @@ state lives in one int64 buffer (fp64 words through a float64 view), addressed b
 the word offsets below; a "pass" shrinks the row's key range [lo, hi) to the
 sub-range holding the pivot. Keys are the int32 bit patterns of the (non-negative)
 fp32 values: they order like the values. Every load goes through _load_probs, which
-makes NaN and negative entries weigh 0, so they are never kept (the decided behaviour
-for out-of-contract values, the same on the torch backend and the oracle).
+makes NaN, +-inf and negative entries weigh 0, so they are never kept (the decided
+behaviour for out-of-contract values, the same on the torch backend and the oracle).
 
 Cross-program reductions use an atomic ticket: each program writes its partial
 result, then takes a ticket; the program drawing the last ticket of its row has
 seen every partial (acq_rel) and reduces them. Words a kernel reads at its start
 are only written by that last program, after every other program of the row has
-read them, so one launch never sees its own half-updated state.
+read them, so one launch never sees its own half-updated state. The last program also
+resets its ticket to 0, and the first pass's last program writes every state word a call
+reads (its ticket included): a workspace reused by the next call needs no fill.
 """
 from __future__ import annotations
 
@@ -58,6 +60,7 @@ MAX_KEY_SLOT = tl.constexpr(29)
 TOP_KEY_SLOT = tl.constexpr(30)
 ABOVE_SLOT = tl.constexpr(31)
 
+FLT_MAX = tl.constexpr(3.4028234663852886e38)  # the largest finite fp32: +inf weighs 0 like NaN
 KEY_NONE = tl.constexpr(0x7FFFFFFF)  # above every key (+inf's is 0x7F800000): "no key" for a minimum
 KEY_END = tl.constexpr(0x7F800001)  # one past +inf's key
 # The first pass splits every key at fixed boundaries instead of evenly: probability rows hold their
@@ -84,9 +87,9 @@ def _keys(x):
 
 @triton.jit
 def _load_probs(ptrs, mask):
-    # Probabilities as the select sees them: NaN and negative entries weigh 0 (never kept).
+    # Probabilities as the select sees them: NaN, +-inf and negative entries weigh 0 (never kept).
     x = tl.load(ptrs, mask=mask, other=0.0)
-    return tl.where(x > 0.0, x, 0.0)
+    return tl.where((x > 0.0) & (x <= FLT_MAX), x, 0.0)
 
 
 @triton.jit
@@ -264,11 +267,12 @@ def _top_k_bin(counts, level, goal, NB: tl.constexpr):
 
 @triton.jit
 def _goal(param_ptr, param_scalar, row, V, TOP_P: tl.constexpr, PARAM_IS_TENSOR: tl.constexpr):
-    # The row's clamped parameter: p in [0, 1] (fp64; a NaN p keeps everything: 1) or k in
-    # [1, V] (as fp64, compared with counts).
+    # The row's clamped parameter: p in [0, 1] (the fp32 value nearest the caller's p, then fp64: an
+    # fp64 tensor is rounded here, a scalar on the host; a NaN p keeps everything: 1) or k in [1, V]
+    # (as fp64, compared with counts).
     if TOP_P:
         if PARAM_IS_TENSOR:
-            p = tl.load(param_ptr + row).to(tl.float64)
+            p = tl.load(param_ptr + row).to(tl.float32).to(tl.float64)
             p = tl.where(p == p, p, 1.0)
         else:
             p = tl.full([], 0.0, tl.float64) + param_scalar
@@ -426,7 +430,7 @@ def _first_range(counts_of, mass, top_key, goal, chunk_len, V, TOP_P: tl.constex
 
 @triton.jit
 def _first_pass_kernel(
-    probs_ptr, part_ptr, state_ptr, fstate_ptr, param_ptr, param_scalar, V, chunk_len, num_chunks,
+    probs_ptr, param_ptr, param_scalar, part_ptr, state_ptr, fstate_ptr, V, chunk_len, num_chunks,
     TOP_P: tl.constexpr, PARAM_IS_TENSOR: tl.constexpr, TICKET: tl.constexpr, BLOCK: tl.constexpr,
     CHUNKS_P2: tl.constexpr,
 ):
@@ -462,17 +466,20 @@ def _first_pass_kernel(
         in_range = (bins[None, :] >= b_lo) & (bins[None, :] <= b_hi)
         per_chunk = tl.sum(tl.where(in_range, counts_of, 0.0), axis=1)
         tl.store(rows_of + RANGE_SLOT, per_chunk, mask=live)
-        if not TOP_P:
-            tl.store(srow + ABOVE_COUNT, above.to(tl.int64))
-        tl.store(srow + LO, lo.to(tl.int64))
-        tl.store(srow + HI, hi)
-        tl.store(srow + CHOSEN, RANGE_SLOT)
-        tl.store(srow + CHOSEN_COUNT, tl.sum(per_chunk, axis=0).to(tl.int64))
+        # Every state word a call reads is written here, its own ticket reset: a reused workspace needs
+        # no fill (one store: the words are written by different threads).
+        w = tl.arange(0, 16)
+        words = tl.where(w == LO, lo.to(tl.int64), 0)
+        words = tl.where(w == HI, hi.to(tl.int64), words)
+        words = tl.where(w == ABOVE_COUNT, above.to(tl.int64), words)  # top-p: 0
+        words = tl.where(w == CHOSEN, RANGE_SLOT, words)
+        words = tl.where(w == CHOSEN_COUNT, tl.sum(per_chunk, axis=0).to(tl.int64), words)
+        tl.store(srow + w, words, mask=w <= TICKET)  # TICKET is FIRST_TICKET: words [0, FIRST_TICKET]
 
 
 @triton.jit
 def _pass_kernel(
-    probs_ptr, cand_ptr, part_ptr, state_ptr, fstate_ptr, param_ptr, param_scalar, V, chunk_len, num_chunks,
+    probs_ptr, param_ptr, param_scalar, cand_ptr, part_ptr, state_ptr, fstate_ptr, V, chunk_len, num_chunks,
     cap, TOP_P: tl.constexpr, PARAM_IS_TENSOR: tl.constexpr, SKIP_COMPACTED: tl.constexpr,
     NB: tl.constexpr, TICKET: tl.constexpr, BLOCK: tl.constexpr, CHUNKS_P2: tl.constexpr,
 ):
@@ -499,6 +506,7 @@ def _pass_kernel(
         tl.store(prow + MASS_AT + bins, mass)
     ticket = tl.atomic_add(srow + TICKET, 1)
     if ticket == num_chunks - 1:  # the row's last program: reduce the partials
+        tl.store(srow + TICKET, 0)  # every program of the row has drawn: ready for the next call
         c = tl.arange(0, CHUNKS_P2)
         live = c < num_chunks
         rows_of = _partials(part_ptr, row, c, num_chunks)
@@ -521,7 +529,7 @@ def _pass_kernel(
 
 @triton.jit
 def _compact_kernel(
-    probs_ptr, cand_ptr, part_ptr, state_ptr, fstate_ptr, param_ptr, param_scalar, V, chunk_len, num_chunks, cap,
+    probs_ptr, param_ptr, param_scalar, cand_ptr, part_ptr, state_ptr, fstate_ptr, V, chunk_len, num_chunks, cap,
     TOP_P: tl.constexpr, PARAM_IS_TENSOR: tl.constexpr, ATTEMPT: tl.constexpr, ADAPT: tl.constexpr,
     MASSES: tl.constexpr, TICKET: tl.constexpr, BLOCK: tl.constexpr, CHUNKS_P2: tl.constexpr,
 ):
@@ -564,6 +572,7 @@ def _compact_kernel(
             tl.store(prow + MAX_KEY_SLOT, kmax.to(tl.float64))
         ticket = tl.atomic_add(srow + TICKET, 1)
         if ticket == num_chunks - 1:
+            tl.store(srow + TICKET, 0)  # ready for the next call
             live = c < num_chunks
             if MASSES:
                 below = tl.sum(tl.load(rows_of + BELOW_SLOT, mask=live, other=0.0, cache_modifier=".cg"), axis=0)
@@ -595,7 +604,7 @@ def _compacted(srow, frow, rows_of, live, lo, hi, n, TOP_P: tl.constexpr, ATTEMP
 
 @triton.jit
 def _finish_kernel(
-    probs_ptr, cand_ptr, state_ptr, fstate_ptr, param_ptr, param_scalar, V, cap, TOP_P: tl.constexpr,
+    probs_ptr, param_ptr, param_scalar, cand_ptr, state_ptr, fstate_ptr, V, cap, TOP_P: tl.constexpr,
     PARAM_IS_TENSOR: tl.constexpr, NB: tl.constexpr, SORT_CAP: tl.constexpr, BLOCK: tl.constexpr,
 ):
     # One program per row runs the remaining passes back to back over the row's candidates
@@ -686,7 +695,7 @@ def _pivot_of_gathered(dst, srow, frow, param_ptr, param_scalar, row, V, lo, hi,
 
 @triton.jit
 def _gather_finish_kernel(
-    probs_ptr, cand_ptr, gath_ptr, part_ptr, state_ptr, fstate_ptr, param_ptr, param_scalar, V, chunk_len,
+    probs_ptr, param_ptr, param_scalar, cand_ptr, gath_ptr, part_ptr, state_ptr, fstate_ptr, V, chunk_len,
     num_chunks, cap, TOP_P: tl.constexpr, PARAM_IS_TENSOR: tl.constexpr, NB: tl.constexpr, SORT_CAP: tl.constexpr,
     SHORT_SORT: tl.constexpr, TICKET: tl.constexpr, BLOCK: tl.constexpr, CHUNKS_P2: tl.constexpr,
 ):
@@ -719,6 +728,7 @@ def _gather_finish_kernel(
             tl.store(_partials(part_ptr, row, chunk, num_chunks) + ABOVE_SLOT, above)
         ticket = tl.atomic_add(srow + TICKET, 1)
         if ticket == num_chunks - 1:  # every copy is visible (acq_rel)
+            tl.store(srow + TICKET, 0)  # ready for the next call
             kept = tl.zeros([], tl.float64)
             if not TOP_P:
                 kept = tl.sum(tl.load(rows_of + ABOVE_SLOT, mask=c < num_chunks, other=0.0, cache_modifier=".cg"),

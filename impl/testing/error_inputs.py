@@ -218,6 +218,8 @@ def topk_errors() -> list[ErrorInput]:
            "k must have dtype int32 or int64"),
         _e("k-length", lambda d: dict(probs=_probs(d), k=_i([1, 2, 3], d)), ValueError, r"k must have shape \[2\]"),
         _e("k-on-meta", lambda d: dict(probs=_probs(d), k=_i([1, 2], d).to("meta")), ValueError, "k must be on device"),
+        _e("inf-probability", lambda d: dict(probs=torch.tensor([[0.5, float("inf")]], device=d), k=1), ValueError,
+           r"probs must be finite and non-negative, found \+inf", check=True),
         _e("unknown-backend-gate", lambda d: dict(probs=_probs(d), k=3), GateError, "DSPARK_KERNEL_BACKEND",
            env=BOGUS_BACKEND),
     ]
@@ -230,7 +232,9 @@ def topp_errors() -> list[ErrorInput]:
         _e("probs-non-contiguous", lambda d: dict(probs=_probs(d, 8, 8).t(), p=0.5), ValueError,
            "probs must be contiguous"),
         _e("negative-probability", lambda d: dict(probs=torch.tensor([[0.5, -0.1]], device=d), p=0.5), ValueError,
-           "probs must be non-negative", check=True),
+           "probs must be finite and non-negative, found negative", check=True),
+        _e("inf-probability", lambda d: dict(probs=torch.tensor([[0.5, float("inf")]], device=d), p=0.5), ValueError,
+           r"probs must be finite and non-negative, found \+inf", check=True),
         _e("unknown-backend-gate", lambda d: dict(probs=_probs(d), p=0.5), GateError, "DSPARK_KERNEL_BACKEND",
            env=BOGUS_BACKEND),
     ]

@@ -315,4 +315,27 @@ def topp_samples(large: bool) -> list[Sample]:
         Sample("scalar-p", _renorm_case(106, bs, v, "p", 0.9)),
         Sample("odd-vocab", _renorm_case(107, bs, 37, "p", lambda g, b: torch.rand(b, generator=g))),
         Sample("vocab-over-one-block", _renorm_case(108, 2, 4100, "p", lambda g, b: torch.tensor([0.3, 0.99][:b]))),
+        *_p_precision_samples(),
+    ]
+
+
+def _p_precision_samples() -> list[Sample]:
+    """docs/design.md §3.9: p means its nearest fp32 value, whatever its type. On [0.1, 0, 0.5, 0.4],
+    p = 0.9 drops 0.1 as fp32 but would keep it in fp64: a float, an fp32 and an fp64 tensor must all
+    drop it. Rows 2-3 sit one fp32 step either side of that boundary; row 4 hits an exact boundary
+    (0.125 reaches (1 - 0.875) x the mass and survives)."""
+    row = [0.1, 0.0, 0.5, 0.4]
+    p32 = torch.tensor(0.9)
+    below = float(torch.nextafter(p32, torch.tensor(0.0)))
+    above = float(torch.nextafter(p32, torch.tensor(1.0)))
+    rows = torch.tensor([row, row, row, row, [0.5, 0.375, 0.125, 0.0]])
+    per_row = [0.9, 0.9, below, above, 0.875]
+
+    def case(p):
+        return lambda device: to_device(device, probs=rows[:1] if not isinstance(p, torch.Tensor) else rows, p=p)
+    return [
+        Sample("p-fp32-boundary-float", case(0.9)),
+        Sample("p-fp32-boundary-fp32", case(torch.tensor(per_row))),
+        Sample("p-fp32-boundary-fp64", case(torch.tensor(per_row, dtype=torch.float64))),
+        Sample("p-exact-boundary-float", lambda device: to_device(device, probs=rows[4:], p=0.875)),
     ]
