@@ -184,6 +184,16 @@ def _bad_probs(seed: int) -> torch.Tensor:
     return p
 
 
+def _inf_probs(seed: int) -> torch.Tensor:
+    """Row 0: +inf where the largest entry would be, beside valid ones; row 1: only +inf and zeros (no
+    finite positive mass: all zeros out); row 2: -inf and +inf among valid entries; row 3: valid."""
+    p = torch.rand(4, 40, generator=generator(seed))
+    p[0, [2, 30]] = float("inf")
+    p[1] = torch.tensor([float("inf"), 0.0] * 20)
+    p[2, [1, 9]] = torch.tensor([float("-inf"), float("inf")])
+    return p
+
+
 def topk_bad_values() -> list[BadValueSample]:
     rule = "§10.7"
     return [
@@ -192,6 +202,9 @@ def topk_bad_values() -> list[BadValueSample]:
            match=r"^probs must be", rule=rule),
         _b("nan-entries-scalar-k", lambda device: to_device(device, probs=_bad_probs(232), k=4),
            match=r"^probs must be", rule=rule),
+        _b("inf-entries-count-as-zero", lambda device: to_device(device, probs=_inf_probs(233),
+                                                                 k=torch.tensor([1, 2, 5, 40])),
+           match=r"^probs must be finite", rule=rule),
     ]
 
 
@@ -205,6 +218,9 @@ def topp_bad_values() -> list[BadValueSample]:
            match=r"^probs must be", rule=rule),
         _b("nan-entries-scalar-p", lambda device: to_device(device, probs=_bad_probs(242), p=0.6),
            match=r"^probs must be", rule=rule),
+        _b("inf-entries-count-as-zero", lambda device: to_device(device, probs=_inf_probs(244),
+                                                                 p=torch.tensor([0.9, 0.5, 0.95, 0.3])),
+           match=r"^probs must be finite", rule=rule),
         _b("nan-p-keeps-every-positive-entry", lambda device: to_device(device, probs=valid(243),
                                                                         p=torch.tensor([0.5, nan, 0.2])),
            match=r"^p must not hold NaN", rule=rule),
