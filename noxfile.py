@@ -10,6 +10,7 @@
     nox -s coverage_gap -- --base REV [--report-only]
     nox -s liveness [-- --repo O/N]             every registered job ran lately (GitHub API; needs GITHUB_TOKEN)
     nox -s durations -- --from DIR              refresh ci/durations.json from the JUnit files of a run
+    nox -s timing [-- --no-write]               per-commit cpu jobs: start / collection / test time per job; durations
     nox -s bench [-- ARGS]                      python -m impl.bench ARGS
 
 Environments. Two environments under ``.nox/`` are shared by every session: ``shared-torch``
@@ -54,7 +55,7 @@ LOCAL_WHEELS = "/opt/wheels"
 
 # session -> {option: takes a value}; None = free-form (its program validates the arguments)
 OPTIONS: dict[str, dict[str, bool] | None] = {
-    "pr": {"--root": True, "--hardware": True},
+    "pr": {"--root": True, "--hardware": True, "--as-shards": False},
     "lint": {"--fix": False},
     "audit": {"--root": True, "--today": True, "--format": True, "--adapter": True, "--repository": True,
               "--pytest-collection": False},
@@ -62,6 +63,7 @@ OPTIONS: dict[str, dict[str, bool] | None] = {
     "nightly_mi35x": {"--emulate": False, "--job": True},
     "liveness": {"--repo": True, "--today": True, "--root": True},
     "suite": None, "kernels": None, "coverage_gap": None, "durations": None, "bench": None,
+    "timing": {"--hardware": True, "--schedule": True, "--as-shards": False, "--no-write": False},
 }
 
 
@@ -312,6 +314,13 @@ def durations(session: nox.Session) -> None:
     if not args:
         session.error("durations: pass -- --from DIR, a folder holding a run's downloaded ci-results-* artifacts")
     run_in(session, [tools_env(session)], "-m", "ci.durations", *args)
+
+
+@nox.session
+def timing(session: nox.Session) -> None:
+    """Per job: process start, collection and test time; then refresh ci/durations.json from the run."""
+    args = session_args(session)
+    run_in(session, [torch_env(session)], "-m", "ci.timing", *args)
 
 
 @nox.session

@@ -108,7 +108,7 @@ class CiPlugin:
         if not self.report_path or self.worker:
             return
         with open(self.report_path, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps({"event": event, **data}, sort_keys=True) + "\n")
+            fh.write(json.dumps({"event": event, "t": round(time.time(), 3), **data}, sort_keys=True) + "\n")
             fh.flush()
 
     def problem(self, text: str) -> None:
@@ -125,6 +125,7 @@ class CiPlugin:
         emulate = config.getoption("ci_emulate")
         if self.worker:      # the controller attested; workers inherit its environment
             return
+        self.emit("configured")
         hooked = config.hook.pytest_ci_machine(config=config)
         if hooked is not None:
             machine = hooked if isinstance(hooked, Machine) else Machine.from_mapping(hooked)

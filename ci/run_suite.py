@@ -18,6 +18,7 @@ import argparse
 import importlib.util
 import json
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -54,6 +55,8 @@ class Outcome:
     attestation: list[str] = field(default_factory=list)
     emulation: str | None = None
     slowest: list[tuple[float, str]] = field(default_factory=list)
+    cpu_seconds: float = 0.0      # user + sys of the pytest process tree (workers included)
+    phases: dict[str, float] = field(default_factory=dict)   # process start, collection, tests, exit (seconds)
 
     @property
     def ok(self) -> bool:
@@ -146,6 +149,26 @@ def read_report(path: Path) -> list[dict]:
         except json.JSONDecodeError:
             continue   # a line cut off by a kill
     return events
+
+
+PHASES = ("start", "collection", "tests", "exit")
+
+
+def phases(events: list[dict], launched: float, ended: float) -> dict[str, float]:
+    """Wall seconds of a job's process: start (launch -> the plugin configured: interpreter, pytest,
+    plugins), collection (-> the first test starts: test modules with torch, xdist workers), tests
+    (-> the verdict) and exit; from the report stream's timestamps (a phase it lacks is left out)."""
+    marks = [launched]
+    configured = next((e["t"] for e in events if e.get("event") == "configured" and "t" in e), None)
+    first = next((e["t"] for e in events if e.get("event") == "start" and "t" in e), None)
+    finish = next((e["t"] for e in events if e.get("event") == "finish" and "t" in e), None)
+    out = {}
+    for name, mark in zip(PHASES, (configured, first, finish, ended)):
+        if mark is None:
+            continue
+        out[name] = round(max(0.0, mark - marks[-1]), 3)
+        marks.append(mark)
+    return out
 
 
 def judge(outcome: Outcome, events: list[dict], stopped: str | None, junit: Path) -> None:
@@ -315,9 +338,12 @@ def run_job(registry: Registry, job: Job, tests: list[str], shard: str | None, *
     if job_timeout is None:
         by_test = {t.node_id: t for t in job.tests}
         job_timeout = 120.0 + 2.0 * sum(by_test[n].per_test_timeout for n in tests if n in by_test)
-    start = time.monotonic()
+    start, launched, before = time.monotonic(), time.time(), resource.getrusage(resource.RUSAGE_CHILDREN)
     rc, stopped = _run_process(cmd, cwd=root, env=env, timeout=job_timeout, grace=kill_grace)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     outcome = Outcome(job.id, shown_shard, rc, time.monotonic() - start)
+    outcome.cpu_seconds = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    outcome.phases = phases(read_report(report), launched, time.time())
     judge(outcome, read_report(report), stopped, junit)
     durations = {}
     for e in read_report(report):
