@@ -74,6 +74,10 @@ def run_jobs(registry: Registry, jobs: list[Job], *, results_dir: Path, emulate:
         for job, tests in pairs:
             outcomes.append(run_job(registry, job, tests, shard, results_dir=results_dir, emulate=emulate,
                                     workers=workers))
+            if outcomes[-1].runner_signalled:
+                print(f"[ci] the runner was signalled: no further job starts "
+                      f"({outcomes[-1].stopped})", file=sys.stderr, flush=True)
+                return outcomes
     return outcomes
 
 

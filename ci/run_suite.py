@@ -38,6 +38,7 @@ RESULTS_DIR = "ci-results"
 EMULATED_PLATFORMS = ("hip", "cuda")
 XDIST_MIN_EST_S = 30.0   # below this estimate, starting xdist workers (each importing torch) costs more than it saves
 KILL_GRACE_S = 20.0      # default: after SIGINT (pytest then writes its JUnit), wait this long before SIGKILL
+RUNNER_SIGNALLED = "the runner received"
 COUNT_KEYS = ("passed", "flaky", "failed", "error", "skipped", "xfailed", "not-run")
 
 
@@ -57,6 +58,12 @@ class Outcome:
     slowest: list[tuple[float, str]] = field(default_factory=list)
     cpu_seconds: float = 0.0      # user + sys of the pytest process tree (workers included)
     phases: dict[str, float] = field(default_factory=dict)   # process start, collection, tests, exit (seconds)
+    stopped: str | None = None    # what stopped pytest early (a timeout, or a signal to the runner)
+
+    @property
+    def runner_signalled(self) -> bool:
+        """The runner itself was told to stop: no further job may start."""
+        return (self.stopped or "").startswith(RUNNER_SIGNALLED)
 
     @property
     def ok(self) -> bool:
@@ -113,7 +120,7 @@ def _run_process(cmd: list[str], *, cwd: Path, env: dict[str, str], timeout: flo
     stopped: list[str] = []
 
     def on_signal(signum, _frame):
-        stopped.append(f"the runner received {signal.Signals(signum).name}")
+        stopped.append(f"{RUNNER_SIGNALLED} {signal.Signals(signum).name}")
         raise _Interrupted()
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
@@ -341,7 +348,7 @@ def run_job(registry: Registry, job: Job, tests: list[str], shard: str | None, *
     start, launched, before = time.monotonic(), time.time(), resource.getrusage(resource.RUSAGE_CHILDREN)
     rc, stopped = _run_process(cmd, cwd=root, env=env, timeout=job_timeout, grace=kill_grace)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    outcome = Outcome(job.id, shown_shard, rc, time.monotonic() - start)
+    outcome = Outcome(job.id, shown_shard, rc, time.monotonic() - start, stopped=stopped)
     outcome.cpu_seconds = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     outcome.phases = phases(read_report(report), launched, time.time())
     judge(outcome, read_report(report), stopped, junit)
@@ -361,9 +368,14 @@ def run_selection(registry: Registry, selection: list[tuple[Job, list[str]]], sh
                   results_dir: Path, emulate: str | None = None, workers: int | None = None,
                   job_timeout: float | None = None, pytest_args: list[str] | None = None,
                   kill_grace: float = KILL_GRACE_S) -> list[Outcome]:
-    return [run_job(registry, job, tests, shard, results_dir=results_dir, emulate=emulate, workers=workers,
-                    job_timeout=job_timeout, pytest_args=pytest_args, kill_grace=kill_grace)
-            for job, tests in selection]
+    outcomes = []
+    for job, tests in selection:
+        outcomes.append(run_job(registry, job, tests, shard, results_dir=results_dir, emulate=emulate,
+                                workers=workers, job_timeout=job_timeout, pytest_args=pytest_args,
+                                kill_grace=kill_grace))
+        if outcomes[-1].runner_signalled:
+            break            # SIGTERM / SIGINT to the runner stops the run, not just the job in flight
+    return outcomes
 
 
 def emulation_for(jobs: list[Job], value: str | None) -> str | None:
