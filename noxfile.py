@@ -63,7 +63,8 @@ OPTIONS: dict[str, dict[str, bool] | None] = {
     "nightly_mi35x": {"--emulate": False, "--job": True},
     "liveness": {"--repo": True, "--today": True, "--root": True},
     "suite": None, "kernels": None, "coverage_gap": None, "durations": None, "bench": None,
-    "timing": {"--hardware": True, "--schedule": True, "--as-shards": False, "--no-write": False},
+    "timing": {"--hardware": True, "--schedule": True, "--suite-prefix": True, "--as-shards": False,
+               "--no-write": False},
 }
 
 

@@ -1,6 +1,6 @@
 """Where a suite run's time goes, per job, and the durations file the sharder reads.
 
-    python -m ci.timing [--schedule per-commit] [--hardware cpu] [--as-shards] [--no-write]
+    python -m ci.timing [--schedule per-commit] [--hardware cpu] [--suite-prefix P] [--as-shards] [--no-write]
 
 Runs the selected jobs (default: every per-commit ``cpu`` job, one pytest process each,
 as ``nox -s pr`` does), prints per job the wall seconds of process start (interpreter,
@@ -48,13 +48,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--root", default=".")
     parser.add_argument("--schedule", default="per-commit", choices=("per-commit", "nightly"))
     parser.add_argument("--hardware", default="cpu", help="catalog label whose jobs run (default cpu)")
+    parser.add_argument("--suite-prefix", help="only suites starting with this (kernels: what nox -s kernels runs)")
     parser.add_argument("--as-shards", action="store_true", help="one process per job and group shard")
     parser.add_argument("--no-write", action="store_true", help="do not refresh ci/durations.json")
     args = parser.parse_args(argv)
     root = Path(args.root).resolve()
     try:
         registry = load_registry(root)
-        jobs = JobFilter(schedule=args.schedule, hardware=args.hardware).select(registry)
+        wanted = JobFilter(schedule=args.schedule, hardware=args.hardware, suite_prefix=args.suite_prefix)
+        jobs = wanted.select(registry)
     except (CollectionError, CatalogError, DurationsError, KeyError, ValueError) as exc:
         print(f"[ci] error: {exc.args[0] if isinstance(exc, KeyError) else exc}", file=sys.stderr)
         return 2
