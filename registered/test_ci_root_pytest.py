@@ -56,16 +56,3 @@ def test_documented_ci_job_command_runs_the_job_from_the_root(tmp_path):
     assert "1 passed" in proc.stdout and "accounting OK: 1 passed" in proc.stdout, out
     proc = _pytest(tmp_path, "--ci-job", "per-commit/cpu/nope")      # a wrong id is still a usage error
     assert proc.returncode == 4 and "per-commit/cpu/nope" in proc.stdout + proc.stderr
-
-
-@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=20)
-def test_documented_ci_job_command_is_accepted_in_the_real_repository():
-    """The README's own line, in this repository, listed (not run: the job runs in its own CI job)."""
-    proc = _pytest(REAL_ROOT, "--ci-job", "per-commit/cpu/kernels-gates[torch]",
-                   "--collect-only", "-q")
-    out = proc.stdout + proc.stderr
-    assert "unrecognized arguments" not in out, out
-    assert proc.returncode == 0, out[-2000:]
-    listed = [ln for ln in proc.stdout.splitlines() if "::" in ln]
-    assert listed and all(ln.startswith("registered/test_ops_vs_reference.py::"
-                                        "test_impl_matches_reference_under_job_gates[") for ln in listed), listed[:5]
