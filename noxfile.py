@@ -11,6 +11,7 @@
     nox -s liveness [-- --repo O/N]             every registered job ran lately (GitHub API; needs GITHUB_TOKEN)
     nox -s liveness -- --self-check             liveness.yml itself is scheduled and ran lately (per-commit lint)
     nox -s durations -- --from DIR              refresh ci/durations.json from the JUnit files of a run
+    nox -s timing [-- --no-write]               per-commit cpu jobs: start / collection / test time per job; durations
     nox -s bench [-- ARGS]                      python -m impl.bench ARGS
 
 Environments. Two environments under ``.nox/`` are shared by every session: ``shared-torch``
@@ -61,7 +62,7 @@ LOCAL_WHEELS = "/opt/wheels"
 
 # session -> {option: takes a value}; None = free-form (its program validates the arguments)
 OPTIONS: dict[str, dict[str, bool] | None] = {
-    "pr": {"--root": True, "--hardware": True},
+    "pr": {"--root": True, "--hardware": True, "--as-shards": False},
     "lint": {"--fix": False},
     "audit": {"--root": True, "--today": True, "--format": True, "--adapter": True, "--repository": True,
               "--pytest-collection": False},
@@ -70,6 +71,8 @@ OPTIONS: dict[str, dict[str, bool] | None] = {
     "liveness": {"--repo": True, "--today": True, "--root": True, "--now": True, "--self-check": False,
                  "--days": True, "--max-queued-hours": True},
     "suite": None, "kernels": None, "coverage_gap": None, "durations": None, "bench": None,
+    "timing": {"--hardware": True, "--schedule": True, "--suite-prefix": True, "--as-shards": False,
+               "--no-write": False},
 }
 
 
@@ -360,6 +363,13 @@ def durations(session: nox.Session) -> None:
     if not args:
         session.error("durations: pass -- --from DIR, a folder holding a run's downloaded ci-results-* artifacts")
     run_in(session, [tools_env(session)], "-m", "ci.durations", *args)
+
+
+@nox.session
+def timing(session: nox.Session) -> None:
+    """Per job: process start, collection and test time; then refresh ci/durations.json from the run."""
+    args = session_args(session)
+    run_in(session, [torch_env(session)], "-m", "ci.timing", *args)
 
 
 @nox.session

@@ -26,7 +26,7 @@ from ci.group_plan import GroupView, by_schedule
 from ci.jobs import load_registry
 
 LOCAL_PACKAGES = ("impl", "reference", "ci", "registered")
-RUNNER_ENTRY = ("ci/run_suite.py", "registered/conftest.py")
+RUNNER_ENTRY = ("ci/run_suite.py", "conftest.py", "registered/conftest.py")
 EXTRAS = ("ci/hardware.yaml", "ci/durations.json", "noxfile.py", "pyproject.toml",
           ".github/workflows/per-commit.yml")
 

@@ -7,7 +7,9 @@ one): without this, only a GPU job would find out. Two fresh processes:
 1. record (interpreter): run every op-table sample, once plain and once per
    variant of its op (the renorm paths the samples alone do not reach), and each
    bad-value sample (docs/design.md §10) once, and note
-   each launch's specialization -- argument types, constexpr values, warps;
+   each launch's specialization -- argument types, constexpr values, warps (a
+   graph-safe op's kernels are not executed: its launches cannot depend on their
+   results);
 2. compile (compiled mode, no GPU needed: the triton wheel ships ptxas and its
    AMD backend): compile each recorded specialization for each target (default
    sm_90 and gfx950: the H200 and the MI35x) and report what failed and why.
@@ -86,38 +88,55 @@ def _specialization(fn, args: tuple, kwargs: dict) -> dict:
             "options": options}
 
 
-def record(out: Path) -> int:
-    """Interpreter: run the op table (each sample plain and with each variant), write the distinct launches."""
+def record_launches(runs, *, execute_graph_safe: bool = False) -> list[dict]:
+    """The distinct launch specializations of ``runs`` -- (op, sample, extra kwargs) triples -- in the
+    interpreter. A graph-safe op's host code never reads device data (0 syncs, pinned by
+    test_op_syncs), so its launches do not depend on what its kernels compute: they are recorded
+    without running the kernels (``execute_graph_safe`` runs them anyway); other ops run in full."""
     from triton.runtime.interpreter import InterpretedFunction
 
-    from impl.testing.op_table import OPS, clone_kwargs, run_op
+    from impl.testing.op_table import clone_kwargs, run_op
     from impl.validation import check_mode
 
     seen: dict[str, dict] = {}
     original = InterpretedFunction.run
+    execute = [True]
 
     def recording_run(self, *args, grid, warmup, **kwargs):
         spec = _specialization(self.fn, args, kwargs)
         seen.setdefault(json.dumps(spec, sort_keys=True), spec)
-        return original(self, *args, grid=grid, warmup=warmup, **kwargs)
+        return original(self, *args, grid=grid, warmup=warmup, **kwargs) if execute[0] else None
 
     InterpretedFunction.run = recording_run
     try:
-        for op in OPS:
-            variants = [{}, *(op.variants() if op.variants else {}).values()]
-            samples = op.samples(False)
-            for sample in samples:
-                for extra in variants:
-                    run_op(op, functools.partial(op.impl, **extra), clone_kwargs(sample.make("cpu")))
-            with check_mode(False):   # out-of-contract values (docs/design.md §10) reach the same kernels
-                for sample in op.bad_value_samples() if op.bad_value_samples else []:
+        for op, sample, extra in runs:
+            execute[0] = execute_graph_safe or not op.graph_safe
+            if extra is None:   # a bad-value sample (docs/design.md §10): same kernels, check mode off
+                with check_mode(False):
                     run_op(op, op.impl, clone_kwargs(sample.make("cpu")))
-            print(f"  {op.name}: {len(samples)} samples x {len(variants)} variant(s); "
-                  f"{len(seen)} specializations so far", flush=True)
+                continue
+            run_op(op, functools.partial(op.impl, **extra), clone_kwargs(sample.make("cpu")))
     finally:
         InterpretedFunction.run = original
-    out.write_text(json.dumps(list(seen.values()), indent=1))
-    print(f"recorded {len(seen)} kernel specializations", flush=True)
+    return list(seen.values())
+
+
+def record(out: Path) -> int:
+    """Interpreter: the op table's launches (each sample plain and with each variant), written to ``out``."""
+    from impl.testing.op_table import OPS
+
+    launches: dict[str, dict] = {}
+    for op in OPS:
+        variants = [{}, *(op.variants() if op.variants else {}).values()]
+        samples = op.samples(False)
+        runs = [(op, sample, extra) for sample in samples for extra in variants]
+        runs += [(op, sample, None) for sample in (op.bad_value_samples() if op.bad_value_samples else [])]
+        for spec in record_launches(runs):
+            launches.setdefault(json.dumps(spec, sort_keys=True), spec)
+        print(f"  {op.name}: {len(samples)} samples x {len(variants)} variant(s); "
+              f"{len(launches)} specializations so far", flush=True)
+    out.write_text(json.dumps(list(launches.values()), indent=1))
+    print(f"recorded {len(launches)} kernel specializations", flush=True)
     return 0
 
 

@@ -2,8 +2,8 @@
 
 1. the registry audit (python -m ci.audit)
 2. workflow drift + GitHub workflow schema (+ actionlint when installed)
-3. every shard of the per-commit ``cpu`` group, as its GitHub jobs run them (each job of
-   a shard in its own pytest process, variants one after another)
+3. every job of the per-commit ``cpu`` group, each in one pytest process, variants one
+   after another (``--as-shards``: split by group shard as the GitHub jobs run them)
 
 Everything runs even when an early step fails; the exit status is non-zero if
 anything failed, after one summary table.
@@ -26,6 +26,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ci.pr", description=__doc__.split("\n\n")[0])
     parser.add_argument("--root", default=".")
     parser.add_argument("--hardware", default="cpu", help="run the per-commit jobs of this label (default cpu)")
+    parser.add_argument("--as-shards", action="store_true",
+                        help="one pytest process per job and group shard, as GitHub runs them (default: per job)")
     args = parser.parse_args(argv)
     root = Path(args.root).resolve()
     started = time.monotonic()
@@ -53,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
         if not jobs:
             print(f"no per-commit job is registered for {args.hardware}: nothing would be tested")
             checks.append((f"per-commit {args.hardware} jobs exist", False, 0.0))
-        outcomes = run_jobs(registry, jobs, results_dir=root / RESULTS_DIR)
+        outcomes = run_jobs(registry, jobs, results_dir=root / RESULTS_DIR, as_shards=args.as_shards)
     except Exception as exc:
         print(f"per-commit jobs could not run: {exc}")
         checks.append(("per-commit jobs", False, 0.0))

@@ -1,9 +1,13 @@
 """The registry inside pytest: ``pytest --ci-job ID [--ci-shard I/N]`` runs exactly one job.
 
-Loaded by ``registered/conftest.py`` (``pytest_plugins = ["ci.pytest_plugin"]``) and by
-the runner (``-p ci.pytest_plugin``). It may import pytest; it imports torch only
-through :func:`ci.machine.detect` (inside the job's pytest process), never impl/ or
-test code. What it does:
+Loaded by the root ``conftest.py`` (``pytest_plugins = ["ci.pytest_plugin"]``) and by the
+runner (``-p ci.pytest_plugin``). This module only adds the options and the hookspecs
+(``ci.pytest_hookspecs``) and, at configure time, builds one :class:`CiPytestPlugin` per
+process (its state: the suite index and the job, no module globals) and registers it with
+the plugin manager as ``dspark-ci``; pytest's private JUnit writer is reached only through
+``ci.junit_shim``. It may import pytest; it imports torch only through
+:func:`ci.machine.detect` (inside the job's pytest process), never impl/ or test code.
+What it does:
 
 - registers one marker per suite (``pytest -m kernels`` works with --strict-markers)
   and puts each registered test under its suites' markers;
@@ -33,6 +37,7 @@ from pathlib import Path
 import pytest
 
 from ci.durations import REGISTRATION_PROPERTY
+from ci.junit_shim import add_suite_property, drop_testcases, junit_writer
 from ci.results import is_registered_skip, registered_skip_keys, unregistered_skip_remedy
 
 RERUN_ATTEMPT_PROPERTY = "ci.failed-attempt"
@@ -40,14 +45,14 @@ EMPTY_PARAMSET = "got empty parameter set"
 _SKIP_PREFIX = re.compile(r"^Skipped:\s*")
 
 
-class MachineHookSpec:
-    @pytest.hookspec(firstresult=True)
-    def pytest_ci_machine(self, config):
-        """Return a ``ci.machine.Machine`` to use instead of probing (tests only; announced as not probed)."""
+PLUGIN_NAME = "dspark-ci"
+PLAN_KEY = "dspark_ci_plan"
 
 
 def pytest_addhooks(pluginmanager):
-    pluginmanager.add_hookspecs(MachineHookSpec)
+    from ci.pytest_hookspecs import CiHookSpecs
+
+    pluginmanager.add_hookspecs(CiHookSpecs)
 
 
 def pytest_addoption(parser):
@@ -82,7 +87,7 @@ class ItemResult:
         self.done = self.pending_rerun = False
 
 
-class CiPlugin:
+class JobState:
     """State of one ``--ci-job`` session (controller or single process; xdist workers select only)."""
 
     def __init__(self, config, job_id: str, regs: dict, shard: str, root: Path, registry=None, job=None):
@@ -108,7 +113,7 @@ class CiPlugin:
         if not self.report_path or self.worker:
             return
         with open(self.report_path, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps({"event": event, **data}, sort_keys=True) + "\n")
+            fh.write(json.dumps({"event": event, "t": round(time.time(), 3), **data}, sort_keys=True) + "\n")
             fh.flush()
 
     def problem(self, text: str) -> None:
@@ -125,6 +130,7 @@ class CiPlugin:
         emulate = config.getoption("ci_emulate")
         if self.worker:      # the controller attested; workers inherit its environment
             return
+        self.emit("configured")
         hooked = config.hook.pytest_ci_machine(config=config)
         if hooked is not None:
             machine = hooked if isinstance(hooked, Machine) else Machine.from_mapping(hooked)
@@ -169,7 +175,7 @@ class CiPlugin:
             config.option.numprocesses = None
 
     def junit_setup(self) -> None:
-        xml = _junit(self.config)
+        xml = junit_writer(self.config)
         if xml is None:
             return
         if xml.suite_name == "pytest":
@@ -178,7 +184,7 @@ class CiPlugin:
         for i, note in enumerate(self.notes, 1):
             props.setdefault(f"ci.note.{i}", note)
         for name, value in props.items():
-            xml.add_global_property(name, value)
+            add_suite_property(xml, name, value)
 
     # -- selection ----------------------------------------------------------------------
     def select(self, items: list) -> None:
@@ -316,22 +322,6 @@ class CiPlugin:
                 "interrupted": interrupted}
 
 
-def _drop_failed_attempts(xml) -> None:
-    """A rerun test is ONE JUnit testcase (its final attempt, with a flaky/reruns property), never two."""
-    reporters = getattr(xml, "node_reporters_ordered", None)
-    if reporters is None:
-        return
-
-    def failed_attempt(reporter) -> bool:
-        try:
-            element = reporter.to_xml()          # a finalized reporter holds its finished element
-        except (AttributeError, TypeError):   # a reporter of another shape: keep it
-            return False
-        return element.find(f"properties/property[@name='{RERUN_ATTEMPT_PROPERTY}']") is not None
-
-    reporters[:] = [r for r in reporters if not failed_attempt(r)]
-
-
 def _message(report) -> str:
     text = getattr(report, "longreprtext", "") or str(report.longrepr or "")
     lines = [ln for ln in text.splitlines() if ln.strip()]
@@ -343,48 +333,179 @@ def _skip_keys(root: Path) -> set[str]:
     return registered_skip_keys(root)
 
 
-def _junit(config):
-    try:
-        from _pytest.junitxml import xml_key
-    except ImportError:
+def _suite_index(registry) -> dict[str, set[str]]:
+    index: dict[str, set[str]] = {}
+    for reg in registry.collection.registrations:
+        index.setdefault(reg.node_id, set()).add(reg.suite)
+    return index
+
+
+def _add_suite_markers(config, suites: dict[str, set[str]]) -> None:
+    for suite in sorted(set().union(*suites.values()) if suites else ()):
+        config.addinivalue_line("markers", f"{suite}: registered suite {suite} (ci.registration.register)")
+
+
+# -- the plugin object -----------------------------------------------------------------------
+class CiPytestPlugin:
+    """The registry inside one pytest process, registered with the plugin manager as ``dspark-ci``.
+
+    ``suites`` maps a registration's node id to its suites (the markers); ``job`` is the
+    ``--ci-job`` state, None for a plain run. An xdist worker gets its own instance, built
+    from the controller's plan (no second registry load).
+    """
+
+    def __init__(self, config, suites: dict[str, set[str]], job: JobState | None):
+        self.config = config
+        self.suites = suites
+        self.job = job
+
+    def _controller_job(self) -> JobState | None:
+        return self.job if self.job is not None and not self.job.worker else None
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node):
+        """Controller -> each xdist worker: suites and the job's selection (workers load no registry)."""
+        job = self.job
+        node.workerinput[PLAN_KEY] = {
+            "suites": {k: sorted(v) for k, v in self.suites.items()},
+            "job": None if job is None else job.job_id,
+            "shard": None if job is None else job.shard,
+            "tests": None if job is None else [asdict(t) for t in job.selected_regs.values()],
+        }
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionstart(self, session):
+        job = self._controller_job()
+        if job is not None:
+            job.junit_setup()
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection(self, session):
+        job = self._controller_job()
+        if job is not None and not job.attestation.ok:
+            session.items = []
+            return True   # a machine that failed attestation collects nothing
         return None
-    return config.stash.get(xml_key, None)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection_modifyitems(self, session, config, items):
+        for item in items:
+            for reg_node, names in self.suites.items():
+                if covers(reg_node, item.nodeid):
+                    for name in names:
+                        item.add_marker(name)
+        if self.job is not None:
+            self.job.select(items)
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_finish(self, session):
+        if self.job is not None:
+            self.job.check_final(session.items)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node, ids):
+        if self.job is not None:
+            self.job.expect(list(ids))
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node, error):
+        if self.job is not None:
+            for text in getattr(node, "workeroutput", {}).get("ci_problems", []):
+                self.job.problem(text)
+
+    def pytest_runtest_logstart(self, nodeid, location):
+        job = self._controller_job()
+        if job is not None:
+            job.emit("start", node=nodeid)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_logreport(self, report):
+        job = self._controller_job()
+        if job is not None:
+            job.record(report)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtestloop(self, session):
+        job = self._controller_job()
+        if job is not None and not job.attestation.ok:
+            return True    # do not run anything on a machine that is not the label's
+        return None
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session, exitstatus):
+        job = self.job
+        if job is None:
+            return
+        if job.worker:
+            session.config.workeroutput["ci_problems"] = list(job.problems)
+            return
+        if session.config.option.collectonly:
+            for text in job.problems:
+                print(f"[ci] FAIL {job.job.id}: {text}")
+            return
+        interrupted = exitstatus in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.INTERNAL_ERROR)
+        verdict = job.verdict(interrupted)
+        xml = junit_writer(session.config)
+        if xml is not None:
+            drop_testcases(xml, RERUN_ATTEMPT_PROPERTY)   # a rerun test is ONE test case, its final attempt
+            c = verdict["counts"]
+            add_suite_property(xml, "ci.verdict", "FAIL" if (job.problems or exitstatus not in (0,)) else "PASS")
+            add_suite_property(xml, "ci.counts", ", ".join(f"{k} {v}" for k, v in c.items()))
+            add_suite_property(xml, "ci.flaky", ", ".join(verdict["flaky"]) or "none")
+            for i, text in enumerate(job.problems, 1):
+                add_suite_property(xml, f"ci.problem.{i}", text)
+        if job.problems and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        job.emit("finish", exitstatus=int(session.exitstatus), **verdict)
+
+    def pytest_terminal_summary(self, terminalreporter, exitstatus, config):
+        job = self._controller_job()
+        if job is None:
+            return
+        c = {k: 0 for k in ("passed", "flaky")}
+        for res in job.results.values():
+            if res.outcome in c:
+                c[res.outcome] += 1
+        terminalreporter.write_sep("-", f"ci: job {job.job_id} shard {job.shard}")
+        if c["flaky"]:
+            terminalreporter.write_line(f"[ci] flaky (passed only on a rerun): {c['flaky']}")
+        for text in job.problems:
+            terminalreporter.write_line(f"[ci] FAIL {job.job_id}: {text}")
+        if not job.problems:
+            terminalreporter.write_line(f"[ci] accounting OK: {c['passed']} passed, {c['flaky']} flaky")
 
 
-_KEY = pytest.StashKey["CiPlugin"]()
-
-
-def _state(config) -> CiPlugin | None:
-    return config.stash.get(_KEY, None)
-
-
-# -- hooks ---------------------------------------------------------------------------------
+# -- module hooks: options, and building + registering the plugin object --------------------
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config):
+    plan = getattr(config, "workerinput", {}).get(PLAN_KEY)
+    plugin = _worker_plugin(config, plan) if plan is not None else _controller_plugin(config)
+    if plugin is not None:
+        config.pluginmanager.register(plugin, PLUGIN_NAME)
+        if plugin.job is not None and not plugin.job.worker:
+            plugin.job.prepare()
+
+
+def _controller_plugin(config) -> CiPytestPlugin | None:
     from ci.catalog import CatalogError
     from ci.collect import CollectionError
     from ci.jobs import load_registry
     from ci.partition import parse_shard
 
     job_id = config.getoption("ci_job")
-    plan = getattr(config, "workerinput", {}).get(PLAN_KEY)
-    if plan is not None:        # an xdist worker: the controller's plan, no second registry load
-        _configure_worker(config, plan)
-        return
     try:
         registry = load_registry(config.rootpath)
     except (CollectionError, CatalogError, ValueError, OSError) as exc:
         if job_id:
             raise pytest.UsageError(f"--ci-job {job_id}: the registry cannot be read: {exc}") from None
         print(f"[ci] warning: suite markers not registered: the registry cannot be read: {exc}")
-        return
-    for suite in sorted({r.suite for r in registry.collection.registrations}):
-        config.addinivalue_line("markers", f"{suite}: registered suite {suite} (ci.registration.register)")
-    config.stash[_SUITES] = _suite_index(registry)
+        return None
+    suites = _suite_index(registry)
+    _add_suite_markers(config, suites)
     if not job_id:
         if config.getoption("ci_shard") or config.getoption("ci_emulate"):
             raise pytest.UsageError("--ci-shard / --ci-emulate need --ci-job ID")
-        return
+        return CiPytestPlugin(config, suites, None)
     try:
         job = registry.job(job_id)
         if config.getoption("ci_shard"):
@@ -398,175 +519,18 @@ def pytest_configure(config):
         raise pytest.UsageError(f"--ci-job {job_id} --ci-shard {shard}: selects no test "
                                 f"(the job has {len(job.tests)} registered test(s)); an empty selection must not pass")
     chosen = set(tests)
-    state = CiPlugin(config, job.id, {t.node_id: t for t in job.tests if t.node_id in chosen}, shard,
+    state = JobState(config, job.id, {t.node_id: t for t in job.tests if t.node_id in chosen}, shard,
                      registry.root, registry, job)
-    config.stash[_KEY] = state
-    _CURRENT[:] = [state]
-    state.prepare()
+    return CiPytestPlugin(config, suites, state)
 
 
-_SUITES = pytest.StashKey["dict"]()
-PLAN_KEY = "dspark_ci_plan"
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_configure_node(node):
-    """Controller -> each xdist worker: suites and the job's selection (workers load no registry)."""
-    suites = node.config.stash.get(_SUITES, None)
-    if suites is None:
-        return
-    state = _state(node.config)
-    node.workerinput[PLAN_KEY] = {
-        "suites": {k: sorted(v) for k, v in suites.items()},
-        "job": None if state is None else state.job_id,
-        "shard": None if state is None else state.shard,
-        "tests": None if state is None else [asdict(t) for t in state.selected_regs.values()],
-    }
-
-
-def _configure_worker(config, plan: dict) -> None:
+def _worker_plugin(config, plan: dict) -> CiPytestPlugin:
     from ci.jobs import JobTest
 
     suites = {k: set(v) for k, v in plan["suites"].items()}
-    for suite in sorted(set().union(*suites.values()) if suites else ()):
-        config.addinivalue_line("markers", f"{suite}: registered suite {suite} (ci.registration.register)")
-    config.stash[_SUITES] = suites
+    _add_suite_markers(config, suites)
+    state = None
     if plan["job"]:
         regs = {t["node_id"]: JobTest(**t) for t in plan["tests"]}
-        config.stash[_KEY] = CiPlugin(config, plan["job"], regs, plan["shard"], config.rootpath)
-
-
-def _suite_index(registry) -> dict[str, set[str]]:
-    index: dict[str, set[str]] = {}
-    for reg in registry.collection.registrations:
-        index.setdefault(reg.node_id, set()).add(reg.suite)
-    return index
-
-
-@pytest.hookimpl(trylast=True)
-def pytest_sessionstart(session):
-    state = _state(session.config)
-    if state is not None and not state.worker:
-        state.junit_setup()
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection(session):
-    state = _state(session.config)
-    if state is not None and not state.worker and not state.attestation.ok:
-        session.items = []
-        return True   # a machine that failed attestation collects nothing
-    return None
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(session, config, items):
-    suites = config.stash.get(_SUITES, {})
-    for item in items:
-        for reg_node, names in suites.items():
-            if covers(reg_node, item.nodeid):
-                for name in names:
-                    item.add_marker(name)
-    state = _state(config)
-    if state is not None:
-        state.select(items)
-
-
-@pytest.hookimpl(trylast=True)
-def pytest_collection_finish(session):
-    state = _state(session.config)
-    if state is not None:
-        state.check_final(session.items)
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_xdist_node_collection_finished(node, ids):
-    state = _state(node.config)
-    if state is not None:
-        state.expect(list(ids))
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_testnodedown(node, error):
-    state = _state(node.config)
-    if state is not None:
-        for text in getattr(node, "workeroutput", {}).get("ci_problems", []):
-            state.problem(text)
-
-
-def pytest_runtest_logstart(nodeid, location):
-    state = _state_any()
-    if state is not None and not state.worker:
-        state.emit("start", node=nodeid)
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtest_logreport(report):
-    state = _state_any()
-    if state is not None and not state.worker:
-        state.record(report)
-
-
-_CURRENT: list[CiPlugin] = []
-
-
-def _state_any() -> CiPlugin | None:
-    return _CURRENT[0] if _CURRENT else None
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtestloop(session):
-    state = _state(session.config)
-    if state is not None and not state.worker and not state.attestation.ok:
-        return True    # do not run anything on a machine that is not the label's
-    return None
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_sessionfinish(session, exitstatus):
-    state = _state(session.config)
-    if state is None:
-        return
-    if state.worker:
-        session.config.workeroutput["ci_problems"] = list(state.problems)
-        return
-    if session.config.option.collectonly:
-        for text in state.problems:
-            print(f"[ci] FAIL {state.job.id}: {text}")
-        return
-    interrupted = exitstatus in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.INTERNAL_ERROR)
-    verdict = state.verdict(interrupted)
-    xml = _junit(session.config)
-    if xml is not None:
-        _drop_failed_attempts(xml)
-        c = verdict["counts"]
-        xml.add_global_property("ci.verdict", "FAIL" if (state.problems or exitstatus not in (0,)) else "PASS")
-        xml.add_global_property("ci.counts", ", ".join(f"{k} {v}" for k, v in c.items()))
-        xml.add_global_property("ci.flaky", ", ".join(verdict["flaky"]) or "none")
-        for i, text in enumerate(state.problems, 1):
-            xml.add_global_property(f"ci.problem.{i}", text)
-    if state.problems and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
-        session.exitstatus = pytest.ExitCode.TESTS_FAILED
-    state.emit("finish", exitstatus=int(session.exitstatus), **verdict)
-
-
-def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    state = _state(config)
-    if state is None or state.worker:
-        return
-    c = {k: 0 for k in ("passed", "flaky")}
-    for res in state.results.values():
-        if res.outcome in c:
-            c[res.outcome] += 1
-    terminalreporter.write_sep("-", f"ci: job {state.job.id} shard {state.shard}")
-    if c["flaky"]:
-        terminalreporter.write_line(f"[ci] flaky (passed only on a rerun): {c['flaky']}")
-    for text in state.problems:
-        terminalreporter.write_line(f"[ci] FAIL {state.job.id}: {text}")
-    if not state.problems:
-        terminalreporter.write_line(f"[ci] accounting OK: {c['passed']} passed, {c['flaky']} flaky")
-
-
-@pytest.hookimpl(trylast=True)
-def pytest_unconfigure(config):
-    _CURRENT.clear()
+        state = JobState(config, plan["job"], regs, plan["shard"], config.rootpath)
+    return CiPytestPlugin(config, suites, state)

@@ -6,8 +6,8 @@
 
 Used by ``nox -s kernels`` and ``nox -s nightly_mi35x``. Jobs are picked with
 :class:`ci.jobs.JobFilter` (the same filter ``ci.pr`` and ``ci.coverage_gap`` use);
-each group shard runs its selected jobs one after another, each job in its own
-pytest process. Exit 1 when any job failed or nothing was selected, 3 when
+each job runs in one pytest process (``--as-shards``: one per job and group shard,
+as the GitHub jobs split them). Exit 1 when any job failed or nothing was selected, 3 when
 ``--require-mi35x`` refuses this machine, 2 for bad arguments.
 """
 from __future__ import annotations
@@ -60,13 +60,25 @@ def plan(registry: Registry, jobs: list[Job]) -> list[tuple[str | None, list[tup
     return steps
 
 
+def whole_jobs(jobs: list[Job]) -> list[tuple[str | None, list[tuple[Job, list[str]]]]]:
+    """[(None, [(job, every test of the job)])]: one pytest process per job (a local run: the group's
+    shards exist to spread a group over GitHub runners; on one machine they only add processes)."""
+    return [(None, [(j, [t.node_id for t in j.tests])]) for j in jobs if j.tests]
+
+
 def run_jobs(registry: Registry, jobs: list[Job], *, results_dir: Path, emulate: str | None = None,
-             workers: int | None = None) -> list[Outcome]:
+             workers: int | None = None, as_shards: bool = False) -> list[Outcome]:
+    """Every selected job: one pytest process per job, or with ``as_shards`` per job and group shard
+    (exactly what the GitHub jobs run)."""
     outcomes = []
-    for shard, pairs in plan(registry, jobs):
+    for shard, pairs in (plan(registry, jobs) if as_shards else whole_jobs(jobs)):
         for job, tests in pairs:
             outcomes.append(run_job(registry, job, tests, shard, results_dir=results_dir, emulate=emulate,
                                     workers=workers))
+            if outcomes[-1].runner_signalled:
+                print(f"[ci] the runner was signalled: no further job starts "
+                      f"({outcomes[-1].stopped})", file=sys.stderr, flush=True)
+                return outcomes
     return outcomes
 
 
@@ -75,9 +87,10 @@ def summary_table(outcomes: list[Outcome]) -> str:
     for o in outcomes:
         c = o.counts
         rows.append((o.job_id, o.shard, "PASS" if o.ok else "FAIL", c.get("passed", 0), c.get("flaky", 0),
-                     c.get("failed", 0) + c.get("error", 0), c.get("skipped", 0), f"{o.seconds:.1f}"))
-    return format_table(["job", "shard", "result", "passed", "flaky", "failed", "skipped", "seconds"], rows,
-                        right=(3, 4, 5, 6, 7))
+                     c.get("failed", 0) + c.get("error", 0), c.get("skipped", 0), f"{o.seconds:.1f}",
+                     f"{o.cpu_seconds:.1f}"))
+    return format_table(["job", "shard", "result", "passed", "flaky", "failed", "skipped", "seconds", "cpu s"], rows,
+                        right=(3, 4, 5, 6, 7, 8))
 
 
 def filter_arguments(parser: argparse.ArgumentParser) -> None:
@@ -95,6 +108,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--emulate", action="store_true",
                         help="run the GPU jobs here with their platform emulated (announced everywhere)")
     parser.add_argument("--workers", type=int, help="override the hardware's pytest-xdist worker count")
+    parser.add_argument("--as-shards", action="store_true",
+                        help="one pytest process per job AND group shard, as the GitHub jobs run them "
+                             "(default: one process per job)")
     parser.add_argument("--require-mi35x", action="store_true",
                         help="refuse (unless --emulate) when this machine is not an MI35x (ROCm + gfx950)")
     args = parser.parse_args(argv)
@@ -138,7 +154,8 @@ def main(argv: list[str] | None = None) -> int:
         if not jobs:
             return 3
     start = time.monotonic()
-    outcomes = run_jobs(registry, jobs, results_dir=root / RESULTS_DIR, emulate=emulate, workers=args.workers)
+    outcomes = run_jobs(registry, jobs, results_dir=root / RESULTS_DIR, emulate=emulate, workers=args.workers,
+                        as_shards=args.as_shards)
     publish(combined_summary(f"{selection.describe()} ({time.monotonic() - start:.0f}s)", outcomes),
             root / RESULTS_DIR / "summary-run-many.md", echo=False)
     print()

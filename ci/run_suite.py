@@ -18,6 +18,7 @@ import argparse
 import importlib.util
 import json
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -37,6 +38,7 @@ RESULTS_DIR = "ci-results"
 EMULATED_PLATFORMS = ("hip", "cuda")
 XDIST_MIN_EST_S = 30.0   # below this estimate, starting xdist workers (each importing torch) costs more than it saves
 KILL_GRACE_S = 20.0      # default: after SIGINT (pytest then writes its JUnit), wait this long before SIGKILL
+RUNNER_SIGNALLED = "the runner received"
 COUNT_KEYS = ("passed", "flaky", "failed", "error", "skipped", "skipped-unregistered", "xfailed", "not-run")
 
 
@@ -54,6 +56,14 @@ class Outcome:
     attestation: list[str] = field(default_factory=list)
     emulation: str | None = None
     slowest: list[tuple[float, str]] = field(default_factory=list)
+    cpu_seconds: float = 0.0      # user + sys of the pytest process tree (workers included)
+    phases: dict[str, float] = field(default_factory=dict)   # process start, collection, tests, exit (seconds)
+    stopped: str | None = None    # what stopped pytest early (a timeout, or a signal to the runner)
+
+    @property
+    def runner_signalled(self) -> bool:
+        """The runner itself was told to stop: no further job may start."""
+        return (self.stopped or "").startswith(RUNNER_SIGNALLED)
 
     @property
     def ok(self) -> bool:
@@ -110,7 +120,7 @@ def _run_process(cmd: list[str], *, cwd: Path, env: dict[str, str], timeout: flo
     stopped: list[str] = []
 
     def on_signal(signum, _frame):
-        stopped.append(f"the runner received {signal.Signals(signum).name}")
+        stopped.append(f"{RUNNER_SIGNALLED} {signal.Signals(signum).name}")
         raise _Interrupted()
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
@@ -146,6 +156,26 @@ def read_report(path: Path) -> list[dict]:
         except json.JSONDecodeError:
             continue   # a line cut off by a kill
     return events
+
+
+PHASES = ("start", "collection", "tests", "exit")
+
+
+def phases(events: list[dict], launched: float, ended: float) -> dict[str, float]:
+    """Wall seconds of a job's process: start (launch -> the plugin configured: interpreter, pytest,
+    plugins), collection (-> the first test starts: test modules with torch, xdist workers), tests
+    (-> the verdict) and exit; from the report stream's timestamps (a phase it lacks is left out)."""
+    marks = [launched]
+    configured = next((e["t"] for e in events if e.get("event") == "configured" and "t" in e), None)
+    first = next((e["t"] for e in events if e.get("event") == "start" and "t" in e), None)
+    finish = next((e["t"] for e in events if e.get("event") == "finish" and "t" in e), None)
+    out = {}
+    for name, mark in zip(PHASES, (configured, first, finish, ended)):
+        if mark is None:
+            continue
+        out[name] = round(max(0.0, mark - marks[-1]), 3)
+        marks.append(mark)
+    return out
 
 
 def judge(outcome: Outcome, events: list[dict], stopped: str | None, junit: Path) -> None:
@@ -317,9 +347,12 @@ def run_job(registry: Registry, job: Job, tests: list[str], shard: str | None, *
     if job_timeout is None:
         by_test = {t.node_id: t for t in job.tests}
         job_timeout = 120.0 + 2.0 * sum(by_test[n].per_test_timeout for n in tests if n in by_test)
-    start = time.monotonic()
+    start, launched, before = time.monotonic(), time.time(), resource.getrusage(resource.RUSAGE_CHILDREN)
     rc, stopped = _run_process(cmd, cwd=root, env=env, timeout=job_timeout, grace=kill_grace)
-    outcome = Outcome(job.id, shown_shard, rc, time.monotonic() - start)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    outcome = Outcome(job.id, shown_shard, rc, time.monotonic() - start, stopped=stopped)
+    outcome.cpu_seconds = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    outcome.phases = phases(read_report(report), launched, time.time())
     judge(outcome, read_report(report), stopped, junit)
     durations = {}
     for e in read_report(report):
@@ -337,9 +370,14 @@ def run_selection(registry: Registry, selection: list[tuple[Job, list[str]]], sh
                   results_dir: Path, emulate: str | None = None, workers: int | None = None,
                   job_timeout: float | None = None, pytest_args: list[str] | None = None,
                   kill_grace: float = KILL_GRACE_S) -> list[Outcome]:
-    return [run_job(registry, job, tests, shard, results_dir=results_dir, emulate=emulate, workers=workers,
-                    job_timeout=job_timeout, pytest_args=pytest_args, kill_grace=kill_grace)
-            for job, tests in selection]
+    outcomes = []
+    for job, tests in selection:
+        outcomes.append(run_job(registry, job, tests, shard, results_dir=results_dir, emulate=emulate,
+                                workers=workers, job_timeout=job_timeout, pytest_args=pytest_args,
+                                kill_grace=kill_grace))
+        if outcomes[-1].runner_signalled:
+            break            # SIGTERM / SIGINT to the runner stops the run, not just the job in flight
+    return outcomes
 
 
 def emulation_for(jobs: list[Job], value: str | None) -> str | None:

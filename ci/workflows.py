@@ -46,7 +46,7 @@ GATE_KEY = "all-jobs"
 CHANGES_KEY = "changes"
 GPU_LABEL = "run-gpu-ci"
 PR_TYPES = ["opened", "synchronize", "reopened", "labeled"]
-ACTIONLINT_CONFIG = "ci/actionlint.yaml"
+ACTIONLINT_CONFIG = ".github/actionlint.yaml"   # where actionlint looks when run from the root
 ZIZMOR_CONFIG = "ci/zizmor.yml"
 HOSTED_RUNNER = "ubuntu-latest"
 PYYAML_PIN = "pyyaml==6.0.3"
@@ -452,7 +452,7 @@ def check(root: Path, registry: Registry | None = None, *, linters: bool = True)
         print("workflow drift: the committed files differ from `nox -s workflows` output:")
         for diff in diffs:
             print(diff)
-        print("fix: run `nox -s workflows` and commit .github/workflows/ and ci/actionlint.yaml")
+        print("fix: run `nox -s workflows` and commit .github/workflows/ and .github/actionlint.yaml")
     else:
         print(f"workflow drift: none ({', '.join(generated)})")
     problems = registry.catalog.toolchain_problems()

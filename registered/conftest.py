@@ -1,16 +1,15 @@
 """pytest configuration for registered/: the registry plugin and the fixtures tests share.
 
-The plugin (ci.pytest_plugin) gives pytest `--ci-job ID [--ci-shard I/N]` (run exactly one
-CI job) and a marker per suite (`pytest -m kernels`); it changes nothing else for a plain
-`pytest` run. Nothing here registers a test.
+The plugin (ci.pytest_plugin) is loaded by the root ``conftest.py``: it gives pytest
+`--ci-job ID [--ci-shard I/N]` (run exactly one CI job) and a marker per suite
+(`pytest -m kernels`); it changes nothing else for a plain `pytest` run. Nothing here
+registers a test.
 """
 from __future__ import annotations
 
 import pytest
 
 from impl.validation import check_mode
-
-pytest_plugins = ["ci.pytest_plugin"]
 
 
 @pytest.fixture

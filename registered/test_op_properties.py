@@ -1,7 +1,8 @@
 """Hypothesis: impl == oracle on random shapes, loc patterns, ring sizes and ties.
 
-Bounded for CI: ``max_examples`` <= 30, no deadline, derandomized (same examples
-every run), small shapes (the CPU path runs the Triton interpreter).
+Bounded for CI: ``max_examples`` by schedule (``registered/schedule.py``: a few per commit on
+cpu, 25 on a GPU, 120 in the nightly cpu job), no deadline, derandomized (same examples every
+run), small shapes (the CPU path runs the Triton interpreter).
 """
 from __future__ import annotations
 
@@ -16,9 +17,12 @@ from impl.platform import default_device
 from impl.testing.op_table import NORM_ROPE, RENORM, mismatch
 from impl.testing.tunings import renorm_tunings
 from reference.bits import bits_view
+from registered.schedule import HYPOTHESIS_PROFILES, hypothesis_profile
 
 DEV = default_device()
-BOUNDED = settings(max_examples=25, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+# examples per schedule (registered/schedule.py): few per commit on cpu (the Triton interpreter), many nightly
+BOUNDED = settings(max_examples=HYPOTHESIS_PROFILES[hypothesis_profile()], deadline=None, derandomize=True,
+                   suppress_health_check=[HealthCheck.too_slow])
 
 
 @st.composite
@@ -39,6 +43,7 @@ def scatter_inputs(draw):
 
 
 @register(suite="kernels-properties", hardware=["cpu", "h200-1", "mi35x-1"], schedule="per-commit", est_time=2)
+@register(suite="kernels-properties", hardware="cpu", schedule="nightly", est_time=50)
 @BOUNDED
 @given(scatter_inputs())
 def test_scatter_matches_oracle(args):
@@ -70,6 +75,7 @@ def swa_inputs(draw):
 
 
 @register(suite="kernels-properties", hardware=["cpu", "h200-1", "mi35x-1"], schedule="per-commit", est_time=1)
+@register(suite="kernels-properties", hardware="cpu", schedule="nightly", est_time=25)
 @BOUNDED
 @given(swa_inputs())
 def test_store_swa_matches_oracle(kw):
@@ -79,6 +85,7 @@ def test_store_swa_matches_oracle(kw):
 
 
 @register(suite="kernels-properties", hardware=["cpu", "h200-1", "mi35x-1"], schedule="per-commit", est_time=1)
+@register(suite="kernels-properties", hardware="cpu", schedule="nightly", est_time=25)
 @BOUNDED
 @given(st.integers(0, 6), st.integers(1, 8), st.integers(0, 4), st.data())
 def test_commit_layout_and_inject_loc_match_oracle(bs, stride, ring_extra, data):
@@ -102,6 +109,7 @@ def test_commit_layout_and_inject_loc_match_oracle(bs, stride, ring_extra, data)
 
 
 @register(suite="kernels-properties", hardware=["cpu", "h200-1", "mi35x-1"], schedule="per-commit", est_time=1)
+@register(suite="kernels-properties", hardware="cpu", schedule="nightly", est_time=25)
 @BOUNDED
 @given(st.lists(st.integers(0, 9), max_size=7), st.integers(0, 6), st.booleans(), st.integers(0, 30),
        st.integers(0, 999))
@@ -121,6 +129,7 @@ def test_prefill_builders_match_oracle(ext, extra, give_total, prefix_max, seed)
 
 
 @register(suite="kernels-properties", hardware=["cpu", "h200-1", "mi35x-1"], schedule="per-commit", est_time=3)
+@register(suite="kernels-properties", hardware="cpu", schedule="nightly", est_time=75)
 @BOUNDED
 @given(st.lists(st.integers(0, 9), max_size=8), st.integers(0, 4), st.integers(0, 40))
 def test_pad_to_bucket_matches_oracle(lens, n_pad, extra):
@@ -155,6 +164,7 @@ def renorm_tuning(data):
 
 
 @register(suite="kernels-properties", hardware=["cpu", "h200-1", "mi35x-1"], schedule="per-commit", est_time=12)
+@register(suite="kernels-properties", hardware="cpu", schedule="nightly", est_time=300)
 @BOUNDED
 @given(prob_rows(), st.data())
 def test_top_k_renorm_matches_oracle(probs, data):
@@ -166,6 +176,7 @@ def test_top_k_renorm_matches_oracle(probs, data):
 
 
 @register(suite="kernels-properties", hardware=["cpu", "h200-1", "mi35x-1"], schedule="per-commit", est_time=10)
+@register(suite="kernels-properties", hardware="cpu", schedule="nightly", est_time=250)
 @BOUNDED
 @given(prob_rows(), st.data())
 def test_top_p_renorm_matches_oracle(probs, data):
@@ -178,6 +189,7 @@ def test_top_p_renorm_matches_oracle(probs, data):
 
 
 @register(suite="kernels-properties", hardware=["cpu", "h200-1", "mi35x-1"], schedule="per-commit", est_time=1)
+@register(suite="kernels-properties", hardware="cpu", schedule="nightly", est_time=25)
 @BOUNDED
 @given(st.integers(0, 8), st.sampled_from([(), (2,)]), st.sampled_from([8, 24, 64]), st.data())
 def test_norm_rope_matches_oracle(t, heads, d, data):

@@ -16,13 +16,17 @@ from impl.platform import default_device
 from impl.sync_detector import count_syncs
 from impl.testing.op_table import case_id, cases, clone_kwargs, expected_syncs, run_op
 from impl.validation import check_mode
+from registered.schedule import repeated_cases
 from registered.skips import requires_gpu
 
 CASES = cases(large=False)
+# per commit on cpu a covering subset (registered/schedule.py); the GPU jobs and the nightly cpu job run every sample
+SYNC_CASES = repeated_cases(CASES, "syncs")
 
 
 @register(suite="kernels", hardware=["cpu", "h200-1", "mi35x-1"], schedule="per-commit", est_time=16)
-@pytest.mark.parametrize("case", CASES, ids=case_id)
+@register(suite="kernels", hardware="cpu", schedule="nightly", est_time=60)
+@pytest.mark.parametrize("case", SYNC_CASES, ids=case_id)
 @pytest.mark.usefixtures("kernel_backend")
 def test_op_sync_count_is_exact(case):
     """Graph-safe ops (and graph-safe samples) record 0 syncs; eager paths exactly their intended count."""

@@ -16,20 +16,26 @@ from ci.registration import register
 from impl.platform import default_device
 from impl.testing.op_table import OPS, case_id, cases, clone_kwargs, run_op, sample_mismatches
 from reference.bits import bits_view
+from registered.schedule import repeated_cases, variant
 
 CASES = cases(large=False)
 ROW_CASES = [c for c in CASES if c[0].written_rows is not None]
+# per commit on cpu, the paths that repeat samples run a covering subset (registered/schedule.py); every sample of
+# a Triton op still runs there on the default backend in test_ops_torch_backend.test_default_backend_runs_triton
+GATES_PATH = f"gates[{variant()}]" if variant() in ("torch", "interpret", "check-on") else "reference"
 
 
 @register(suite="kernels", hardware=["cpu", "h200-1", "mi35x-1"], schedule="per-commit", est_time=8)
-@pytest.mark.parametrize("case", CASES, ids=case_id)
+@register(suite="kernels", hardware="cpu", schedule="nightly", est_time=120)
+@pytest.mark.parametrize("case", repeated_cases(CASES, "reference"), ids=case_id)
 def test_impl_matches_reference(case):
     problems = sample_mismatches(*case, default_device(), check=False)
     assert not problems, problems
 
 
 @register(suite="kernels", hardware=["cpu", "h200-1", "mi35x-1"], schedule="per-commit", est_time=8)
-@pytest.mark.parametrize("case", CASES, ids=case_id)
+@register(suite="kernels", hardware="cpu", schedule="nightly", est_time=120)
+@pytest.mark.parametrize("case", repeated_cases(CASES, "check-mode"), ids=case_id)
 def test_check_mode_accepts_valid_inputs_and_changes_nothing(case):
     """Check mode must not reject valid samples nor alter results."""
     problems = sample_mismatches(*case, default_device(), check=True)
@@ -39,7 +45,10 @@ def test_check_mode_accepts_valid_inputs_and_changes_nothing(case):
 @register(suite="kernels-gates", hardware=["cpu"], schedule="per-commit", est_time=8,
           env={"torch": {"DSPARK_KERNEL_BACKEND": "torch"}, "interpret": {"DSPARK_KERNEL_BACKEND": "triton-interpret"},
                "check-on": {"DSPARK_CHECK": "on"}})
-@pytest.mark.parametrize("case", CASES, ids=case_id)
+@register(suite="kernels-gates", hardware=["cpu"], schedule="nightly", est_time=120,
+          env={"torch": {"DSPARK_KERNEL_BACKEND": "torch"}, "interpret": {"DSPARK_KERNEL_BACKEND": "triton-interpret"},
+               "check-on": {"DSPARK_CHECK": "on"}})
+@pytest.mark.parametrize("case", repeated_cases(CASES, GATES_PATH), ids=case_id)
 def test_impl_matches_reference_under_job_gates(case):
     """No overrides: the job's gate variables (torch backend, interpreter, check mode on) decide the path."""
     problems = sample_mismatches(*case, default_device())
