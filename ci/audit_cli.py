@@ -1,6 +1,6 @@
 """``dspark-audit``: the audit as a command for any repository (console script, pre-commit, Action).
 
-    dspark-audit [--root DIR] [--adapter dspark|sglang] [--repo OWNER/NAME] [--today YYYY-MM-DD]
+    dspark-audit [--root DIR] [--adapter auto|dspark|sglang] [--repo OWNER/NAME] [--today YYYY-MM-DD]
                  [--format text|json|sarif] [--output FILE]
                  [--baseline FILE [--strict-baseline] | --write-baseline FILE] [--fail-on error|warning|note]
 
@@ -56,8 +56,9 @@ def _repo(text: str) -> str:
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog=PROG, description=__doc__.split("\n\n")[0])
     parser.add_argument("--root", default=".", help="the repository to audit (default: .)")
-    parser.add_argument("--adapter", default="dspark", choices=ADAPTER_NAMES,
-                        help="how the repository registers tests (default: dspark)")
+    parser.add_argument("--adapter", default="auto", choices=("auto", *ADAPTER_NAMES),
+                        help="how the repository registers tests (default auto: sglang when the root has "
+                             "test/registered/ and no registered/, else dspark)")
     parser.add_argument("--repo", "--repository", dest="repository", type=_repo, default=None,
                         help="OWNER/NAME the workflows run in, for `github.repository` in if: (adapter default)")
     parser.add_argument("--today", type=_date, default=None, help="the date for expiry checks (default: today)")
@@ -71,6 +72,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--fail-on", choices=SEVERITIES, default="error",
                         help="the lowest severity that fails the run (default: error)")
     return parser
+
+
+def detect_adapter(root: Path) -> str:
+    """``--adapter auto``: sglang for a tree with test/registered/ and no registered/, else dspark."""
+    if (root / "test" / "registered").is_dir() and not (root / "registered").is_dir():
+        return "sglang"
+    return "dspark"
 
 
 def tool_version() -> str:
@@ -158,6 +166,8 @@ def render(fmt: str, report, comparison: BaselineComparison, format_text, args: 
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.adapter == "auto":
+        args.adapter = detect_adapter(Path(args.root))
     if args.write_baseline and args.baseline:
         raise UsageError("--write-baseline: cannot be combined with --baseline (it records every current finding)")
     if args.strict_baseline and not args.baseline:
