@@ -18,7 +18,7 @@ import json
 import re
 import sys
 from pathlib import Path
-from typing import NoReturn
+from typing import Callable, NoReturn
 
 from ci.adapters import ADAPTER_NAMES
 from ci.audit_json import findings_document
@@ -90,7 +90,7 @@ def tool_version() -> str:
         return "0+source"
 
 
-def collect_findings(args: argparse.Namespace) -> tuple[object, list[Finding], callable]:
+def collect_findings(args: argparse.Namespace) -> tuple[object, list[Finding], Callable]:
     """(report, findings, format_text) from the adapter's audit. TEMPORARY: through ci/audit_shim.py."""
     from ci import audit_shim
 

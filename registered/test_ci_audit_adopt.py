@@ -272,7 +272,8 @@ def _rules() -> RuleRegistry:
 
 def _sarif_validator() -> jsonschema.Draft4Validator:
     assert hashlib.sha256(SARIF_SCHEMA.read_bytes()).hexdigest() == SARIF_SCHEMA_SHA256, "schema file changed"
-    return jsonschema.Draft4Validator(json.loads(SARIF_SCHEMA.read_text()))
+    return jsonschema.Draft4Validator(json.loads(SARIF_SCHEMA.read_text()),
+                                      format_checker=jsonschema.Draft4Validator.FORMAT_CHECKER)
 
 
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=3)
