@@ -110,6 +110,15 @@ def fallback_location(root: Path) -> Location:
     return Location(".", 1)
 
 
+def repo_prefix(root: Path) -> str:
+    """The audited root's path inside the git repository that holds it ("" at its top or outside git)."""
+    root = root.resolve()
+    for top in (root, *root.parents):
+        if (top / ".git").exists():
+            return root.relative_to(top).as_posix().removeprefix(".")
+    return ""
+
+
 def failing(comparison: BaselineComparison, fail_on: str, strict: bool) -> list[str]:
     """Why the run fails (empty: it passes)."""
     level = SEVERITY_RANK[fail_on]
@@ -159,8 +168,9 @@ def render(fmt: str, report, comparison: BaselineComparison, format_text, args: 
                                 ok=not why, comparison=comparison, baseline_path=args.baseline)
         return json.dumps(doc, indent=2, ensure_ascii=False)
     if fmt == "sarif":
-        log = sarif_log(shown, RULES, tool_version=tool_version(), fallback=fallback_location(Path(args.root)),
-                        baseline_state="new" if args.baseline else None)
+        root = Path(args.root)
+        log = sarif_log(shown, RULES, tool_version=tool_version(), fallback=fallback_location(root),
+                        baseline_state="new" if args.baseline else None, prefix=repo_prefix(root))
         return json.dumps(log, indent=2, ensure_ascii=False)
     return text_report(report, comparison, format_text, args, why, written)
 

@@ -58,15 +58,15 @@ def _uri(path: str) -> str:
     return quote(path.removeprefix("./"), safe="/-._~")
 
 
-def _location(loc: Location) -> dict[str, Any]:
+def _location(loc: Location, prefix: str) -> dict[str, Any]:
     return {"physicalLocation": {
-        "artifactLocation": {"uri": _uri(loc.path), "uriBaseId": SRCROOT},
+        "artifactLocation": {"uri": _uri(f"{prefix}/{loc.path}" if prefix else loc.path), "uriBaseId": SRCROOT},
         "region": {"startLine": loc.line if loc.line > 0 else 1},
     }}
 
 
 def _result(finding: Finding, rule_index: int, fallback: Location, occurrence: int,
-            baseline_state: str | None) -> dict[str, Any]:
+            baseline_state: str | None, prefix: str) -> dict[str, Any]:
     print_fp = fingerprint(finding) + (f":{occurrence}" if occurrence > 1 else "")
     properties: dict[str, Any] = {"hardware": finding.hardware, "suite": finding.suite,
                                   "schedule": finding.schedule}
@@ -79,7 +79,7 @@ def _result(finding: Finding, rule_index: int, fallback: Location, occurrence: i
         "ruleIndex": rule_index,
         "level": finding.severity,
         "message": {"text": message},
-        "locations": [_location(loc) for loc in (finding.locations or (fallback,))],
+        "locations": [_location(loc, prefix) for loc in (finding.locations or (fallback,))],
         "partialFingerprints": {FINGERPRINT: print_fp},
         "properties": properties,
     }
@@ -89,8 +89,10 @@ def _result(finding: Finding, rule_index: int, fallback: Location, occurrence: i
 
 
 def sarif_log(findings: Iterable[Finding], rules: RuleRegistry, *, tool_version: str, fallback: Location,
-              baseline_state: str | None = None) -> dict[str, Any]:
-    """The SARIF log of ``findings``. ``baseline_state`` ("new") marks results when a baseline filtered them."""
+              baseline_state: str | None = None, prefix: str = "") -> dict[str, Any]:
+    """The SARIF log of ``findings``. ``baseline_state`` ("new") marks results when a baseline filtered them;
+    ``prefix`` is the audited root's path inside its git repository ("" at the top), put before every path
+    so that GitHub finds the file when the audit ran on a subfolder."""
     descriptors = [rule_descriptor(rule) for rule in rules]
     index = {d["id"]: i for i, d in enumerate(descriptors)}
     seen: dict[str, int] = {}
@@ -100,7 +102,7 @@ def sarif_log(findings: Iterable[Finding], rules: RuleRegistry, *, tool_version:
             raise KeyError(f"finding of unknown rule {finding.rule!r}; registered: {sorted(index)}")
         fp = fingerprint(finding)
         seen[fp] = seen.get(fp, 0) + 1
-        results.append(_result(finding, index[finding.rule], fallback, seen[fp], baseline_state))
+        results.append(_result(finding, index[finding.rule], fallback, seen[fp], baseline_state, prefix.strip("/")))
     return {
         "$schema": SARIF_SCHEMA_URI,
         "version": "2.1.0",

@@ -308,6 +308,18 @@ def test_sarif_of_a_real_finding_set_validates_against_the_oasis_schema(tmp_path
         validator.validate(broken)
 
 
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=3)
+def test_sarif_paths_are_relative_to_the_git_repository_when_the_root_is_a_subfolder(tmp_path):
+    subprocess.run(["git", "init", "-q", str(tmp_path / "mono")], check=True)
+    tree = write_tree(tmp_path / "mono" / "services" / "serving")
+    log = json.loads(cli("--root", str(tree), "--format", "sarif").stdout)
+    (result,) = log["runs"][0]["results"]
+    uri = result["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
+    assert uri == "services/serving/test/registered/amd/test_old_debt.py" and (tmp_path / "mono" / uri).is_file()
+    data = json.loads(cli("--root", str(tree), "--format", "json").stdout)
+    assert data["findings"][0]["locations"][0]["path"] == "test/registered/amd/test_old_debt.py"  # JSON: root-relative
+
+
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
 def test_sarif_levels_fallback_locations_and_fingerprints():
     validator = _sarif_validator()
