@@ -3,20 +3,10 @@
     python -m ci.audit [--root DIR] [--today YYYY-MM-DD] [--format text|json]
                        [--adapter dspark|sglang] [--pytest-collection]
 
-Rules, each printed PASS/FAIL with its offenders (exit 1 on any violation):
-  (a) dormant: a registered job that no unmasked, triggered workflow step runs
-      (per-commit: pull_request/push, with the job's if: definitely true there;
-      nightly: schedule), as --job J or as every shard 1/N..N/N of its group
-  (b) a workflow step naming an unknown (or unresolvable) job, group or shard
-  (c) a gate value exercised by no per-commit job (only nightly, or by none)
-  (d) a test in registered/test_*.py that belongs to no suite
-  (e) an impl op without a reference, or without a per-commit test mentioning it
-  (f) a disabled registration without a reason, an `until`, or past/beyond the horizon
-  (g) a workflow step, job or nox session that can turn the runner's failure green
-  (h) a skip reason that can skip unconditionally without owner/until, or expired
-  (i) a registered test that can never run on the hardware it is registered for,
-      or that skips (importorskip, a plain pytest.skip) for an unregistered reason
-  (j) pytest's collection differs from the registry (--pytest-collection)
+Rules (ci/audit_rules.py; each printed PASS/FAIL with its findings as `severity [rule-id] message`;
+exit 1 on any error finding): dormant-suite, unknown-suite, runner-mismatch, ungated-value,
+non-native-gpu-backend, unregistered-test, suite-name-typo, op-without-reference,
+disabled-without-reason, masked-step, skip-debt, impossible-test, collection-parity (--pytest-collection).
 Another repository: ``--adapter sglang`` (see ci/audit_foreign.py).
 """
 from __future__ import annotations
@@ -37,41 +27,29 @@ from ci.jobs import Job, Registry, load_registry, parse_job_id
 from ci.nox_check import suite_session_problems
 from ci.ops_audit import OP_TABLE_PATHS, impl_ops, reference_names
 from ci.skip_audit import SkipTable, condition_skips, load_skip_table, skip_uses
-from ci.table import format_rules, format_table, print_report
+from ci.audit_report import FindingCollector, findings_json, format_findings
+from ci.audit_rules import OWN_RULES
+from ci.findings import RULES as RULE_REGISTRY
+from ci.findings import Finding
+from ci.table import format_table, print_report
 from ci.workflow_scan import StepRun, WorkflowScan, describe_steps, events_needed, scan_workflows
 from impl.gates import GATES
 
-RULES = {
-    "a": "every registered job is run, unmasked, by a triggered workflow step (every shard of its group or job)",
-    "b": "every workflow step names a registered job or group and a planned shard",
-    "c": "every gate value is exercised by a per-commit job",
-    "d": "every test in registered/ belongs to a suite",
-    "e": "every impl op has a reference and a per-commit test",
-    "f": "every disabled registration has a reason and an unexpired `until` within the horizon",
-    "g": "nothing between a workflow step and the runner can turn a failure green",
-    "h": "every skip reason that can skip unconditionally has an owner and an unexpired `until`",
-    "i": "every registered test can run on some hardware it is registered for, and skips only for registered reasons",
-    "j": "pytest collects exactly the tests the registry knows (both directions)",
-}
+RULES = {rule_id: RULE_REGISTRY[rule_id].title for rule_id in OWN_RULES}   # id -> title, in print order
 DEFAULT_HORIZON_DAYS = 90
 UNDECIDED = "its if: is not definitely true on any of them"  # a step that mentions a job, but may never run it
 
 
 @dataclass
-class AuditReport:
-    registry: Registry
-    scan: WorkflowScan
-    violations: dict[str, list[str]] = field(default_factory=lambda: {k: [] for k in RULES})
+class AuditReport(FindingCollector):
+    registry: Registry = None
+    scan: WorkflowScan = None
     job_rows: list[tuple] = field(default_factory=list)
     group_rows: list[tuple] = field(default_factory=list)
     gate_rows: list[tuple] = field(default_factory=list)
     debt_rows: list[tuple] = field(default_factory=list)
     retry_rows: list[tuple] = field(default_factory=list)
     skipped_rules: dict[str, str] = field(default_factory=dict)   # rule -> why it was not checked
-
-    @property
-    def ok(self) -> bool:
-        return not any(self.violations.values())
 
 
 def registry_summary(registry: Registry) -> str:
@@ -158,26 +136,31 @@ def rule_dormant(report: AuditReport, plan: dict[str, tuple[int, list[str]]]) ->
                 partial_groups.add(gid)
                 missing = sorted(set(range(1, group_n + 1)) - set(group_have))
                 places = sorted({f"{r.workflow}:{r.wf_job}" for r in live_group})
-                report.violations["a"].append(
-                    f"PARTIAL group {gid}: {', '.join(places)} run(s) shards {group_have} of {group_n}: "
-                    f"shard(s) {missing} never run ({len(plan.get(gid, (0, []))[1])} job(s) affected)")
+                report.add("dormant-suite",
+                           f"PARTIAL group {gid}: {', '.join(places)} run(s) shards {group_have} of {group_n}: "
+                           f"shard(s) {missing} never run ({len(plan.get(gid, (0, []))[1])} job(s) affected)",
+                           hardware=job.key.hardware, schedule=job.key.schedule, suite=f"group shards {missing}")
             continue
         if live_job:
             missing = sorted(set(range(1, (job_n or 1) + 1)) - set(job_have))
             places = sorted({f"{r.workflow}:{r.wf_job}" for r in live_job})
             verb = "runs" if len(places) == 1 else "run"
-            report.violations["a"].append(
-                f"PARTIAL {job.id}: {', '.join(places)} {verb} shards {job_have} of {job_n}: "
-                f"shard(s) {missing} never run")
+            report.add("dormant-suite", f"PARTIAL {job.id}: {', '.join(places)} {verb} shards {job_have} of {job_n}: "
+                       f"shard(s) {missing} never run", **_key_fields(job))
             continue
         where = job.tests[0].where
         need_text = "a schedule" if job.key.schedule == "nightly" else "pull_request/push"
         seen = job_refs + group_refs
         detail = (f"only referenced by {describe_steps(seen, files, undecided=UNDECIDED)}" if seen else
                   f"no workflow job runs it (as --job {job.id} or --group {gid})")
-        report.violations["a"].append(
-            f"DORMANT {job.id} ({len(job.tests)} registration(s), first at {where}): needs a workflow "
-            f"triggered by {need_text}; {detail}")
+        report.add("dormant-suite", f"DORMANT {job.id} ({len(job.tests)} registration(s), first at {where}): "
+                   f"needs a workflow triggered by {need_text}; {detail}", **_key_fields(job))
+
+
+def _key_fields(job: Job) -> dict[str, str]:
+    """The baseline key of a finding about one job: hardware, suite (with its variant), schedule."""
+    suite = job.key.suite + (f"@{job.key.variant}" if job.key.variant else "")
+    return {"hardware": job.key.hardware, "suite": suite, "schedule": job.key.schedule}
 
 
 def _runner_problem(report: AuditReport, ref: StepRun, label: str) -> str | None:
@@ -191,32 +174,32 @@ def _runner_problem(report: AuditReport, ref: StepRun, label: str) -> str | None
 
 
 def rule_unknown_refs(report: AuditReport, plan: dict[str, tuple[int, list[str]]]) -> None:
-    report.violations["b"] += report.scan.problems
+    report.extend("unknown-suite", report.scan.problems)
     runner_problems: list[str] = []
     for ref in report.scan.refs:
         label = ref.target.split("/")[1] if ref.target.count("/") >= 1 else ""
         problem = _runner_problem(report, ref, label)
         if problem and problem not in runner_problems:
             runner_problems.append(problem)
-    report.violations["b"] += runner_problems
+    report.extend("runner-mismatch", runner_problems)
     for ref in report.scan.refs:
         place = f"{ref.workflow}:{ref.wf_job}"
         if ref.kind == "job":
             try:
                 parse_job_id(ref.target)
             except ValueError as exc:
-                report.violations["b"].append(f"{place}: {exc}")
+                report.add("unknown-suite", f"{place}: {exc}")
                 continue
             if ref.target not in report.registry.jobs:
-                report.violations["b"].append(
+                report.add("unknown-suite",
                     f"{place}: --job {ref.target} is not a registered job "
                     "(renamed or removed suite? regenerate with nox -s workflows)")
         elif ref.kind == "group":
             if ref.target not in plan:
-                report.violations["b"].append(
+                report.add("unknown-suite",
                     f"{place}: --group {ref.target} is not a registered group; groups: {sorted(plan)}")
             elif ref.shard is not None and ref.shard[1] != plan[ref.target][0]:
-                report.violations["b"].append(
+                report.add("unknown-suite",
                     f"{place}: --group {ref.target} --shard {ref.shard[0]}/{ref.shard[1]}, but the plan splits "
                     f"{ref.target} into {plan[ref.target][0]} shard(s) (regenerate with nox -s workflows)")
 
@@ -253,18 +236,18 @@ def rule_gates(report: AuditReport) -> None:
             continue
         if nightly:
             hint = " (a cpu variant emulates it)" if gate == "platform" else ""
-            report.violations["c"].append(
+            report.add("ungated-value",
                 f"gate {gate}={value} is exercised only by nightly jobs {nightly}: add a per-commit job "
                 f"or variant that runs with {GATES[gate].env_var}={value}{hint}")
         else:
-            report.violations["c"].append(
+            report.add("ungated-value",
                 f"gate {gate}={value} is exercised by no job: add a per-commit job or variant that runs "
                 f"with {GATES[gate].env_var}={value}")
 
 
 def rule_unregistered(report: AuditReport) -> None:
     for test in report.registry.collection.unregistered:
-        report.violations["d"].append(
+        report.add("unregistered-test",
             f"{test.file}:{test.line}: {test.node_id} belongs to no suite (decorate it with @register(...))")
 
 
@@ -289,9 +272,9 @@ def rule_ops(report: AuditReport) -> None:
     shown = " or ".join(OP_TABLE_PATHS)
     for op in ops:
         if op not in refs:
-            report.violations["e"].append(f"op {op}: reference/__init__.py exports no {op!r}")
+            report.add("op-without-reference", f"op {op}: reference/__init__.py exports no {op!r}")
         if op not in mentioned:
-            report.violations["e"].append(
+            report.add("op-without-reference",
                 f"op {op}: no per-commit registered test file (nor the op table, {shown}, used by one) mentions it")
 
 
@@ -301,27 +284,27 @@ def rule_disabled(report: AuditReport, today: dt.date, horizon: int) -> None:
         info = reg.disabled or {}
         label = f"{reg.where}: {reg.node_id} disabled in {reg.schedule} {reg.suite}"
         if not str(info.get("reason", "")).strip():
-            report.violations["f"].append(f"{label}: no reason")
+            report.add("disabled-without-reason", f"{label}: no reason")
         problem = check_until(info.get("until"), today, horizon)
         if problem:
             suffix = f" (reason: {info.get('reason', '')!r}); fix the test or renew the date" \
                 if problem.startswith("expired") else ""
-            report.violations["f"].append(f"{label}: {problem}{suffix}")
+            report.add("disabled-without-reason", f"{label}: {problem}{suffix}")
         report.debt_rows.append((reg.node_id, "disabled", info.get("reason", "") or "-", "-",
                                  info.get("until", "-"), reg.where))
 
 
 def rule_skips(report: AuditReport, table: SkipTable, today: dt.date, horizon: int) -> None:
-    report.violations["h"] += table.problems
+    report.extend("skip-debt", table.problems)
     for reason in table.reasons.values():
         if not reason.unconditional:
             continue
         label = f"registered/skips.py:{reason.line}: skip reason {reason.key!r} can skip on any machine"
         if not str(reason.owner or "").strip():
-            report.violations["h"].append(f"{label}: no `owner`")
+            report.add("skip-debt", f"{label}: no `owner`")
         problem = check_until(reason.until, today, horizon)
         if problem:
-            report.violations["h"].append(f"{label}: {problem}")
+            report.add("skip-debt", f"{label}: {problem}")
 
 
 def rule_impossible(report: AuditReport, table: SkipTable, uses: dict[str, list]) -> None:
@@ -336,8 +319,7 @@ def rule_impossible(report: AuditReport, table: SkipTable, uses: dict[str, list]
                 whom = f"every test of {use.node_id}" if "::" not in use.node_id else reg.node_id
                 message = (f"{use.where}: {use.how} skips {whom} without a registered reason: the runner "
                            "fails the job when it does (use registered_skip(key) / a marker from registered/skips.py)")
-                if message not in report.violations["i"]:
-                    report.violations["i"].append(message)
+                report.add("impossible-test", message)
                 continue
             if use.key is None and not use.always:
                 continue
@@ -346,7 +328,7 @@ def rule_impossible(report: AuditReport, table: SkipTable, uses: dict[str, list]
                 continue
             seen_debt.add((reg.node_id, use.where))
             if use.always:
-                report.violations["i"].append(
+                report.add("impossible-test",
                     f"{use.where}: {reg.node_id}: {use.how} skips it unconditionally: it never runs "
                     "(register it with disabled={'reason': ..., 'until': ...} instead)")
                 continue
@@ -358,7 +340,7 @@ def rule_impossible(report: AuditReport, table: SkipTable, uses: dict[str, list]
             labels = [catalog.hardware[h] for h in reg.hardware if h in catalog.hardware]
             if labels and all(condition_skips(reason.skips_when, hw.gpus, hw.vendor, use.arg) for hw in labels) \
                     and not reason.unconditional:
-                report.violations["i"].append(
+                report.add("impossible-test",
                     f"{reg.where}: {reg.node_id} is registered only for {list(reg.hardware)}, where {use.how} "
                     f"({use.where}) always skips it ({reason.key}: skips when {when}): it can never run")
 
@@ -371,9 +353,9 @@ def rule_retries(report: AuditReport) -> None:
 
 
 def rule_masked(report: AuditReport) -> None:
-    report.violations["g"] += [f"MASKED {m}" for m in report.scan.masked]
+    report.extend("masked-step", [f"MASKED {m}" for m in report.scan.masked])
     if any(r.kind in ("job", "group") for r in report.scan.refs) and _uses_nox(report.registry.root):
-        report.violations["g"] += [f"MASKED {p}" for p in suite_session_problems(report.registry.root)]
+        report.extend("masked-step", [f"MASKED {p}" for p in suite_session_problems(report.registry.root)])
 
 
 def _uses_nox(root: Path) -> bool:
@@ -383,7 +365,7 @@ def _uses_nox(root: Path) -> bool:
 
 def rule_parity(report: AuditReport, collected: list[str] | None) -> None:
     if collected is None:
-        report.skipped_rules["j"] = ("not checked here (python -m ci.audit --pytest-collection; "
+        report.skipped_rules["collection-parity"] = ("not checked here (python -m ci.audit --pytest-collection; "
                                      "the per-commit ci job runs it)")
         return
     from ci.parity import compare
@@ -391,7 +373,7 @@ def rule_parity(report: AuditReport, collected: list[str] | None) -> None:
     registered = {}
     for reg in report.registry.collection.registrations:
         registered.setdefault(reg.node_id, reg.where)
-    report.violations["j"] += compare(collected, registered, report.registry.root)
+    report.extend("collection-parity", compare(collected, registered, report.registry.root))
 
 
 def run_audit(root: str | Path = ".", *, today: dt.date | None = None,
@@ -400,7 +382,7 @@ def run_audit(root: str | Path = ".", *, today: dt.date | None = None,
     registry = load_registry(root)
     today = today or dt.date.today()
     horizon = until_horizon_days(registry.root)
-    report = AuditReport(registry, scan_workflows(registry.root, "dspark"))
+    report = AuditReport(registry=registry, scan=scan_workflows(registry.root, "dspark"))
     plan = group_plan(registry)
     table = load_skip_table(registry.root)
     uses = skip_uses(registry.root, registry.collection.test_files, table)
@@ -434,7 +416,7 @@ def run_audit(root: str | Path = ".", *, today: dt.date | None = None,
     return report
 
 
-def format_report(report: AuditReport) -> str:
+def format_report(report: AuditReport, findings: list[Finding] | None = None) -> str:
     reg = report.registry
     lines = [f"registry: {registry_summary(reg)} -- {reg.root}", ""]
     lines.append(format_table(["job", "registrations", "est s", "shards", "workflow", "trigger"],
@@ -449,8 +431,14 @@ def format_report(report: AuditReport) -> str:
     if report.retry_rows:
         lines += ["", "tests that opted into retries (a pass on a retry is reported flaky):",
                   format_table(["test", "registration", "retries", "where"], report.retry_rows, right=(2,))]
-    lines += format_rules(RULES, report.violations, report.skipped_rules)
+    lines += format_findings(OWN_RULES, report.findings if findings is None else findings, report.skipped_rules)
     return "\n".join(lines)
+
+
+def format_text(report: AuditReport, findings: list[Finding] | None = None) -> str:
+    """The text report: the job, group and gate tables, then ``severity [rule-id] message`` per finding
+    (``findings``: a filtered list, e.g. after a baseline; default all of the report's)."""
+    return format_report(report, findings)
 
 
 def report_json(report: AuditReport) -> dict[str, Any]:
@@ -467,7 +455,7 @@ def report_json(report: AuditReport) -> dict[str, Any]:
         "rules": {code: {"title": title, "ok": not report.violations[code],
                          "checked": code not in report.skipped_rules or bool(report.violations[code])}
                   for code, title in RULES.items()},
-        "findings": [{"rule": code, "message": msg} for code, found in report.violations.items() for msg in found],
+        "findings": findings_json(report.findings),
         "ok": report.ok,
     }
 

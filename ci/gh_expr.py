@@ -12,6 +12,7 @@ Imports nothing from ``impl/`` or test code.
 """
 from __future__ import annotations
 
+import json
 import math
 import re
 from typing import Any, Callable, Mapping
@@ -184,7 +185,7 @@ class _Parser:
             self.take()
             value = self.or_()
             self.take(")")
-            return value
+            return self.members(value)
         self.take()
         if kind == "str":
             return text[1:-1].replace("''", "'")
@@ -198,7 +199,7 @@ class _Parser:
         if low == "null":
             return None
         if self.peek() == ("op", "("):
-            return self.call(low)
+            return self.members(self.call(low))
         path, exact = [text], True
         while self.peek() and self.peek()[1] in (".", "["):
             if self.take()[1] == ".":
@@ -217,10 +218,30 @@ class _Parser:
             return UNKNOWN
         return self.lookup(".".join(path))
 
+    def members(self, value: Any) -> Any:
+        """``.name`` and ``[index]`` applied to a computed value (``fromJson(x).arr``, ``(a || b)[k]``)."""
+        while self.peek() and self.peek()[1] in (".", "["):
+            if self.take()[1] == ".":
+                key: Any = self.take()[1]
+            else:
+                key = self.or_()
+                self.take("]")
+            value = _member(value, key)
+        return value
+
     def lookup(self, name: str) -> Any:
         for key, value in self.ctx.items():
             if key.lower() == name.lower():
                 return value
+        # a known object further up: matrix.config.case reads key "case" of matrix.config
+        parts = name.split(".")
+        for cut in range(len(parts) - 1, 1, -1):
+            prefix = ".".join(parts[:cut]).lower()
+            for key, value in self.ctx.items():
+                if key.lower() == prefix and isinstance(value, dict):
+                    for part in parts[cut:]:
+                        value = _member(value, part)
+                    return value
         # a prefix that the context declares as fully known (e.g. "inputs" on a schedule)
         head = name.split(".")[0]
         for key, value in self.ctx.items():
@@ -241,6 +262,18 @@ class _Parser:
             return True
         if name in ("failure", "cancelled"):
             return False
+        if name == "fromjson" and len(args) == 1:
+            if not isinstance(args[0], str):
+                return UNKNOWN
+            try:
+                return json.loads(args[0])
+            except ValueError:
+                return UNKNOWN
+        if name == "tojson" and len(args) == 1:
+            return UNKNOWN if _has_unknown(args[0]) else json.dumps(args[0])
+        if name == "format" and args and not any(a is UNKNOWN for a in args):
+            return re.sub(r"\{(\d+)\}", lambda m: _as_text(args[int(m.group(1)) + 1])
+                          if int(m.group(1)) + 1 < len(args) else m.group(0), str(args[0]))
         if name in ("contains", "startswith", "endswith") and len(args) == 2:
             hay, needle = args
             if hay is UNKNOWN or needle is UNKNOWN:
@@ -251,6 +284,39 @@ class _Parser:
             return {"contains": needle_s in hay_s, "startswith": hay_s.startswith(needle_s),
                     "endswith": hay_s.endswith(needle_s)}[name]
         return UNKNOWN
+
+
+def _member(value: Any, key: Any) -> Any:
+    """value[key] as GitHub reads it: a missing key is null; anything unknown stays UNKNOWN."""
+    if value is UNKNOWN or key is UNKNOWN:
+        return UNKNOWN
+    if isinstance(value, dict):
+        if key == "*":
+            return UNKNOWN
+        return value.get(str(key))
+    if isinstance(value, list) and isinstance(key, float) and key.is_integer() and 0 <= key < len(value):
+        return value[int(key)]
+    return None
+
+
+def _has_unknown(value: Any) -> bool:
+    if value is UNKNOWN:
+        return True
+    if isinstance(value, dict):
+        return any(_has_unknown(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_has_unknown(v) for v in value)
+    return False
+
+
+def _as_text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
 
 
 def evaluate(text: Any, context: Mapping[str, Any] | None = None) -> Any:

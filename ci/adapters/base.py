@@ -17,12 +17,16 @@ class RunnerCall:
     rest: tuple[str, ...] = ()          # every word after the runner (for options that mask)
 
 
+UNRESOLVED = "\x00unresolved"   # an option value the scan could not resolve (known only at run time)
+
+
 @dataclass(frozen=True)
 class Target:
-    """What a resolved runner call runs: ``kind`` is "job", "group" or "suite"."""
+    """What a resolved runner call runs: ``kind`` is "job", "group", "suite" or "file" (a test run by path)."""
     kind: str
     id: str
-    shard: tuple[int, int] | None = None   # (index 1-based, count); None: all of it
+    shard: tuple[int, int] | None = None   # (index 1-based, count); None: all of it (or unknown)
+    shard_unknown: str = ""                # why the shard is known only at run time ("" when known)
 
 
 class Adapter:
@@ -30,6 +34,7 @@ class Adapter:
     has_gates: bool = False
     runner_hint: str = ""                 # how a step should run a suite (for messages)
     context: Mapping[str, Any] = {}       # expression context the adapter knows (github.repository)
+    partial_targets: bool = False         # targets() accepts UNRESOLVED option values (else: unresolved step)
 
     def collect(self, root: Path) -> Any:
         """The repository's registrations, read from syntax trees (never by importing a file)."""

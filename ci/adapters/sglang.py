@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from ci.adapters.base import Adapter, RunnerCall, Target, parse_options
+from ci.adapters.base import UNRESOLVED, Adapter, RunnerCall, Target, parse_options
 
 REGISTERED_DIR = "test/registered"
 REGISTER_RE = re.compile(r"^register_([a-z0-9]+)_ci$")
@@ -33,6 +33,7 @@ KEYWORDS = POSITIONAL + ("stage", "runner_config", "in_process_group")
 OPTIONS = {"--hw": True, "--suite": True, "--nightly": False,
            "--auto-partition-id": True, "--auto-partition-size": True}
 _SKIP_FILES = ("__init__.py", "conftest.py")
+CALL_TEXT_RE = re.compile(r"\bregister_[a-z0-9]+_ci\s*\(")
 
 
 @dataclass(frozen=True)
@@ -109,6 +110,8 @@ def _read_call(rel: str, call: ast.Call, backend: str, problems: list[str]) -> S
         return None
     if stage is not None:
         suite = f"{stage}-test-{runner}"
+    if suite == "" and values.get("disabled") is not None:
+        return None   # sglang's reader accepts a disabled file with no suite (it is run by path, if at all)
     if not isinstance(suite, str) or not suite:
         problems.append(f"{where}: {name}(): suite must be a non-empty string, got {suite!r}")
         return None
@@ -117,6 +120,55 @@ def _read_call(rel: str, call: ast.Call, backend: str, problems: list[str]) -> S
         problems.append(f"{where}: {name}(nightly={nightly!r}): must be True or False")
         return None
     return SuiteRegistration(rel, call.lineno, backend, suite, float(est), nightly, values.get("disabled"))
+
+
+def _close_paren(text: str, start: int) -> int | None:
+    """Index of the parenthesis closing the one at ``start`` (strings skipped), or None."""
+    depth, i, quote = 0, start, ""
+    while i < len(text):
+        ch = text[i]
+        if quote:
+            if ch == "\\":
+                i += 1
+            elif text.startswith(quote, i):
+                i += len(quote) - 1
+                quote = ""
+        elif ch in "'\"":
+            quote = text[i:i + 3] if text[i:i + 3] in ('"""', "'''") else ch
+            i += len(quote) - 1
+        elif ch == "#":
+            i = text.find("\n", i)
+            if i < 0:
+                return None
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+            if depth == 0:
+                return i
+        i += 1
+    return None
+
+
+def _top_level_calls(text: str) -> list[ast.Call] | None:
+    """The ``register_*_ci(...)`` calls of a file when each starts at column 0 and stands alone on its
+    lines (parsed one by one, line numbers kept); None when the file needs a whole parse."""
+    out = []
+    for match in CALL_TEXT_RE.finditer(text):
+        if match.start() and text[match.start() - 1] != "\n":
+            return None
+        close = _close_paren(text, match.end() - 1)
+        if close is None or text[close + 1:].split("\n", 1)[0].split("#", 1)[0].strip():
+            return None
+        try:
+            node = ast.parse(text[match.start():close + 1], mode="eval").body
+        except SyntaxError:
+            return None
+        if not isinstance(node, ast.Call):
+            return None
+        ast.increment_lineno(node, text.count("\n", 0, match.start()))
+        out.append(node)
+    return out
 
 
 def collect_suites(root: str | Path) -> SuiteCollection:
@@ -128,13 +180,26 @@ def collect_suites(root: str | Path) -> SuiteCollection:
             continue
         rel = path.relative_to(root).as_posix()
         out.files.append(rel)
+        text = path.read_text(encoding="utf-8")
+        fast = _top_level_calls(text)
+        if fast is not None:   # every call at column 0, each parsed alone: no whole-file parse
+            for node in fast:
+                reg = _read_call(rel, node, REGISTER_RE.match(_func_name(node) or "").group(1), out.problems)
+                if reg is not None:
+                    out.registrations.append(reg)
+            continue
         try:
-            tree = ast.parse(path.read_text(encoding="utf-8"), filename=rel)
+            tree = ast.parse(text, filename=rel)
         except SyntaxError as exc:
             out.problems.append(f"{rel}:{exc.lineno}: syntax error: {exc.msg}")
             continue
         top = {id(stmt.value) for stmt in tree.body if isinstance(stmt, ast.Expr)}
-        for node in ast.walk(tree):
+        top_lines = {stmt.value.lineno for stmt in tree.body
+                     if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)}
+        mentioned = {text.count("\n", 0, m.start()) + 1 for m in CALL_TEXT_RE.finditer(text)}
+        # walking the whole tree is the slow part: only where a call may hide below module level
+        nodes = ast.walk(tree) if mentioned - top_lines else (s.value for s in tree.body if isinstance(s, ast.Expr))
+        for node in nodes:
             if not isinstance(node, ast.Call):
                 continue
             name = _func_name(node)
@@ -176,27 +241,62 @@ def runner_mismatch(suite: str, backend: str, labels: tuple[str, ...]) -> str | 
     return None
 
 
+INTERPRETER_RE = re.compile(r"(^|/)python[\d.]*$|^\$\{?PYTHON\w*\}?$|(^|/)pytest$")
+RUNNER_PATH = "test/run_suite.py"
+
+
+def _direct_path(words: tuple[str, ...]) -> RunnerCall | None:
+    """``python3 [-u] test/registered/x.py`` (or a variable holding such a path): a registered file run by path."""
+    for i, word in enumerate(words):
+        if INTERPRETER_RE.search(word):
+            rest = [w for w in words[i + 1:] if w not in ("-u", "-B")]
+            if rest[:2] == ["-m", "pytest"]:
+                rest = rest[2:]
+            if rest and not rest[0].startswith("-") and (
+                    ("registered/" in rest[0] and rest[0].endswith(".py")) or rest[0].startswith("$")):
+                return RunnerCall({"file": rest[0]}, " ".join(words), tuple(rest[1:]))
+            return None
+    return None
+
+
 class SGLangAdapter(Adapter):
     name = "sglang"
     has_gates = False
+    partial_targets = True
     runner_hint = "python3 run_suite.py --hw HW --suite SUITE [--nightly] --auto-partition-id I --auto-partition-size N"
-    context = {"github.repository": "sgl-project/sglang"}
+    context: Mapping[str, Any] = {}   # github.repository: --repo, or the tree's git remote (ci.audit_foreign)
 
     def collect(self, root: Path) -> SuiteCollection:
         return collect_suites(root)
 
     def find_call(self, words: tuple[str, ...]) -> RunnerCall | None:
+        """The registry's runner (test/run_suite.py with --hw), or a registered file run by path.
+
+        Another script of the same name (python/sglang/multimodal_gen/test/run_suite.py, no --hw) is not it."""
         for i, word in enumerate(words):
             if word == "run_suite.py" or word.endswith("/run_suite.py"):
-                return RunnerCall(parse_options(words, i + 1, OPTIONS), " ".join(words), tuple(words[i + 1:]))
-        return None
+                if "/" in word and not word.removeprefix("./").endswith(RUNNER_PATH):
+                    return None
+                options = parse_options(words, i + 1, OPTIONS)
+                if "--hw" not in options:
+                    return None
+                return RunnerCall(options, " ".join(words), tuple(words[i + 1:]))
+        return _direct_path(words)
 
     def call_masks(self, call: RunnerCall) -> list[str]:
         return [f"`{w}` on run_suite.py's command line prints the usage and runs nothing"
                 for w in call.rest if w in ("--help", "-h")]
 
     def targets(self, options: Mapping[str, str | None]) -> tuple[list[Target], str | None]:
+        if "file" in options:
+            path = str(options["file"]).removeprefix("./")
+            if path != UNRESOLVED and path.startswith(REGISTERED_DIR + "/") and path.endswith(".py"):
+                return [Target("file", path)], None
+            return [], None
         hw, suite = options.get("--hw"), options.get("--suite")
+        if UNRESOLVED in (hw, suite):
+            unknown = " and ".join(n for n, v in (("--hw", hw), ("--suite", suite)) if v == UNRESOLVED)
+            return [], f"run_suite.py {unknown} known only at run time"
         if not suite:
             return [], "run_suite.py without --suite"
         if not hw:
@@ -208,6 +308,8 @@ class SGLangAdapter(Adapter):
             return [], "--auto-partition-id and --auto-partition-size go together"
         if pid is None:
             return [Target("suite", target)], None
+        if UNRESOLVED in (pid, size):
+            return [Target("suite", target, None, "--auto-partition-id/--auto-partition-size known only at run time")], None
         if not str(pid).isdigit() or not str(size).isdigit() or not 0 <= int(pid) < int(size):
             return [], f"--auto-partition-id {pid!r} --auto-partition-size {size!r}: expected 0 <= id < size"
         return [Target("suite", target, (int(pid) + 1, int(size)))], None

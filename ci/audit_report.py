@@ -1,0 +1,115 @@
+"""What both audits share: a report that collects :class:`Finding`s, and their text form.
+
+``format_findings(rule_ids, findings)`` prints one line per finding, ``severity [rule-id] message``
+(locations and, for warnings, why it was not proven, on the lines below), each rule's PASS/FAIL/WARN,
+and the verdict; it takes any list of findings (a baseline may have filtered them).
+Imports nothing from ``impl/``, torch or test code.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping, Sequence
+
+import ci.audit_rules  # noqa: F401  (fills RULES)
+from ci.findings import RULES, Finding, Location, Severity
+
+LOCATION_RE = re.compile(r"(?P<path>[\w./-]+\.(?:py|ya?ml|toml|json|cfg)):(?P<line>\d+)")
+
+
+def locations_in(*texts: str) -> tuple[Location, ...]:
+    """Every ``path:line`` named in ``texts``, once, in order (repo-relative as written)."""
+    out: dict[tuple[str, int], Location] = {}
+    for text in texts:
+        for m in LOCATION_RE.finditer(text or ""):
+            out.setdefault((m["path"], int(m["line"])), Location(m["path"], int(m["line"])))
+    return tuple(out.values())
+
+
+@dataclass
+class FindingCollector:
+    """Mixin: ``findings`` plus the rule-keyed view older callers read (``violations[rule_id]``)."""
+    findings: list[Finding] = field(default_factory=list)
+
+    def add(self, rule: str, message: str, *, severity: Severity | None = None, hardware: str = "",
+            suite: str = "", schedule: str = "", locations: Iterable[Location] = (),
+            why_unproven: str | None = None) -> Finding | None:
+        """Record a finding once (same rule, severity and message); ``severity`` defaults to the rule's."""
+        severity = severity or RULES[rule].default_severity
+        if severity == "warning" and not why_unproven:
+            raise ValueError(f"[{rule}] a warning must say why it was not proven: {message}")
+        if any(f.rule == rule and f.message == message and f.severity == severity for f in self.findings):
+            return None
+        finding = Finding(rule, severity, message, hardware, suite, schedule,
+                          tuple(locations) or locations_in(message), why_unproven)
+        self.findings.append(finding)
+        return finding
+
+    def extend(self, rule: str, messages: Iterable[str]) -> None:
+        for message in messages:
+            self.add(rule, message)
+
+    def of(self, rule: str, severity: Severity | None = None) -> list[Finding]:
+        return [f for f in self.findings if f.rule == rule and (severity is None or f.severity == severity)]
+
+    @property
+    def violations(self) -> dict[str, list[str]]:
+        """rule id -> the messages of its error findings (warnings and notes are in ``findings``)."""
+        out: dict[str, list[str]] = {}
+        for f in self.findings:
+            if f.severity == "error":
+                out.setdefault(f.rule, []).append(f.message)
+        return _Violations(out)
+
+    @property
+    def ok(self) -> bool:
+        return not any(f.severity == "error" for f in self.findings)
+
+
+class _Violations(dict):
+    """A dict that answers [] for a rule with no error findings."""
+
+    def __missing__(self, key: str) -> list[str]:
+        RULES[key]   # an unknown id is a KeyError naming the known ones
+        return []
+
+
+def format_findings(rule_ids: Sequence[str], findings: Sequence[Finding],
+                    skipped: Mapping[str, str] | None = None) -> list[str]:
+    """The closing lines of an audit's text: each rule's status with its findings, then the verdict."""
+    skipped = skipped or {}
+    lines = ["", "rules:"]
+    counts = {s: 0 for s in ("error", "warning", "note")}
+    for rule_id in rule_ids:
+        mine = [f for f in findings if f.rule == rule_id]
+        title = RULES[rule_id].title
+        if rule_id in skipped and not mine:
+            lines.append(f"  [----] [{rule_id}] {title}: {skipped[rule_id]}")
+            continue
+        status = "FAIL" if any(f.severity == "error" for f in mine) else "WARN" if mine else "PASS"
+        lines.append(f"  [{status}] [{rule_id}] {title}")
+        for f in mine:
+            counts[f.severity] += 1
+            lines.append(f"         {f.severity:7} [{f.rule}] {f.message}")
+            if f.why_unproven:
+                lines.append(f"                 not proven: {f.why_unproven}")
+    others = [f for f in findings if f.rule not in rule_ids]
+    for f in others:
+        counts[f.severity] += 1
+        lines.append(f"         {f.severity:7} [{f.rule}] {f.message}")
+    failed = sorted({f.rule for f in findings if f.severity == "error"})
+    tail = ", ".join(f"{n} {s}(s)" for s, n in counts.items() if n)
+    if failed:
+        rest = ", ".join(f"{n} {s}(s)" for s, n in counts.items() if n and s != "error")
+        verdict = f"{counts['error']} error(s) in {len(failed)} of {len(rule_ids)} rule(s)" + (f"; {rest}" if rest else "")
+    else:
+        verdict = "OK" + (f" ({tail})" if tail else "")
+    lines += ["", f"audit: {verdict}"]
+    return lines
+
+
+def findings_json(findings: Sequence[Finding]) -> list[dict]:
+    return [{"rule": f.rule, "severity": f.severity, "message": f.message, "hardware": f.hardware,
+             "suite": f.suite, "schedule": f.schedule,
+             "locations": [{"path": loc.path, "line": loc.line} for loc in f.locations],
+             "why_unproven": f.why_unproven} for f in findings]
