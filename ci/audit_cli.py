@@ -91,14 +91,21 @@ def tool_version() -> str:
 
 
 def collect_findings(args: argparse.Namespace) -> tuple[object, list[Finding], Callable]:
-    """(report, findings, format_text) from the adapter's audit. TEMPORARY: through ci/audit_shim.py."""
-    from ci import audit_shim
+    """(report, findings, format_text) from the adapter's audit; a tree it cannot audit is a usage error."""
+    from ci.audit_foreign import check_target
 
-    problem = audit_shim.check_target(args.root, args.adapter)
+    problem = check_target(args.root, args.adapter)
     if problem:
         raise UsageError(problem)
-    report, findings = audit_shim.collect(args.root, args.adapter, args.repository, args.today)
-    return report, findings, audit_shim.format_text
+    if args.adapter == "dspark":
+        from ci.audit import format_text, run_audit
+
+        report = run_audit(args.root, today=args.today)
+    else:
+        from ci.audit_foreign import format_text, run_foreign_audit
+
+        report = run_foreign_audit(args.root, args.adapter, repository=args.repository)
+    return report, list(report.findings), format_text
 
 
 def fallback_location(root: Path) -> Location:

@@ -109,8 +109,9 @@ def test_a_suite_registered_after_the_baseline_is_the_one_new_finding(tmp_path):
     lines = text.stdout.splitlines()
     assert lines[0].endswith(": 2 finding(s) (2 error, 0 warning, 0 note); 1 not in the baseline "
                              "(1 error, 0 warning, 0 note)"), lines[0]
-    assert [line for line in lines if line.startswith("[")] == [
-        next(line for line in lines if line.startswith("[dormant-suite]") and NEW in line)]
+    shown = [line.split() for line in lines if re.match(r"\s*(error|warning|note)\s+\[[a-z-]+\] ", line)]
+    assert [words[:3] for words in shown] == [["error", "[dormant-suite]", "DORMANT"]]
+    assert f"nightly/amd/{NEW}" in shown[0]
     assert lines[-2:] == [f"baseline {base}: 1 known finding(s) suppressed, 0 stale entr(ies)",
                           "dspark-audit: FAILED: 1 new finding(s) at or above error"]
 
