@@ -163,6 +163,8 @@ def text_report(report, comparison: BaselineComparison, format_text, args: argpa
         lines.append(f"baseline {args.baseline}: {len(comparison.suppressed)} known finding(s) suppressed, "
                      f"{len(comparison.stale)} stale entr(ies)")
         lines += [f"  stale {key_text(key)} (nothing finds it any more: delete the entry)" for key in comparison.stale]
+        lines += [f"  grown {key_text(key)}: {now} finding(s), the baseline knows {known}; all {now} are shown"
+                  for key, known, now in comparison.grown]
     lines.append(f"{PROG}: FAILED: {'; '.join(why)}" if why else f"{PROG}: OK")
     return "\n".join(lines)
 

@@ -39,7 +39,8 @@ def findings_document(findings: Iterable[Finding], *, adapter: str, tool_version
     baseline = None
     if comparison is not None and baseline_path is not None:
         baseline = {"path": baseline_path, "suppressed": len(comparison.suppressed),
-                    "stale": [entry_of(k) for k in comparison.stale]}
+                    "stale": [entry_of(k) for k in comparison.stale],
+                    "grown": [{**entry_of(k), "known": known, "found": now} for k, known, now in comparison.grown]}
     return {
         "format": JSON_FORMAT,
         "version": JSON_VERSION,

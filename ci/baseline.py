@@ -9,6 +9,10 @@ elsewhere in a file does not turn a known finding into a new one. Comparing a ru
     stale       in the baseline, not found now        (debt paid: delete the entry;
                                                        fails only with --strict-baseline)
 
+Several findings can share a key (a rule that is not about one suite leaves hardware, suite and
+schedule empty). The entry then carries ``count``; when a run finds more of them than that, the
+baseline cannot tell which one is new, so every finding of that key is reported as new ("grown").
+
 The file is JSON, written the same way every time so that it diffs well: a version field, the
 adapter it was written for, and one entry per line, sorted::
 
@@ -16,7 +20,8 @@ adapter it was written for, and one entry per line, sorted::
       "version": 1,
       "adapter": "sglang",
       "entries": [
-        {"rule": "dormant-suite", "hardware": "amd", "suite": "nightly-amd-...", "schedule": "nightly"}
+        {"rule": "dormant-suite", "hardware": "amd", "suite": "nightly-amd-...", "schedule": "nightly"},
+        {"rule": "masked-step", "hardware": "", "suite": "", "schedule": "", "count": 3}
       ]
     }
 
@@ -25,9 +30,10 @@ Imports nothing from ``impl/``, test code or torch.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Mapping
 
 from ci.findings import Finding
 
@@ -43,14 +49,19 @@ class BaselineError(ValueError):
 @dataclass(frozen=True)
 class Baseline:
     adapter: str
-    keys: frozenset[Key]
+    counts: Mapping[Key, int]       # key -> how many findings had it
+
+    @property
+    def keys(self) -> frozenset[Key]:
+        return frozenset(self.counts)
 
 
 @dataclass(frozen=True)
 class BaselineComparison:
     new: tuple[Finding, ...]
     suppressed: tuple[Finding, ...]
-    stale: tuple[Key, ...]          # sorted
+    stale: tuple[Key, ...]                          # sorted
+    grown: tuple[tuple[Key, int, int], ...] = ()    # (key, count in the baseline, found now), sorted
 
 
 def entry_of(key: Key) -> dict[str, str]:
@@ -59,8 +70,9 @@ def entry_of(key: Key) -> dict[str, str]:
 
 def baseline_text(findings: Iterable[Finding], adapter: str) -> str:
     """The baseline file for ``findings``: sorted, one entry per line, ends with a newline."""
-    keys = sorted({f.key for f in findings})
-    lines = [json.dumps(entry_of(k), ensure_ascii=False) for k in keys]
+    counts = Counter(f.key for f in findings)
+    lines = [json.dumps({**entry_of(k), **({"count": counts[k]} if counts[k] > 1 else {})}, ensure_ascii=False)
+             for k in sorted(counts)]
     body = ",\n".join(f"    {line}" for line in lines)
     entries = f"[\n{body}\n  ]" if lines else "[]"
     return (f'{{\n  "version": {BASELINE_VERSION},\n  "adapter": {json.dumps(adapter)},\n'
@@ -93,14 +105,20 @@ def parse_baseline(text: str, where: str) -> Baseline:
         raise BaselineError(f"{where}: 'adapter' must be a non-empty string, got {adapter!r}")
     if not isinstance(entries, list):
         raise BaselineError(f"{where}: 'entries' must be a list, got {type(entries).__name__}")
-    keys = []
+    counts: dict[Key, int] = {}
     for i, entry in enumerate(entries):
-        if (not isinstance(entry, dict) or set(entry) != set(KEY_FIELDS)
+        if (not isinstance(entry, dict) or not set(KEY_FIELDS) <= set(entry) <= {*KEY_FIELDS, "count"}
                 or not all(isinstance(entry[k], str) for k in KEY_FIELDS) or not entry["rule"]):
-            raise BaselineError(f"{where}: entries[{i}] must be an object with exactly the string fields "
-                                f"{', '.join(KEY_FIELDS)} (rule non-empty), got {entry!r}")
-        keys.append(tuple(entry[k] for k in KEY_FIELDS))
-    return Baseline(adapter, frozenset(keys))
+            raise BaselineError(f"{where}: entries[{i}] must be an object with the string fields "
+                                f"{', '.join(KEY_FIELDS)} (rule non-empty) and optionally count, got {entry!r}")
+        count = entry.get("count", 1)
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise BaselineError(f"{where}: entries[{i}].count must be a positive integer, got {count!r}")
+        key = tuple(entry[k] for k in KEY_FIELDS)
+        if key in counts:
+            raise BaselineError(f"{where}: entries[{i}] repeats {entry_of(key)} (use count)")
+        counts[key] = count
+    return Baseline(adapter, counts)
 
 
 def load_baseline(path: str | Path) -> Baseline:
@@ -113,11 +131,14 @@ def load_baseline(path: str | Path) -> Baseline:
 
 
 def compare(findings: Iterable[Finding], baseline: Baseline | None) -> BaselineComparison:
-    """Split ``findings`` into new and suppressed, and list the baseline's stale keys."""
+    """Split ``findings`` into new and suppressed; list the baseline's stale keys and the grown ones."""
     findings = tuple(findings)
     if baseline is None:
         return BaselineComparison(findings, (), ())
-    new = tuple(f for f in findings if f.key not in baseline.keys)
-    suppressed = tuple(f for f in findings if f.key in baseline.keys)
-    stale = tuple(sorted(baseline.keys - {f.key for f in findings}))
-    return BaselineComparison(new, suppressed, stale)
+    found = Counter(f.key for f in findings)
+    known = baseline.counts
+    new = tuple(f for f in findings if found[f.key] > known.get(f.key, 0))
+    suppressed = tuple(f for f in findings if found[f.key] <= known.get(f.key, 0))
+    stale = tuple(sorted(k for k in known if k not in found))
+    grown = tuple(sorted((k, known[k], n) for k, n in found.items() if k in known and n > known[k]))
+    return BaselineComparison(new, suppressed, stale, grown)

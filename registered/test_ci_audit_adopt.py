@@ -101,7 +101,7 @@ def test_a_suite_registered_after_the_baseline_is_the_one_new_finding(tmp_path):
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert json_findings(proc) == [("dormant-suite", "error", "nightly", "amd", NEW)]
     data = json.loads(proc.stdout)
-    assert data["baseline"] == {"path": str(base), "suppressed": 1, "stale": []} and data["ok"] is False
+    assert data["baseline"] == {"path": str(base), "suppressed": 1, "stale": [], "grown": []} and data["ok"] is False
     assert data["findings"][0]["locations"] == [{"path": "test/registered/amd/test_new_model.py", "line": 4}]
 
     text = cli("--root", str(added), "--baseline", str(base))
@@ -164,14 +164,36 @@ def test_baseline_file_is_sorted_stable_and_keyed_without_lines():
     assert text.splitlines() == [
         "{", '  "version": 1,', '  "adapter": "sglang",', '  "entries": [',
         '    {"rule": "dormant-suite", "hardware": "amd", "suite": "alpha", "schedule": "nightly"},',
-        '    {"rule": "dormant-suite", "hardware": "amd", "suite": "zeta", "schedule": "nightly"},',
+        '    {"rule": "dormant-suite", "hardware": "amd", "suite": "zeta", "schedule": "nightly", "count": 2},',
         '    {"rule": "masked-step", "hardware": "amd", "suite": "alpha", "schedule": "nightly"}', "  ]", "}"]
     baseline = parse_baseline(text, "b.json")
     now = [_finding(suite="zeta", line=1), _finding(suite="beta")]
     result = compare(now, baseline)
     assert [f.suite for f in result.new] == ["beta"] and [f.suite for f in result.suppressed] == ["zeta"]
     assert result.stale == (("dormant-suite", "amd", "alpha", "nightly"), ("masked-step", "amd", "alpha", "nightly"))
+    assert result.grown == ()
     assert parse_baseline(baseline_text([], "dspark"), "e.json").keys == frozenset()
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
+def test_one_more_finding_under_a_shared_key_fails_the_whole_key():
+    """Masked steps of several workflows can share a key: a third one must not hide behind two known ones."""
+    masked = [Finding("masked-step", "error", f"MASKED wf{i}.yml", locations=(Location(f"wf{i}.yml", 4),))
+              for i in range(3)]
+    baseline = parse_baseline(baseline_text(masked[:2], "sglang"), "b.json")
+    assert baseline.counts == {("masked-step", "", "", ""): 2}
+    same = compare(list(reversed(masked[:2])), baseline)
+    assert same.new == () and len(same.suppressed) == 2 and same.grown == ()
+    fewer = compare(masked[:1], baseline)
+    assert fewer.new == () and fewer.stale == ()
+    more = compare(masked, baseline)
+    assert more.new == tuple(masked) and more.suppressed == ()
+    assert more.grown == ((("masked-step", "", "", ""), 2, 3),)
+    doc = findings_document(more.new, adapter="sglang", tool_version="1", fail_on="error", ok=False,
+                            comparison=more, baseline_path="b.json")
+    jsonschema.Draft202012Validator(json.loads(SCHEMA_PATH.read_text())).validate(doc)
+    assert doc["baseline"]["grown"] == [{"rule": "masked-step", "hardware": "", "suite": "", "schedule": "",
+                                         "known": 2, "found": 3}]
 
 
 @pytest.mark.parametrize("text, expected", [
@@ -182,6 +204,10 @@ def test_baseline_file_is_sorted_stable_and_keyed_without_lines():
     ('{"version": 1, "adapter": "x", "entries": [{"rule": "r", "suite": "s"}]}', r"entries\[0\] must be an object"),
     ('{"version": 1, "adapter": "x", "entries": [{"rule": "r", "hardware": "", "suite": "s", "schedule": 3}]}',
      r"entries\[0\]"),
+    ('{"version": 1, "adapter": "x", "entries": [{"rule": "r", "hardware": "", "suite": "s", "schedule": "",'
+     ' "count": 0}]}', r"entries\[0\]\.count must be a positive integer"),
+    ('{"version": 1, "adapter": "x", "entries": [{"rule": "r", "hardware": "", "suite": "s", "schedule": ""},'
+     ' {"rule": "r", "hardware": "", "suite": "s", "schedule": ""}]}', r"entries\[1\] repeats"),
 ])
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
 def test_a_malformed_baseline_is_refused_naming_the_file(text, expected):
