@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 from typing import Callable, NoReturn
 
+import ci.audit_rules  # noqa: F401  (fills RULES: SARIF describes every rule)
 from ci.adapters import ADAPTER_NAMES
 from ci.audit_json import findings_document
 from ci.audit_sarif import sarif_log
