@@ -27,10 +27,11 @@ from ci.jobs import Job, Registry, load_registry, parse_job_id
 from ci.nox_check import suite_session_problems
 from ci.ops_audit import OP_TABLE_PATHS, impl_ops, reference_names
 from ci.skip_audit import SkipTable, condition_skips, load_skip_table, skip_uses
+from ci.audit_foreign import check_target  # noqa: F401  (re-exported: the CLI's usage check)
 from ci.audit_report import FindingCollector, findings_json, format_findings
 from ci.audit_rules import OWN_RULES
 from ci.findings import RULES as RULE_REGISTRY
-from ci.findings import Finding
+from ci.findings import Finding, Location
 from ci.table import format_table, print_report
 from ci.workflow_scan import StepRun, WorkflowScan, describe_steps, events_needed, scan_workflows
 from impl.gates import GATES
@@ -245,6 +246,72 @@ def rule_gates(report: AuditReport) -> None:
                 f"with {GATES[gate].env_var}={value}")
 
 
+NATIVE_GPU_BACKEND = "triton"
+INTERPRETED = {"TRITON_INTERPRET": "1"}
+
+
+def kernel_backend(env: dict[str, str], is_gpu: bool) -> str:
+    """The kernel backend a job's env selects (the interpreter when TRITON_INTERPRET=1)."""
+    chosen = env.get("DSPARK_KERNEL_BACKEND") or (NATIVE_GPU_BACKEND if is_gpu else "triton-interpret")
+    if chosen == "triton" and any(env.get(k) == v for k, v in INTERPRETED.items()):
+        return "triton-interpret"
+    return chosen
+
+
+def kernel_backend_shown(job: Job) -> str:
+    """The job table's backend column: the backend, marked ``(variant)`` when a variant chose it."""
+    value = kernel_backend(job.full_env(), job.hardware.is_gpu)
+    chosen = job.key.variant and kernel_backend(dict(job.env), job.hardware.is_gpu) == value and (
+        "DSPARK_KERNEL_BACKEND" in job.env or any(k in job.env for k in INTERPRETED))
+    return f"{value} (variant {job.key.variant})" if chosen else value
+
+
+def rule_native_gpu_backend(report: AuditReport) -> None:
+    """A GPU label's jobs run the native compiled backend unless a variant says otherwise."""
+    catalog = report.registry.catalog
+    for label, hw in catalog.hardware.items():
+        if not hw.is_gpu:
+            continue
+        value = kernel_backend(dict(hw.env), True)
+        if value != NATIVE_GPU_BACKEND:
+            report.add("non-native-gpu-backend",
+                       f"{catalog.path}: {label} is a GPU label ({hw.gpus} GPU(s)) whose env selects the {value} "
+                       f"kernel backend: every job on it would test the fallback on real hardware while attestation "
+                       f"says OK; drop it from the label's env, or give a variant that says so "
+                       f"(variants: {{name: {{env: {{DSPARK_KERNEL_BACKEND: {value}}}}}}})",
+                       hardware=label, suite="*", schedule="*", locations=(Location(str(catalog.path), 0),))
+
+
+def rule_suite_typos(report: AuditReport, declared: list[str]) -> None:
+    """A one-test suite within edit distance 2 of a bigger suite of the same hardware and schedule."""
+    from ci.suite_names import near_names
+
+    jobs = report.registry.jobs
+    sizes: dict[str, int] = {}
+    for j in jobs.values():   # a suite's size counts its variants' tests too
+        key = f"{j.key.schedule}/{j.key.hardware}/{j.key.suite}"
+        sizes[key] = sizes.get(key, 0) + len(j.tests)
+    for suspect, meant, distance in near_names(sizes, declared):
+        job = next(j for j in jobs.values() if f"{j.key.schedule}/{j.key.hardware}/{j.key.suite}" == suspect)
+        test = job.tests[0]
+        report.add("suite-name-typo",
+                   f"{test.where}: suite {job.key.suite!r} ({sizes[suspect]} test(s)) is {distance} edit(s) from "
+                   f"{meant.split('/', 2)[2]!r} ({sizes[meant]} test(s)) on {job.key.schedule}/{job.key.hardware}: "
+                   f"a typo makes a new one-test job (declare it in {CATALOG_PATH} defaults.declared_suites)",
+                   severity="warning", why_unproven="a name this close may be intended (declare it to say so)",
+                   hardware=job.key.hardware, suite=job.key.suite, schedule=job.key.schedule)
+
+
+def declared_suites(root: str | Path) -> list[str]:
+    """``defaults.declared_suites`` in ci/hardware.yaml: suite names that are close to another on purpose."""
+    try:
+        data = yaml.safe_load((Path(root) / CATALOG_PATH).read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError):
+        return []
+    value = (data.get("defaults") or {}).get("declared_suites") or []
+    return [str(v) for v in value] if isinstance(value, list) else []
+
+
 def rule_unregistered(report: AuditReport) -> None:
     for test in report.registry.collection.unregistered:
         report.add("unregistered-test",
@@ -389,6 +456,8 @@ def run_audit(root: str | Path = ".", *, today: dt.date | None = None,
     rule_dormant(report, plan)
     rule_unknown_refs(report, plan)
     rule_gates(report)
+    rule_native_gpu_backend(report)
+    rule_suite_typos(report, declared_suites(registry.root))
     rule_unregistered(report)
     rule_ops(report)
     rule_disabled(report, today, horizon)
@@ -406,7 +475,7 @@ def run_audit(root: str | Path = ".", *, today: dt.date | None = None,
         triggers = sorted({t for r in mine if not r.masks for t in r.events_for(test_files)}) or ["-"]
         shards = plan[gid][0] if any(r.kind == "group" for r in mine) else getattr(job, "shards", plan[gid][0])
         report.job_rows.append((job.id, len(job.tests), f"{job.est_time:.0f}", shards,
-                                ", ".join(files), ", ".join(triggers)))
+                                ", ".join(files), ", ".join(triggers), kernel_backend_shown(job)))
     for gid, (count, job_ids) in sorted(plan.items()):
         mine = [r for r in refs if r.kind == "group" and r.target == gid]
         files = sorted({r.workflow.rpartition("/")[2] for r in mine}) or ["-"]
@@ -419,7 +488,7 @@ def run_audit(root: str | Path = ".", *, today: dt.date | None = None,
 def format_report(report: AuditReport, findings: list[Finding] | None = None) -> str:
     reg = report.registry
     lines = [f"registry: {registry_summary(reg)} -- {reg.root}", ""]
-    lines.append(format_table(["job", "registrations", "est s", "shards", "workflow", "trigger"],
+    lines.append(format_table(["job", "registrations", "est s", "shards", "workflow", "trigger", "backend"],
                               report.job_rows, right=(1, 2, 3)))
     lines += ["", format_table(["group", "jobs", "est s", "shards", "workflow (--group)", "trigger"],
                                report.group_rows, right=(1, 2, 3))]
@@ -446,7 +515,7 @@ def report_json(report: AuditReport) -> dict[str, Any]:
         "adapter": "dspark",
         "root": str(report.registry.root),
         "summary": registry_summary(report.registry),
-        "jobs": [dict(zip(("id", "registrations", "est_s", "shards", "workflows", "triggers"), row))
+        "jobs": [dict(zip(("id", "registrations", "est_s", "shards", "workflows", "triggers", "backend"), row))
                  for row in report.job_rows],
         "groups": [dict(zip(("id", "jobs", "est_s", "shards", "workflows", "triggers"), row))
                    for row in report.group_rows],
@@ -467,8 +536,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--format", choices=("text", "json"), default="text")
     parser.add_argument("--adapter", default="dspark",
                         help="how the repository registers tests: dspark (default), sglang")
-    parser.add_argument("--repository", default=None,
-                        help="owner/name the workflows run in (for `github.repository` in if:); adapter default")
+    parser.add_argument("--repo", "--repository", dest="repository", default=None, metavar="OWNER/NAME",
+                        help="the repository the workflows run in (`github.repository` in if:); default: the "
+                             "tree's git remote, else unknown")
     parser.add_argument("--pytest-collection", action="store_true",
                         help="also run pytest --collect-only on registered/ and compare (imports the tests)")
     args = parser.parse_args(argv)
@@ -476,6 +546,10 @@ def main(argv: list[str] | None = None) -> int:
         from ci.audit_foreign import main_foreign
 
         return main_foreign(args)
+    problem = check_target(args.root, args.adapter)
+    if problem:
+        print(f"audit: {problem}", file=sys.stderr)
+        return 2
     try:
         collected = None
         if args.pytest_collection:

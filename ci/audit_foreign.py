@@ -21,7 +21,7 @@ from typing import Any
 
 from ci.adapters import Adapter, get_adapter
 from ci.adapters.sglang import SuiteCollection, SuiteRegistration, expected_runner, runner_mismatch
-from ci.audit_report import FindingCollector, findings_json, format_findings, locations_in
+from ci.audit_report import FindingCollector, findings_json, format_findings
 from ci.audit_rules import FOREIGN_RULES
 from ci.findings import RULES as RULE_REGISTRY
 from ci.findings import Finding, Location
@@ -87,7 +87,10 @@ def check_target(root: str | Path, adapter: Adapter | str = "sglang") -> str | N
         return f"--root {root}: not a directory"
     registered = REGISTERED_DIRS.get(name, "registered")
     if not (root / registered).is_dir():
-        return f"--root {root}: no {registered}/ (is this a {name} checkout? --adapter picks the layout)"
+        other = [n for n, d in REGISTERED_DIRS.items() if n != name and (root / d).is_dir()]
+        hint = f"this looks like an {other[0]} tree: add --adapter {other[0]}" if other else \
+            f"is it a checkout? --adapter picks the layout: {sorted(REGISTERED_DIRS)}"
+        return f"--root {root}: no {registered}/ ({hint})"
     workflows = root / ".github" / "workflows"
     if not workflows.is_dir() or not any(workflows.glob("*.y*ml")):
         return f"--root {root}: no .github/workflows/*.yml: nothing could run a suite, so nothing can be proven"
@@ -177,9 +180,10 @@ def _audit_job(report: ForeignReport, job_id: str, regs: list[SuiteRegistration]
     files = sorted({r.file for r in regs})
     # a masked run still runs: masked-step reports it; here only "does anything run it"
     live = [r for r in mine if r.events_for(files) & need]
-    maybe = [r for r in mine if not r.never_runs and (r.maybe_events & need or (r.events_for(files) & need and r.shard_unknown))]
+    maybe = [r for r in mine if not r.never_runs
+             and (r.maybe_events & need or (r.events_for(files) & need and r.shard_unknown))]
     manual = [r for r in mine if not r.never_runs and (r.events | r.maybe_events) & MANUAL_TRIGGERS]
-    runners = sorted({lbl for r in mine for lbl in report.scan.runs_on.get((r.workflow, r.wf_job), ())})
+    runners = sorted({lbl for r in mine for lbl in (r.runners or report.scan.runs_on.get((r.workflow, r.wf_job), ()))})
     expected = expected_runner(regs[0].backend, regs[0].suite)
     _note_disabled(report, regs)
     whole = any(r.shard is None and not r.shard_unknown for r in live)
@@ -260,7 +264,7 @@ def _check_runners(report: ForeignReport, refs: list[StepRun]) -> None:
     """runner-mismatch: a step runs a suite on a runner the suite's name rules out."""
     for ref in refs:
         schedule, hw, suite = ref.target.split("/", 2)
-        problem = runner_mismatch(suite, hw, report.scan.runs_on.get((ref.workflow, ref.wf_job), ()))
+        problem = runner_mismatch(suite, hw, ref.runners or report.scan.runs_on.get((ref.workflow, ref.wf_job), ()))
         if problem:
             wasteful = re.search(r"needs (\d+) GPU\(s\), runner \S+ has (\d+)", problem)
             note = bool(wasteful) and int(wasteful.group(2)) > int(wasteful.group(1))

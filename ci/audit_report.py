@@ -101,7 +101,8 @@ def format_findings(rule_ids: Sequence[str], findings: Sequence[Finding],
     tail = ", ".join(f"{n} {s}(s)" for s, n in counts.items() if n)
     if failed:
         rest = ", ".join(f"{n} {s}(s)" for s, n in counts.items() if n and s != "error")
-        verdict = f"{counts['error']} error(s) in {len(failed)} of {len(rule_ids)} rule(s)" + (f"; {rest}" if rest else "")
+        verdict = f"{counts['error']} error(s) in {len(failed)} of {len(rule_ids)} rule(s)"
+        verdict += f"; {rest}" if rest else ""
     else:
         verdict = "OK" + (f" ({tail})" if tail else "")
     lines += ["", f"audit: {verdict}"]

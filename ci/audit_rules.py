@@ -21,7 +21,8 @@ R(Rule("dormant-suite", "every registered suite (job) is run, unmasked, by a tri
 R(Rule("unknown-suite", "every suite, job, group or shard a workflow step names is registered and planned",
        "a workflow that runs a renamed suite: the runner finds nothing and the step passes",
        "run_suite.py --hw cuda --suite nightly-8-gpu-h20 --nightly where nothing registers it",
-       "error   [unknown-suite] UNKNOWN ...: runs --hw cuda --suite nightly-8-gpu-h20 --nightly, which nothing registers"))
+       "error   [unknown-suite] UNKNOWN ...: runs --hw cuda --suite nightly-8-gpu-h20 --nightly, "
+       "which nothing registers"))
 R(Rule("unresolved-step", "every runner call's target can be read from the workflow",
        "a step the audit cannot read hides whether a suite runs",
        "python3 run_suite.py --hw npu --suite ${{ needs.plan.outputs.suite }}",
@@ -37,7 +38,8 @@ R(Rule("masked-step", "nothing between a workflow step and the runner can turn a
 R(Rule("disabled-without-reason", "every disabled registration says why (and, here, until when)",
        "a test switched off and forgotten",
        'register_cuda_ci(est_time=60, suite="s", disabled=True)',
-       "error   [disabled-without-reason] test/registered/x.py:3: disabled=True in suite s: give the reason as a string"))
+       "error   [disabled-without-reason] test/registered/x.py:3: disabled=True in suite s: "
+       "give the reason as a string"))
 R(Rule("empty-suite", "no workflow runs a suite whose registrations are all disabled",
        "a step that runs nothing and passes",
        "every file of suite s carries disabled='flaky' and a workflow runs --suite s",
@@ -45,7 +47,8 @@ R(Rule("empty-suite", "no workflow runs a suite whose registrations are all disa
 R(Rule("unreadable-registration", "every registration is readable by the repository's own runner",
        "a registration call inside a function or with a computed argument: the runner never sees it",
        "if FAST: register_cuda_ci(est_time=60, suite='s')",
-       "error   [unreadable-registration] test/registered/x.py:4: register_cuda_ci(...) is not a module-level statement"))
+       "error   [unreadable-registration] test/registered/x.py:4: register_cuda_ci(...) "
+       "is not a module-level statement"))
 R(Rule("suite-name-typo", "a new suite name is not within edit distance 2 of an existing one unless declared",
        "suite='kernles' silently creates a new one-test job instead of joining 'kernels'",
        '@register(suite="kernles", ...) next to suite "kernels"',

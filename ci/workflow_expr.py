@@ -54,7 +54,8 @@ class Resolver:
     def expression(self, body: str) -> list[str] | None:
         body = body.strip()
         name = body.split(".")[-1]
-        if self.act.event == "workflow_dispatch" and not self.act.via and re.fullmatch(r"(github\.event\.)?inputs\.[\w-]+", body):
+        own_dispatch = self.act.event == "workflow_dispatch" and not self.act.via
+        if own_dispatch and re.fullmatch(r"(github\.event\.)?inputs\.[\w-]+", body):
             spec = dispatch_inputs(self.doc).get(name)
             if isinstance(spec, dict) and isinstance(spec.get("options"), list):
                 return [str(o) for o in spec["options"] if str(o) != "all"]

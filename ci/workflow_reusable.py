@@ -64,7 +64,8 @@ def activations(docs: dict[str, dict[str, Any]], root: Path,
                     gate = truth(job.get("if"), ctx)
                     if gate is False:
                         continue
-                    unproven = act.unproven or ("" if gate else f"{rel}:{key} if: {job.get('if')!r} is known only at run time")
+                    unproven = act.unproven or (
+                        "" if gate else f"{rel}:{key} if: {job.get('if')!r} is known only at run time")
                     rows, _why = matrix_rows(job, ctx)
                     for row in rows:
                         row_ctx = dict(ctx)
@@ -82,8 +83,17 @@ def activations(docs: dict[str, dict[str, Any]], root: Path,
     return acts
 
 
-@functools.lru_cache(maxsize=256)
 def _action(path: Path) -> Any:
+    """An action.yml, parsed once per version of the file (many steps use the same action)."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return _parsed(path, stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=256)
+def _parsed(path: Path, _mtime_ns: int, _size: int) -> Any:
     try:
         return load_yaml(path.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError):

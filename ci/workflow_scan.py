@@ -54,6 +54,7 @@ class StepRun:
     why_maybe: tuple[str, ...] = ()    # what those hang on
     shard_unknown: str = ""            # why its partition is known only at run time ("" when known)
     line: int = 0                      # line of the step in the workflow file (0: unknown)
+    runners: tuple[str, ...] = ()      # runs-on labels when this target runs (resolved per caller / row)
 
     def events_for(self, files: list[str]) -> frozenset[str]:
         """Events that run this step whenever one of ``files`` (the suite's own) changes."""
@@ -222,6 +223,19 @@ def _runs_on(cx: ScanContext) -> tuple[str, ...]:
     return tuple(dict.fromkeys(labels)) or tuple(tokens)
 
 
+def _row_runners(cx: ScanContext, resolver: Resolver) -> tuple[str, ...]:
+    """runs-on labels for one activation and matrix row (the raw tokens when they do not resolve)."""
+    raw = cx.job.get("runs-on")
+    tokens = [str(x) for x in raw] if isinstance(raw, list) else [str(raw)] if raw else []
+    labels: list[str] = []
+    for token in tokens:
+        got = resolver.values(token) if "${{" in token else [token]
+        if got is None:
+            return tuple(tokens)
+        labels += [g for g in got if g]
+    return tuple(labels)
+
+
 def _scan_job(cx: ScanContext) -> None:
     """Record the runs-on labels of one job and, for each step that starts the runner, its targets and masks."""
     scan = cx.scan
@@ -247,19 +261,19 @@ def _scan_job(cx: ScanContext) -> None:
         assignments = script_assignments(step["run"])
         for _k, call in calls:
             found = _call_targets(cx, step, call, events, assignments, where, line)
-            for target, (evs, maybe, gated, why) in found.items():
+            for target, (evs, maybe, gated, why, runners) in found.items():
                 scan.refs.append(StepRun(
                     cx.rel, cx.key, label, target.kind, target.id, target.shard, frozenset(evs), cx.seen,
                     tuple(masks), events.never, filters, tuple(sorted(gated)), frozenset(maybe),
-                    tuple(why), target.shard_unknown, line))
+                    tuple(why), target.shard_unknown, line, tuple(sorted(runners))))
 
 
 def _call_targets(cx: ScanContext, step: dict[str, Any], call: RunnerCall, events: StepEvents,
                   assignments: Mapping[str, str], where: str, line: int,
-                  ) -> dict[Target, tuple[set[str], set[str], set[PathEvent], list[str]]]:
+                  ) -> dict[Target, tuple[set[str], set[str], set[PathEvent], list[str], set[str]]]:
     """Targets of one runner call over every activation and matrix row: (definite events, maybe events,
     path-gated events, why) per target; unresolvable calls go to ``scan.unresolved``."""
-    found: dict[Target, tuple[set[str], set[str], set[PathEvent], list[str]]] = {}
+    found: dict[Target, tuple[set[str], set[str], set[PathEvent], list[str], set[str]]] = {}
     unresolved: dict[str, UnresolvedStep] = {}
     acts = cx.acts or [Activation("none", ())]
     for index, act in enumerate(acts):
@@ -269,6 +283,7 @@ def _call_targets(cx: ScanContext, step: dict[str, Any], call: RunnerCall, event
         rows, matrix_why = matrix_rows(cx.job, ctx)
         for row in rows:
             resolver = cx.resolver(step, row, act, assignments)
+            runners = _row_runners(cx, resolver)
             option_values: dict[str, list[str]] = {}
             bad = None
             for name, token in call.options.items():
@@ -284,7 +299,7 @@ def _call_targets(cx: ScanContext, step: dict[str, Any], call: RunnerCall, event
             for combo in itertools.product(*(option_values[n] for n in names)):
                 options = dict(zip(names, combo))
                 targets, problem = cx.adapter.targets(options)
-                if problem:
+                if problem and act.event != "none":   # a workflow nothing starts reports nothing unresolved
                     known = tuple(sorted((k, v) for k, v in options.items() if v != UNRESOLVED))
                     if matrix_why and UNRESOLVED in combo:
                         problem += f" ({matrix_why})"
@@ -294,7 +309,8 @@ def _call_targets(cx: ScanContext, step: dict[str, Any], call: RunnerCall, event
                 for target in targets:
                     if target.shard_unknown and matrix_why:
                         target = Target(target.kind, target.id, target.shard, matrix_why)
-                    evs, maybe, gated, why = found.setdefault(target, (set(), set(), set(), []))
+                    evs, maybe, gated, why, labels = found.setdefault(target, (set(), set(), set(), [], set()))
+                    labels |= set(runners)
                     if status == "definite":
                         evs.add(act.event)
                     elif status == "path":

@@ -1,6 +1,6 @@
-"""Audit rules (a)-(f) on fixture repositories, each breaking exactly one rule.
+"""Audit rules dormant-suite .. disabled-without-reason on fixture repositories, each breaking exactly one rule.
 
-Rules (g)-(j) (masking, skips, impossible hardware, pytest parity) are in
+Rules masked-step, skip-debt, impossible-test and collection-parity are in
 test_ci_audit_chain.py, test_ci_audit_skips.py and test_ci_parity.py.
 """
 from __future__ import annotations
@@ -67,7 +67,7 @@ def test_baseline_fixture_passes_every_rule(tmp_path):
     assert rows["nightly/mi35x-8/dspark-e2e"][4:] == ("nightly.yml", "schedule")
 
 
-# -------------------------------------------------------------- (a) dormant
+# -------------------------------------------------------------- [dormant-suite] dormant
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=2)
 def test_a_nightly_mi35x_8_suite_without_a_workflow_is_dormant(tmp_path):
     """The incident: a nightly 8-GPU MI35x suite registered, but no workflow job runs it."""
@@ -78,7 +78,7 @@ def test_a_nightly_mi35x_8_suite_without_a_workflow_is_dormant(tmp_path):
         class TestDSparkUnifiedKVGSM8K:
             def test_accuracy(self): pass
     """)
-    found = only(run_audit(repo.root, today=TODAY), "a")
+    found = only(run_audit(repo.root, today=TODAY), "dormant-suite")
     assert len(found) == 1
     assert found[0].startswith("DORMANT nightly/mi35x-8/dspark-unified-kv[kv]")
     assert "registered/test_amd_dspark.py:4" in found[0] and "no workflow job" in found[0]
@@ -104,7 +104,7 @@ def test_a_manual_only_or_disabled_workflow_job_does_not_count(tmp_path):
             steps:
               - run: nox -s suite -- --job nightly/mi35x-8/dspark-unified-kv
     """)
-    found = only(run_audit(repo.root, today=TODAY), "a")
+    found = only(run_audit(repo.root, today=TODAY), "dormant-suite")
     assert len(found) == 1 and found[0].startswith("DORMANT nightly/mi35x-8/dspark-unified-kv")
     assert "manual.yml:amd on ['workflow_dispatch']" in found[0] and "(if: false)" in found[0]
 
@@ -116,7 +116,7 @@ def test_a_per_commit_job_run_only_on_a_schedule_is_dormant_for_prs(tmp_path):
     doc = yaml.safe_load(path.read_text())
     doc["on"] = {"schedule": [{"cron": "0 0 * * 0"}]}
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
-    found = only(run_audit(repo.root, today=TODAY), "a")
+    found = only(run_audit(repo.root, today=TODAY), "dormant-suite")
     assert {f.split()[1] for f in found} == {"per-commit/cpu/kernels", "per-commit/cpu/kernels[hip-mtp]",
                                             "per-commit/cpu/kernels[torch-none]", "per-commit/h200-1/kernels"}
 
@@ -136,7 +136,7 @@ def test_a_workflow_that_skips_a_shard_is_flagged(tmp_path):
     text = path.read_text()
     assert "- 1/2\n        - 2/2\n" in text
     path.write_text(text.replace("- 1/2\n        - 2/2\n", "- 1/2\n"))
-    found = only(run_audit(repo.root, today=TODAY), "a")
+    found = only(run_audit(repo.root, today=TODAY), "dormant-suite")
     # one workflow job per job (--job per-commit/cpu/big) or per group shard (--group per-commit/cpu)
     assert len(found) == 1 and found[0] in (
         "PARTIAL per-commit/cpu/big: .github/workflows/per-commit.yml:per-commit__cpu__big "
@@ -145,7 +145,7 @@ def test_a_workflow_that_skips_a_shard_is_flagged(tmp_path):
         "shards [1] of 2: shard(s) [2] never run (4 job(s) affected)"), found
 
 
-# -------------------------------------------------------------- (b) unknown job
+# -------------------------------------------------------------- [unknown-suite] unknown job
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=2)
 def test_b_workflow_reference_to_an_unknown_job(tmp_path):
     repo = baseline(tmp_path)
@@ -170,14 +170,14 @@ def test_b_workflow_reference_to_an_unknown_job(tmp_path):
             steps:
               - run: nox -s suite -- --job not-a-job-id
     """)
-    found = only(run_audit(repo.root, today=TODAY), "b")
+    found = only(run_audit(repo.root, today=TODAY), "unknown-suite")
     assert len(found) == 3
     assert any("extra.yml:ghost: --job per-commit/cpu/ghost-suite is not a registered job" in f for f in found)
     assert any("extra.yml:typo: --job per-commit/cpu/kernel is not a registered job" in f for f in found)
     assert any("extra.yml:garbage" in f and "not a job id" in f for f in found)
 
 
-# -------------------------------------------------------------- (c) gates
+# -------------------------------------------------------------- [ungated-value] gates
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=2)
 def test_c_gate_values_only_nightly_or_in_no_job(tmp_path):
     repo = FixtureRepo(tmp_path)
@@ -195,7 +195,7 @@ def test_c_gate_values_only_nightly_or_in_no_job(tmp_path):
         def test_e2e(): pass
     """)
     repo.generate_workflows()
-    found = only(run_audit(repo.root, today=TODAY), "c")
+    found = only(run_audit(repo.root, today=TODAY), "ungated-value")
     assert len(found) == 2
     assert found[0].startswith("gate kv_backend=paged is exercised only by nightly jobs "
                                "['nightly/mi35x-8/dspark-e2e[paged]']")
@@ -203,17 +203,17 @@ def test_c_gate_values_only_nightly_or_in_no_job(tmp_path):
     assert found[1].startswith("gate check_mode=on is exercised by no job") and "DSPARK_CHECK=on" in found[1]
 
 
-# -------------------------------------------------------------- (d) unregistered
+# -------------------------------------------------------------- [unregistered-test] unregistered
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=2)
 def test_d_test_in_no_suite(tmp_path):
     repo = baseline(tmp_path)
     repo.write("registered/test_orphan.py", "import pytest\n\n\ndef test_forgotten():\n    assert True\n")
-    found = only(run_audit(repo.root, today=TODAY), "d")
+    found = only(run_audit(repo.root, today=TODAY), "unregistered-test")
     assert found == ["registered/test_orphan.py:4: registered/test_orphan.py::test_forgotten belongs to no suite "
                      "(decorate it with @register(...))"]
 
 
-# -------------------------------------------------------------- (e) ops
+# -------------------------------------------------------------- [op-without-reference] ops
 OP_MSG = ("op {}: no per-commit registered test file (nor the op table, impl/testing/op_table.py or "
           "registered/op_table.py, used by one) mentions it")
 
@@ -231,7 +231,7 @@ def test_e_op_without_reference_or_per_commit_test(tmp_path):
             gather_op, renorm_op  # mentioned only by a nightly test: does not count
     """)
     repo.generate_workflows()
-    found = only(run_audit(repo.root, today=TODAY), "e")
+    found = only(run_audit(repo.root, today=TODAY), "op-without-reference")
     assert sorted(found) == [
         OP_MSG.format("gather_op"),
         "op gather_op: reference/__init__.py exports no 'gather_op'",
@@ -262,7 +262,7 @@ def op_table_repo(tmp_path, table: str, schedule: str) -> FixtureRepo:
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=2)
 def test_e_op_table_covers_ops_when_its_generic_test_is_per_commit(tmp_path):
     repo = op_table_repo(tmp_path, "registered.op_table", "nightly")
-    assert only(run_audit(repo.root, today=TODAY), "e") == [
+    assert only(run_audit(repo.root, today=TODAY), "op-without-reference") == [
         OP_MSG.format("gather_op")]
     source = (repo.root / "registered/test_op_table_generic.py").read_text()
     (repo.root / "registered/test_op_table_generic.py").write_text(source.replace('"nightly"', '"per-commit"'))
@@ -270,7 +270,7 @@ def test_e_op_table_covers_ops_when_its_generic_test_is_per_commit(tmp_path):
     assert run_audit(repo.root, today=TODAY).ok
 
 
-# -------------------------------------------------------------- (f) disabled
+# -------------------------------------------------------------- [disabled-without-reason] disabled
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=2)
 @pytest.mark.parametrize("disabled, words", [
     ('{"until": "2026-07-31"}', "no reason"),
@@ -292,7 +292,7 @@ def test_f_disabled_registrations_need_reason_and_unexpired_until(tmp_path, disa
     if words is None:
         assert report.ok, report.violations
         return
-    found = only(report, "f")
+    found = only(report, "disabled-without-reason")
     assert len(found) == 1 and found[0].startswith("registered/test_flaky.py:5: registered/test_flaky.py::test_flaky")
     assert words in found[0]
 
@@ -305,22 +305,22 @@ def test_audit_cli_prints_the_table_and_fails_on_the_incident(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "audit: OK" in proc.stdout
     header = next(line for line in proc.stdout.splitlines() if line.startswith("job "))
-    assert header.split() == ["job", "registrations", "est", "s", "shards", "workflow", "trigger"]
+    assert header.split() == ["job", "registrations", "est", "s", "shards", "workflow", "trigger", "backend"]
     repo.test_file("test_amd.py", """
         @register(suite="dspark-unified-kv", hardware="mi35x-8", schedule="nightly", est_time=2400)
         def test_gsm8k(): pass
     """)
     proc = repo.run_module("ci.audit")
     assert proc.returncode == 1
-    assert "[FAIL] (a)" in proc.stdout and "DORMANT nightly/mi35x-8/dspark-unified-kv" in proc.stdout
+    assert "[FAIL] [dormant-suite]" in proc.stdout and "DORMANT nightly/mi35x-8/dspark-unified-kv" in proc.stdout
     row = next(line for line in proc.stdout.splitlines() if line.startswith("nightly/mi35x-8/dspark-unified-kv "))
     assert row.split() == ["nightly/mi35x-8/dspark-unified-kv", "1", "2400", "1", "-", "-"]
     data = json.loads(repo.run_module("ci.audit", "--format", "json").stdout)
     assert data["ok"] is False and data["adapter"] == "dspark"
-    assert [f["rule"] for f in data["findings"]] == ["a"]
+    assert [f["rule"] for f in data["findings"]] == ["dormant-suite"]
     assert data["findings"][0]["message"].startswith("DORMANT nightly/mi35x-8/dspark-unified-kv")
     assert {j["id"]: j["workflows"] for j in data["jobs"]}["nightly/mi35x-8/dspark-unified-kv"] == "-"
-    assert data["rules"]["j"] == {"title": RULES["j"], "ok": True, "checked": False}
+    assert data["rules"]["collection-parity"] == {"title": RULES["collection-parity"], "ok": True, "checked": False}
     repo.test_file("test_bad.py",
                    "@register(suite='s', hardware='mi99', schedule='nightly', est_time=1)\ndef test_x(): pass\n")
     proc = repo.run_module("ci.audit")
@@ -343,7 +343,7 @@ def test_e_the_op_table_in_impl_testing_counts(tmp_path):
     assert run_audit(repo.root, today=TODAY).ok
     (repo.root / "registered/test_op_table_generic.py").write_text(
         source.replace("from impl.testing.op_table import OPS\n", ""))
-    assert only(run_audit(repo.root, today=TODAY), "e") == [OP_MSG.format("gather_op")]
+    assert only(run_audit(repo.root, today=TODAY), "op-without-reference") == [OP_MSG.format("gather_op")]
 
 
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=4)

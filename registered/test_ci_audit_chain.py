@@ -114,7 +114,7 @@ def test_group_shaped_gated_workflows_count_and_the_gpu_job_through_push(tmp_pat
     assert {g: n for g, (n, _) in group_plan(load_registry(repo.root)).items()} == {
         "per-commit/cpu": 2, "per-commit/h200-1": 1, "nightly/mi35x-8": 1}
     report = run_audit(repo.root, today=TODAY)
-    assert found(report, "a", "b", "g") == {}
+    assert found(report, "dormant-suite", "unknown-suite", "masked-step") == {}
     rows = {r[0]: r for r in report.job_rows}
     assert rows["per-commit/h200-1/kernels"][3:] == (1, "per-commit.yml", "push")   # gated on pull_request
     assert rows["per-commit/cpu/big"][3:] == (2, "per-commit.yml", "pull_request, push")
@@ -125,11 +125,14 @@ def test_group_shaped_gated_workflows_count_and_the_gpu_job_through_push(tmp_pat
 
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=2)
 def test_a_group_shard_that_never_runs_and_a_shard_count_off_the_plan(tmp_path):
-    partial = found(run_audit(repo_with(tmp_path / "p", cpu_shards="1/2").root, today=TODAY), "a", "b", "g")
-    assert partial == {"a": ["PARTIAL group per-commit/cpu: .github/workflows/per-commit.yml:per-commit__cpu run(s) "
-                             "shards [1] of 2: shard(s) [2] never run (2 job(s) affected)"]}
-    off = found(run_audit(repo_with(tmp_path / "o", cpu_shards="1/3, 2/3, 3/3").root, today=TODAY), "b")
-    assert off["b"][0] == (".github/workflows/per-commit.yml:per-commit__cpu: --group per-commit/cpu --shard 1/3, "
+    partial = found(run_audit(repo_with(tmp_path / "p", cpu_shards="1/2").root, today=TODAY),
+                    "dormant-suite", "unknown-suite", "masked-step")
+    assert partial == {"dormant-suite": [
+        "PARTIAL group per-commit/cpu: .github/workflows/per-commit.yml:per-commit__cpu run(s) "
+        "shards [1] of 2: shard(s) [2] never run (2 job(s) affected)"]}
+    off = found(run_audit(repo_with(tmp_path / "o", cpu_shards="1/3, 2/3, 3/3").root, today=TODAY), "unknown-suite")
+    assert off["unknown-suite"][0] == (
+        ".github/workflows/per-commit.yml:per-commit__cpu: --group per-commit/cpu --shard 1/3, "
                            "but the plan splits per-commit/cpu into 2 shard(s) (regenerate with nox -s workflows)")
 
 
@@ -137,7 +140,7 @@ def test_a_group_shard_that_never_runs_and_a_shard_count_off_the_plan(tmp_path):
 def test_a_gpu_job_gated_even_on_push_is_dormant(tmp_path):
     gate = "github.event_name == 'pull_request' && contains(github.event.pull_request.labels.*.name, 'run-gpu-ci')"
     report = run_audit(repo_with(tmp_path, gate_if=gate).root, today=TODAY)
-    assert found(report, "a", "g") == {"a": [
+    assert found(report, "dormant-suite", "masked-step") == {"dormant-suite": [
         "DORMANT per-commit/h200-1/kernels (1 registration(s), first at registered/test_base.py:4): needs a workflow "
         "triggered by pull_request/push; only referenced by .github/workflows/per-commit.yml:per-commit__h200-1 on "
         "['pull_request', 'push'] (its if: is not definitely true on any of them)"]}
@@ -178,10 +181,10 @@ WORDS = {"or-true": "`|| true`", "or-echo": "`|| echo tests failed`", "tee": "pi
 @pytest.mark.parametrize("case", sorted(MASKS))
 def test_g_anything_that_can_mask_the_runner_is_named_and_the_step_does_not_count(tmp_path, case):
     report = run_audit(repo_with(tmp_path, **MASKS[case]).root, today=TODAY)
-    masked = report.violations["g"]
+    masked = report.violations["masked-step"]
     assert masked and all(m.startswith(f"MASKED {STEP}: ") for m in masked), masked
     assert any(WORDS[case] in m for m in masked), masked
-    dormant = sorted(v.split()[1] for v in report.violations["a"])
+    dormant = sorted(v.split()[1] for v in report.violations["dormant-suite"])
     assert dormant == ["per-commit/cpu/big", "per-commit/cpu/kernels"]
 
 
@@ -197,7 +200,7 @@ def test_g_anything_that_can_mask_the_runner_is_named_and_the_step_does_not_coun
 ])
 def test_g_honest_shell_around_the_runner_is_not_flagged(tmp_path, run, extra):
     report = run_audit(repo_with(tmp_path, cpu_run=run, step_extra=extra).root, today=TODAY)
-    assert found(report, "a", "b", "g") == {}
+    assert found(report, "dormant-suite", "unknown-suite", "masked-step") == {}
 
 
 NOX_SUITE = '''
@@ -242,7 +245,7 @@ VIA_HELPER = 'args = session_args(session)\n    run_in(session, [], "-m", "ci.ru
 def test_g_the_nox_suite_session_is_checked(tmp_path, helper, body, words):
     repo = repo_with(tmp_path)
     repo.write("noxfile.py", NOX_SUITE.format(helper=helper, body=body))
-    masked = run_audit(repo.root, today=TODAY).violations["g"]
+    masked = run_audit(repo.root, today=TODAY).violations["masked-step"]
     if words is None:
         assert masked == []
     else:
@@ -276,10 +279,11 @@ def test_a_reusable_workflow_runs_when_its_caller_does(tmp_path):
             steps:
               - run: python3 -m nox -s suite -- --group ${{ inputs.group }} --shard 1/1
     """)
-    assert found(run_audit(repo.root, today=TODAY), "a", "b", "g") == {}
+    assert found(run_audit(repo.root, today=TODAY), "dormant-suite", "unknown-suite", "masked-step") == {}
     repo.write(".github/workflows/nightly.yml", "on: workflow_dispatch\njobs:\n  call-amd:\n"
                "    uses: ./.github/workflows/_amd-stage.yml\n    with:\n      group: nightly/mi35x-8\n")
-    assert [v.split()[1] for v in run_audit(repo.root, today=TODAY).violations["a"]] == ["nightly/mi35x-8/dspark-e2e"]
+    dormant = run_audit(repo.root, today=TODAY).violations["dormant-suite"]
+    assert [v.split()[1] for v in dormant] == ["nightly/mi35x-8/dspark-e2e"]
 
 
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
@@ -327,7 +331,7 @@ def test_a_triggers_that_do_not_fire_on_every_commit_do_not_count(tmp_path, case
     text = path.read_text()
     head, _, rest = text.partition("on:\n")
     path.write_text(head + "on:\n" + on + "jobs:\n" + rest.partition("jobs:\n")[2])
-    dormant = run_audit(repo.root, today=TODAY).violations["a"]
+    dormant = run_audit(repo.root, today=TODAY).violations["dormant-suite"]
     assert sorted(d.split()[1] for d in dormant) == ["per-commit/cpu/big", "per-commit/cpu/kernels",
                                                      "per-commit/h200-1/kernels"]
     assert all(words in d for d in dormant), dormant
@@ -338,12 +342,12 @@ def test_a_a_schedule_that_never_fires_and_a_job_limited_to_main(tmp_path):
     repo = repo_with(tmp_path)
     nightly = repo.root / ".github/workflows/nightly.yml"
     nightly.write_text(nightly.read_text().replace("'17 2 * * *'", "'0 0 31 2 *'"))
-    dormant = run_audit(repo.root, today=TODAY).violations["a"]
+    dormant = run_audit(repo.root, today=TODAY).violations["dormant-suite"]
     assert len(dormant) == 1 and dormant[0].startswith("DORMANT nightly/mi35x-8/dspark-e2e")
     assert "cron '0 0 31 2 *' names a day that does not exist" in dormant[0]
     nightly.write_text(NIGHTLY.replace("    runs-on: linux-mi35x-gpu-8",
                                        "    if: github.ref == 'refs/heads/main'\n    runs-on: linux-mi35x-gpu-8"))
-    assert run_audit(repo.root, today=TODAY).violations["a"] == []
+    assert run_audit(repo.root, today=TODAY).violations["dormant-suite"] == []
 
 
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=2)
@@ -351,7 +355,7 @@ def test_b_a_group_run_on_a_runner_the_catalog_does_not_give_it(tmp_path):
     repo = repo_with(tmp_path)
     path = repo.root / ".github/workflows/per-commit.yml"
     path.write_text(path.read_text().replace("runs-on: linux-h200-gpu-1", "runs-on: ubuntu-latest"))
-    assert run_audit(repo.root, today=TODAY).violations["b"] == [
+    assert run_audit(repo.root, today=TODAY).violations["runner-mismatch"] == [
         ".github/workflows/per-commit.yml:per-commit__h200-1: runs group per-commit/h200-1 on runs-on "
         "['ubuntu-latest'], but ci/hardware.yaml gives h200-1 the runner(s) ['linux-h200-gpu-1']"]
 
@@ -386,13 +390,14 @@ def test_a_g_a_local_composite_action_is_read_as_part_of_the_job(tmp_path):
     path.write_text(head + "      - name: run group shard\n        " + use + "\n" + rest.partition("        run: ")[2]
                     .partition("\n")[2])
     repo.write(".github/actions/run-group/action.yml", ACTION.replace("{tail}", ""))
-    assert found(run_audit(repo.root, today=TODAY), "a", "b", "g") == {}
+    assert found(run_audit(repo.root, today=TODAY), "dormant-suite", "unknown-suite", "masked-step") == {}
     repo.write(".github/actions/run-group/action.yml", ACTION.replace("{tail}", " || true"))
     report = run_audit(repo.root, today=TODAY)
-    assert report.violations["g"] == [
+    assert report.violations["masked-step"] == [
         "MASKED .github/workflows/per-commit.yml:per-commit__cpu:run group shard > run: `|| true` turns its "
         "failure into success"]
-    assert sorted(v.split()[1] for v in report.violations["a"]) == ["per-commit/cpu/big", "per-commit/cpu/kernels"]
+    dormant = report.violations["dormant-suite"]
+    assert sorted(v.split()[1] for v in dormant) == ["per-commit/cpu/big", "per-commit/cpu/kernels"]
 
 
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=2)
@@ -403,10 +408,10 @@ def test_a_a_job_that_needs_a_job_skipped_on_push_is_skipped_too(tmp_path):
                                     "  changes:\n    if: github.event_name == 'pull_request'\n"
                                     "    runs-on: ubuntu-latest")
     path.write_text(text)
-    dormant = run_audit(repo.root, today=TODAY).violations["a"]
+    dormant = run_audit(repo.root, today=TODAY).violations["dormant-suite"]
     assert [d.split()[1] for d in dormant] == ["per-commit/h200-1/kernels"]
     path.write_text(text.replace("    if: " + GATE_IF, "    if: always() && (" + GATE_IF + ")"))
-    assert run_audit(repo.root, today=TODAY).violations["a"] == []
+    assert run_audit(repo.root, today=TODAY).violations["dormant-suite"] == []
 
 
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=2)
@@ -418,7 +423,7 @@ def test_a_a_path_filter_that_covers_the_suites_own_files_counts(tmp_path):
     path.write_text(head + "on:\n  push:\n    branches: [main]\n    paths: ['impl/**', 'registered/**']\n"
                     "  pull_request:\n    paths: ['impl/**', 'registered/**']\njobs:\n" + rest.partition("jobs:\n")[2])
     report = run_audit(repo.root, today=TODAY)
-    assert report.violations["a"] == []
+    assert report.violations["dormant-suite"] == []
     rows = {r[0]: r for r in report.job_rows}
     assert rows["per-commit/cpu/big"][5] == "pull_request, push"
 
@@ -431,8 +436,9 @@ def test_a_a_path_filter_that_covers_the_suites_own_files_counts(tmp_path):
 ])
 def test_a_the_runner_named_in_text_is_not_a_run(tmp_path, run):
     report = run_audit(repo_with(tmp_path, cpu_run=run).root, today=TODAY)
-    assert sorted(v.split()[1] for v in report.violations["a"]) == ["per-commit/cpu/big", "per-commit/cpu/kernels"]
-    assert report.violations["g"] == []
+    dormant = report.violations["dormant-suite"]
+    assert sorted(v.split()[1] for v in dormant) == ["per-commit/cpu/big", "per-commit/cpu/kernels"]
+    assert report.violations["masked-step"] == []
 
 
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=2)
@@ -451,6 +457,6 @@ def test_g_the_session_nox_runs_as_suite_is_the_one_checked(tmp_path):
         def quick(session):
             session.run("python", "-m", "ci.run_suite", *session.posargs, success_codes=[0, 1])
     """)
-    masked = run_audit(repo.root, today=TODAY).violations["g"]
+    masked = run_audit(repo.root, today=TODAY).violations["masked-step"]
     assert masked == ["MASKED noxfile.py:12: session suite: session.run(success_codes=[0, 1]) turns a failing "
                       "exit code into success"]

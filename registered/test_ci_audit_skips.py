@@ -56,7 +56,7 @@ def test_h_unconditional_skip_reasons_need_owner_and_unexpired_until(tmp_path, f
             if True:
                 registered_skip("flaky-infra")
     """, flaky)
-    found = run_audit(repo.root, today=TODAY).violations["h"]
+    found = run_audit(repo.root, today=TODAY).violations["skip-debt"]
     assert len(found) == len(words), found
     for word in words:
         assert any(word in f and f.startswith("registered/skips.py:") for f in found), (word, found)
@@ -73,7 +73,7 @@ def test_h_the_horizon_comes_from_the_catalog(tmp_path):
     else:
         text = text.replace("defaults:\n", "defaults:\n  until_horizon_days: 30\n", 1)
     catalog.write_text(text)
-    found = run_audit(repo.root, today=TODAY).violations["h"]
+    found = run_audit(repo.root, today=TODAY).violations["skip-debt"]
     assert found == ["registered/skips.py:7: skip reason 'flaky-infra' can skip on any machine: until=2027-01-15 "
                      "is beyond the 30-day horizon (2026-12-31; ci/hardware.yaml defaults.until_horizon_days)"]
 
@@ -110,7 +110,7 @@ def test_i_a_test_that_can_never_run_where_it_is_registered(tmp_path):
         @pytest.mark.skip(reason="later")
         def test_marked_skip(): pass
     """)
-    found = run_audit(repo.root, today=TODAY).violations["i"]
+    found = run_audit(repo.root, today=TODAY).violations["impossible-test"]
     f = "registered/test_x.py"
     assert sorted(found) == sorted([
         f"{f}:5: {f}::test_gpu_only_on_cpu is registered only for ['cpu'], where marker requires_gpu() ({f}:6) "
@@ -175,7 +175,7 @@ def test_i_skips_pytest_would_take_that_no_registered_reason_covers(tmp_path):
         @pytest.mark.skipif(not np, reason=skip_message("needs-gpu"))
         def test_skipif_gpu_on_cpu(): pass
     """)
-    found = run_audit(repo.root, today=TODAY).violations["i"]
+    found = run_audit(repo.root, today=TODAY).violations["impossible-test"]
     f = "registered/test_x.py"
     assert sorted(found) == sorted([
         f"{f}:8: module-level pytest.importorskip() skips every test of {f} without a registered reason: the runner "

@@ -1,4 +1,4 @@
-"""Rule (j): the tests pytest collects from registered/ are exactly the ones the registry knows."""
+"""Rule collection-parity: the tests pytest collects from registered/ are exactly the ones the registry knows."""
 from __future__ import annotations
 
 import datetime as dt
@@ -64,7 +64,7 @@ def test_j_what_the_syntax_tree_misses_pytest_sees(tmp_path):
     assert "registered/test_mix.py::test_ok" in collected
     report = run_audit(repo.root, today=dt.date(2026, 12, 1), collected=collected)
     f = "registered/test_mix.py"
-    assert report.violations["j"] == [
+    assert report.violations["collection-parity"] == [
         f"{f}:4: pytest collects {f}::test_shared, which no registration covers "
         "(imported, generated or inherited tests run unregistered)",
         f"{f}:9: {f}::TestNeverCollected is registered, but pytest collects no test from it "

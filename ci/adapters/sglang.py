@@ -275,8 +275,9 @@ class SGLangAdapter(Adapter):
         Another script of the same name (python/sglang/multimodal_gen/test/run_suite.py, no --hw) is not it."""
         for i, word in enumerate(words):
             if word == "run_suite.py" or word.endswith("/run_suite.py"):
-                if "/" in word and not word.removeprefix("./").endswith(RUNNER_PATH):
-                    return None
+                if "/" in word and not (word.removeprefix("./") == RUNNER_PATH or
+                                        (word.startswith("/") and word.endswith("/" + RUNNER_PATH))):
+                    return None   # another script of the same name (a package's own test runner)
                 options = parse_options(words, i + 1, OPTIONS)
                 if "--hw" not in options:
                     return None
@@ -309,7 +310,8 @@ class SGLangAdapter(Adapter):
         if pid is None:
             return [Target("suite", target)], None
         if UNRESOLVED in (pid, size):
-            return [Target("suite", target, None, "--auto-partition-id/--auto-partition-size known only at run time")], None
+            why = "--auto-partition-id/--auto-partition-size known only at run time"
+            return [Target("suite", target, None, why)], None
         if not str(pid).isdigit() or not str(size).isdigit() or not 0 <= int(pid) < int(size):
             return [], f"--auto-partition-id {pid!r} --auto-partition-size {size!r}: expected 0 <= id < size"
         return [Target("suite", target, (int(pid) + 1, int(size)))], None

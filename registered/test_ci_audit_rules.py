@@ -1,0 +1,126 @@
+"""The audit's rule registry (ci/audit_rules.py), the docs generated from it, the output format,
+and the two rules from issue 24: suite-name-typo and non-native-gpu-backend."""
+from __future__ import annotations
+
+import ast
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from ci.audit import run_audit
+from ci.audit_report import FindingCollector, format_findings
+from ci.audit_rules import DOCS, FOREIGN_RULES, OWN_RULES, splice
+from ci.findings import RULES
+from ci.registration import register
+from registered.fixture_repo import REAL_ROOT, FixtureRepo
+from registered.test_ci_audit import TODAY, baseline
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
+def test_every_rule_id_the_audits_use_is_registered_once_with_its_prose():
+    used: set[str] = set()
+    for rel in ("ci/audit.py", "ci/audit_foreign.py"):
+        tree = ast.parse((REAL_ROOT / rel).read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", "") in ("add", "extend") and node.args \
+                    and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+                used.add(node.args[0].value)
+    assert used, "no report.add(...) found: the test reads the wrong thing"
+    assert used <= set(RULES.rules), used - set(RULES.rules)
+    assert set(OWN_RULES) | set(FOREIGN_RULES) == set(RULES.rules)
+    for rule in RULES:
+        assert re.fullmatch(r"[a-z]+(-[a-z]+)+", rule.id), rule.id
+        assert rule.title and rule.prevents and rule.example and f"[{rule.id}]" in rule.output
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
+def test_the_rule_tables_in_the_docs_are_the_generated_ones():
+    for rel in DOCS:
+        text = (REAL_ROOT / rel).read_text()
+        assert "audit-rules:begin" in text, rel
+        assert splice(text) == text, f"{rel}: rule table drifted; run python -m ci.audit_rules --write"
+    stale = splice("a\n<!-- audit-rules:begin (python -m ci.audit_rules --markdown) -->\nSTALE-ROW\n"
+                   "<!-- audit-rules:end -->\n")
+    assert "STALE-ROW" not in stale and "| `dormant-suite` |" in stale
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
+def test_text_prints_rule_ids_and_why_a_warning_is_unproven_for_a_filtered_list():
+    report = FindingCollector()
+    report.add("dormant-suite", "DORMANT nightly/amd/x: at test/registered/x.py:7", hardware="amd", suite="x",
+               schedule="nightly")
+    report.add("dormant-suite", "UNPROVEN per-commit/cuda/y", severity="warning", why_unproven="a job if: on changes")
+    assert [(loc.path, loc.line) for loc in report.findings[0].locations] == [("test/registered/x.py", 7)]
+    text = "\n".join(format_findings(FOREIGN_RULES, report.findings))
+    assert "         error   [dormant-suite] DORMANT nightly/amd/x" in text
+    assert ("warning [dormant-suite] UNPROVEN per-commit/cuda/y\n"
+            "                 not proven: a job if: on changes") in text
+    assert text.endswith("audit: 1 error(s) in 1 of 9 rule(s); 1 warning(s)")
+    only_warning = "\n".join(format_findings(FOREIGN_RULES, report.findings[1:]))
+    assert only_warning.endswith("audit: OK (1 warning(s))") and "[WARN] [dormant-suite]" in only_warning
+    try:
+        report.add("dormant-suite", "no reason given", severity="warning")
+    except ValueError as exc:
+        assert "must say why" in str(exc)
+    else:
+        raise AssertionError("a warning without why_unproven was accepted")
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
+def test_the_audit_imports_no_torch():
+    code = ("import sys; sys.modules['torch'] = None; sys.modules['triton'] = None\n"
+            "import ci.audit, ci.audit_foreign, ci.audit_rules, ci.workflow_scan\n"
+            "print(ci.audit.main(['--root', 'registered/fixtures/sglang/base', '--adapter', 'sglang',"
+            " '--format', 'json']))")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REAL_ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.rstrip().endswith("1")
+
+
+def _typo_repo(tmp_path: Path) -> FixtureRepo:
+    repo = baseline(tmp_path)
+    repo.test_file("test_typo.py", """
+        @register(suite="kernles", hardware="cpu", schedule="per-commit", est_time=2)
+        def test_oops(): pass
+    """)
+    repo.generate_workflows()
+    return repo
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=4)
+def test_a_suite_name_two_edits_from_a_bigger_suite_warns_unless_declared(tmp_path):
+    repo = _typo_repo(tmp_path)
+    report = run_audit(repo.root, today=TODAY)
+    typos = report.of("suite-name-typo")
+    assert [(f.severity, f.hardware, f.suite, f.schedule) for f in typos] == [
+        ("warning", "cpu", "kernles", "per-commit")]
+    assert "suite 'kernles' (1 test(s)) is 2 edit(s) from 'kernels'" in typos[0].message
+    assert typos[0].message.startswith("registered/test_typo.py:")
+    assert report.ok   # a warning, not an error
+    path = repo.root / "ci/hardware.yaml"
+    data = yaml.safe_load(path.read_text())
+    data.setdefault("defaults", {})["declared_suites"] = ["kernles"]
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    assert run_audit(repo.root, today=TODAY).of("suite-name-typo") == []
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=4)
+def test_a_gpu_label_whose_env_selects_a_non_native_backend_is_an_error(tmp_path):
+    repo = baseline(tmp_path)
+    path = repo.root / "ci/hardware.yaml"
+    text = path.read_text()
+    head, _, rest = text.partition("  h200-1:\n")
+    assert rest, "ci/hardware.yaml has no h200-1 label"
+    rest = rest.replace("    env: {}\n", "    env: {DSPARK_KERNEL_BACKEND: torch}\n", 1)
+    path.write_text(head + "  h200-1:\n" + rest)
+    report = run_audit(repo.root, today=TODAY)
+    [found] = report.of("non-native-gpu-backend")
+    assert (found.severity, found.hardware) == ("error", "h200-1")
+    assert "selects the torch kernel backend" in found.message
+    rows = {row[0]: row for row in report.job_rows}
+    assert rows["per-commit/h200-1/kernels"][-1] == "torch"
+    assert rows["per-commit/cpu/kernels[torch-none]"][-1] == "torch (variant torch-none)"
+    assert run_audit(baseline(tmp_path / "clean").root, today=TODAY).of("non-native-gpu-backend") == []
