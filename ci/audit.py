@@ -420,7 +420,8 @@ def rule_retries(report: AuditReport) -> None:
 
 
 def rule_masked(report: AuditReport) -> None:
-    report.extend("masked-step", [f"MASKED {m}" for m in report.scan.masked])
+    for masked in report.scan.masked:
+        report.add("masked-step", f"MASKED {masked}", suite=masked.split(": ", 1)[0])
     if any(r.kind in ("job", "group") for r in report.scan.refs) and _uses_nox(report.registry.root):
         report.extend("masked-step", [f"MASKED {p}" for p in suite_session_problems(report.registry.root)])
 
@@ -445,7 +446,7 @@ def rule_parity(report: AuditReport, collected: list[str] | None) -> None:
 
 def run_audit(root: str | Path = ".", *, today: dt.date | None = None,
               collected: list[str] | None = None) -> AuditReport:
-    """Audit the repository at ``root``; ``collected``: pytest's node ids, for rule (j)."""
+    """Audit the repository at ``root``; ``collected``: pytest's node ids, for rule collection-parity."""
     registry = load_registry(root)
     today = today or dt.date.today()
     horizon = until_horizon_days(registry.root)

@@ -117,13 +117,14 @@ def run_foreign_audit(root: str | Path, adapter: Adapter | str = "sglang", *,
     for problem in suites.problems:
         report.add("unreadable-registration", problem)
     for masked in scan.masked:
+        step = masked.split(": ", 1)[0]   # the baseline key: the step, never a line number
         if masked in scan.masked_unproven:
             report.add("masked-step", f"MASKED {masked}", severity="warning", locations=_step_location(masked, scan),
-                       why_unproven="the condition is known only at run time")
+                       why_unproven="the condition is known only at run time", suite=step)
         else:
-            report.add("masked-step", f"MASKED {masked}", locations=_step_location(masked, scan))
+            report.add("masked-step", f"MASKED {masked}", locations=_step_location(masked, scan), suite=step)
     for step in scan.unresolved:
-        report.add("unresolved-step", f"{step.where}: {step.problem}",
+        report.add("unresolved-step", f"{step.where}: {step.problem}", suite=step.where,
                    locations=(Location(step.where.split(":")[0], step.line),),
                    why_unproven="the step's suite is computed at run time; the suites it could run are warnings")
     problems = [p for p in scan.problems if not any(p == f"{u.where}: {u.problem}" for u in scan.unresolved)]

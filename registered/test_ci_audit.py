@@ -64,7 +64,7 @@ def test_baseline_fixture_passes_every_rule(tmp_path):
     assert gates[("kernel_backend", "triton")][0] == 1   # h200-1 per-commit job, GPU default
     rows = {r[0]: r for r in report.job_rows}
     # workflow_dispatch runs it only when the `job` input picks it: not definitely, so not listed
-    assert rows["nightly/mi35x-8/dspark-e2e"][4:] == ("nightly.yml", "schedule")
+    assert rows["nightly/mi35x-8/dspark-e2e"][4:] == ("nightly.yml", "schedule", "triton")
 
 
 # -------------------------------------------------------------- [dormant-suite] dormant
@@ -314,7 +314,7 @@ def test_audit_cli_prints_the_table_and_fails_on_the_incident(tmp_path):
     assert proc.returncode == 1
     assert "[FAIL] [dormant-suite]" in proc.stdout and "DORMANT nightly/mi35x-8/dspark-unified-kv" in proc.stdout
     row = next(line for line in proc.stdout.splitlines() if line.startswith("nightly/mi35x-8/dspark-unified-kv "))
-    assert row.split() == ["nightly/mi35x-8/dspark-unified-kv", "1", "2400", "1", "-", "-"]
+    assert row.split() == ["nightly/mi35x-8/dspark-unified-kv", "1", "2400", "1", "-", "-", "triton"]
     data = json.loads(repo.run_module("ci.audit", "--format", "json").stdout)
     assert data["ok"] is False and data["adapter"] == "dspark"
     assert [f["rule"] for f in data["findings"]] == ["dormant-suite"]

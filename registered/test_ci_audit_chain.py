@@ -1,6 +1,6 @@
 """The chain workflow -> step -> nox session -> runner: the scan reads any workflow (generated or
 hand-written, old --job shape or the --group shape), evaluates `if:` per event, and flags anything
-that can turn the runner's failure green (rule g); group shards 1/N..N/N must all run (rule a)."""
+that can turn the runner's failure green (masked-step); group shards 1/N..N/N must all run (dormant-suite)."""
 from __future__ import annotations
 
 import datetime as dt
@@ -116,8 +116,8 @@ def test_group_shaped_gated_workflows_count_and_the_gpu_job_through_push(tmp_pat
     report = run_audit(repo.root, today=TODAY)
     assert found(report, "dormant-suite", "unknown-suite", "masked-step") == {}
     rows = {r[0]: r for r in report.job_rows}
-    assert rows["per-commit/h200-1/kernels"][3:] == (1, "per-commit.yml", "push")   # gated on pull_request
-    assert rows["per-commit/cpu/big"][3:] == (2, "per-commit.yml", "pull_request, push")
+    assert rows["per-commit/h200-1/kernels"][3:] == (1, "per-commit.yml", "push", "triton")   # gated on PRs
+    assert rows["per-commit/cpu/big"][3:] == (2, "per-commit.yml", "pull_request, push", "triton-interpret")
     assert rows["nightly/mi35x-8/dspark-e2e"][5] == "schedule, workflow_dispatch"
     groups = {r[0]: r for r in report.group_rows}
     assert groups["per-commit/cpu"][1:] == (2, "1005", 2, "per-commit.yml", "pull_request, push")
@@ -133,7 +133,7 @@ def test_a_group_shard_that_never_runs_and_a_shard_count_off_the_plan(tmp_path):
     off = found(run_audit(repo_with(tmp_path / "o", cpu_shards="1/3, 2/3, 3/3").root, today=TODAY), "unknown-suite")
     assert off["unknown-suite"][0] == (
         ".github/workflows/per-commit.yml:per-commit__cpu: --group per-commit/cpu --shard 1/3, "
-                           "but the plan splits per-commit/cpu into 2 shard(s) (regenerate with nox -s workflows)")
+        "but the plan splits per-commit/cpu into 2 shard(s) (regenerate with nox -s workflows)")
 
 
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=2)
