@@ -242,7 +242,8 @@ def torch_env(session: nox.Session, *extras: str) -> Path:
         if "test" in todo:
             if ROCM:    # keep ROCm's torch and triton (pytorch-triton-rocm): no resolution for them
                 pip("-e", ".", "--no-deps")
-                base = [r for r in _pyproject()["project"]["dependencies"] if not r.startswith(("torch", "triton"))]
+                base = [r for r in [*_pyproject()["project"]["dependencies"], *_extras("kernels")]
+                        if not r.startswith(("torch", "triton"))]
                 pip(*base, *_extras("test"))
             else:
                 index = ["--index-url", pins["CI_TORCH_INDEX_URL"]] if "CI_TORCH_INDEX_URL" in pins else \
@@ -251,7 +252,7 @@ def torch_env(session: nox.Session, *extras: str) -> Path:
                     pip(*index, f"torch=={pins['CI_TORCH_VERSION']}")
                 if "CI_TRITON_VERSION" in pins:
                     pip(f"triton=={pins['CI_TRITON_VERSION']}")
-                pip("-e", ".[test]")
+                pip("-e", ".[kernels,test]")
         rest = [e for e in todo if e != "test"]
         if rest:
             pip(*_extras(*rest))

@@ -1,0 +1,240 @@
+"""``dspark-audit``: the audit as a command for any repository (console script, pre-commit, Action).
+
+    dspark-audit [--root DIR] [--adapter auto|dspark|sglang] [--repo OWNER/NAME] [--today YYYY-MM-DD]
+                 [--format text|json|sarif] [--output FILE]
+                 [--baseline FILE [--strict-baseline] | --write-baseline FILE] [--fail-on error|warning|note]
+
+Exit status: 0 clean; 1 when a finding at or above --fail-on (default error) is not in the
+baseline, or, with --strict-baseline, when a baseline entry matches nothing any more; 2 on a
+usage error (one line on stderr). --write-baseline records every current finding and exits 0.
+--output writes the --format output to FILE and the text report to stdout (the Action's log).
+Needs pyyaml only: no torch, nothing of the tests.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Callable, NoReturn
+
+import ci.audit_rules  # noqa: F401  (fills RULES: SARIF describes every rule)
+from ci.adapters import ADAPTER_NAMES
+from ci.audit_json import findings_document
+from ci.audit_sarif import sarif_log
+from ci.baseline import BaselineComparison, BaselineError, compare, load_baseline, write_baseline
+from ci.findings import RULES, SEVERITIES, Finding, Location
+
+PROG = "dspark-audit"
+REPO_NAME = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
+SEVERITY_RANK = {s: len(SEVERITIES) - i for i, s in enumerate(SEVERITIES)}   # error 3, warning 2, note 1
+
+
+class UsageError(Exception):
+    """A mistake in the command line or its files: one line on stderr, exit 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message)
+
+
+def _date(text: str) -> dt.date:
+    try:
+        return dt.date.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a YYYY-MM-DD date, got {text!r}") from None
+
+
+def _repo(text: str) -> str:
+    if not REPO_NAME.match(text):
+        raise argparse.ArgumentTypeError(f"expected OWNER/NAME, got {text!r}")
+    return text
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog=PROG, description=__doc__.split("\n\n")[0])
+    parser.add_argument("--root", default=".", help="the repository to audit (default: .)")
+    parser.add_argument("--adapter", default="auto", choices=("auto", *ADAPTER_NAMES),
+                        help="how the repository registers tests (default auto: sglang when the root has "
+                             "test/registered/ and no registered/, else dspark)")
+    parser.add_argument("--repo", "--repository", dest="repository", type=_repo, default=None,
+                        help="OWNER/NAME the workflows run in, for `github.repository` in if: (adapter default)")
+    parser.add_argument("--today", type=_date, default=None, help="the date for expiry checks (default: today)")
+    parser.add_argument("--format", choices=("text", "json", "sarif"), default="text")
+    parser.add_argument("--output", default=None, help="write the --format output here; the text report to stdout")
+    parser.add_argument("--baseline", default=None, help="known findings (from --write-baseline): only new ones fail")
+    parser.add_argument("--write-baseline", default=None, metavar="FILE",
+                        help="record every current finding as the baseline and exit 0")
+    parser.add_argument("--strict-baseline", action="store_true",
+                        help="also fail when a baseline entry matches no finding any more")
+    parser.add_argument("--fail-on", choices=SEVERITIES, default="error",
+                        help="the lowest severity that fails the run (default: error)")
+    return parser
+
+
+def detect_adapter(root: Path) -> str:
+    """``--adapter auto``: sglang for a tree with test/registered/ and no registered/, else dspark."""
+    if (root / "test" / "registered").is_dir() and not (root / "registered").is_dir():
+        return "sglang"
+    return "dspark"
+
+
+def tool_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("dspark-suite")
+    except PackageNotFoundError:
+        return "0+source"
+
+
+def collect_findings(args: argparse.Namespace) -> tuple[object, list[Finding], Callable]:
+    """(report, findings, format_text) from the adapter's audit; a tree it cannot audit is a usage error."""
+    from ci.audit_foreign import check_target
+
+    problem = check_target(args.root, args.adapter)
+    if problem:
+        raise UsageError(problem)
+    if args.adapter == "dspark":
+        from ci.audit import format_text, run_audit
+
+        report = run_audit(args.root, today=args.today)
+    else:
+        from ci.audit_foreign import format_text, run_foreign_audit
+
+        report = run_foreign_audit(args.root, args.adapter, repository=args.repository)
+    return report, list(report.findings), format_text
+
+
+def fallback_location(root: Path) -> Location:
+    """Where SARIF points a finding that has no location: the first workflow file, line 1."""
+    workflows = sorted(p for p in (root / ".github" / "workflows").glob("*.y*ml") if p.is_file())
+    for candidate in [*workflows, root / "pyproject.toml", root / "README.md"]:
+        if candidate.is_file():
+            return Location(candidate.relative_to(root).as_posix(), 1)
+    return Location(".", 1)
+
+
+def repo_prefix(root: Path) -> str:
+    """The audited root's path inside the git repository that holds it ("" at its top or outside git)."""
+    root = root.resolve()
+    for top in (root, *root.parents):
+        if (top / ".git").exists():
+            return root.relative_to(top).as_posix().removeprefix(".")
+    return ""
+
+
+def failing(comparison: BaselineComparison, fail_on: str, strict: bool) -> list[str]:
+    """Why the run fails (empty: it passes)."""
+    level = SEVERITY_RANK[fail_on]
+    blocking = [f for f in comparison.new if SEVERITY_RANK[f.severity] >= level]
+    why = []
+    if blocking:
+        why.append(f"{len(blocking)} new finding(s) at or above {fail_on}")
+    if strict and comparison.stale:
+        why.append(f"{len(comparison.stale)} stale baseline entr(ies) (--strict-baseline)")
+    return why
+
+
+def _counts(findings) -> str:
+    return ", ".join(f"{sum(1 for f in findings if f.severity == s)} {s}" for s in SEVERITIES)
+
+
+def key_text(key: tuple[str, str, str, str]) -> str:
+    rule, hardware, suite, schedule = key
+    return f"[{rule}] " + "/".join(part for part in (schedule, hardware, suite) if part)
+
+
+def text_report(report, comparison: BaselineComparison, format_text, args: argparse.Namespace,
+                why: list[str], written: int | None) -> str:
+    every = [*comparison.new, *comparison.suppressed]
+    head = f"{PROG}: {args.adapter} adapter, {args.root}: {len(every)} finding(s) ({_counts(every)})"
+    if args.baseline:
+        head += f"; {len(comparison.new)} not in the baseline ({_counts(comparison.new)})"
+    lines = [head]
+    body = format_text(report, list(comparison.new))
+    if body:
+        lines.append(body)
+    if written is not None:
+        lines.append(f"baseline {args.write_baseline}: wrote {written} entr(ies)")
+    elif args.baseline:
+        lines.append(f"baseline {args.baseline}: {len(comparison.suppressed)} known finding(s) suppressed, "
+                     f"{len(comparison.stale)} stale entr(ies)")
+        lines += [f"  stale {key_text(key)} (nothing finds it any more: delete the entry)" for key in comparison.stale]
+        lines += [f"  grown {key_text(key)}: {now} finding(s), the baseline knows {known}; all {now} are shown"
+                  for key, known, now in comparison.grown]
+    lines.append(f"{PROG}: FAILED: {'; '.join(why)}" if why else f"{PROG}: OK")
+    return "\n".join(lines)
+
+
+def render(fmt: str, report, comparison: BaselineComparison, format_text, args: argparse.Namespace,
+           why: list[str], written: int | None) -> str:
+    shown = list(comparison.new)
+    if fmt == "json":
+        doc = findings_document(shown, adapter=args.adapter, tool_version=tool_version(), fail_on=args.fail_on,
+                                ok=not why, comparison=comparison, baseline_path=args.baseline)
+        return json.dumps(doc, indent=2, ensure_ascii=False)
+    if fmt == "sarif":
+        root = Path(args.root)
+        log = sarif_log(shown, RULES, tool_version=tool_version(), fallback=fallback_location(root),
+                        baseline_state="new" if args.baseline else None, prefix=repo_prefix(root))
+        return json.dumps(log, indent=2, ensure_ascii=False)
+    return text_report(report, comparison, format_text, args, why, written)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.adapter == "auto":
+        args.adapter = detect_adapter(Path(args.root))
+    if args.write_baseline and args.baseline:
+        raise UsageError("--write-baseline: cannot be combined with --baseline (it records every current finding)")
+    if args.strict_baseline and not args.baseline:
+        raise UsageError("--strict-baseline: needs --baseline FILE")
+    baseline = None
+    if args.baseline:
+        try:
+            baseline = load_baseline(args.baseline)
+        except BaselineError as exc:
+            raise UsageError(str(exc)) from None
+        if baseline.adapter != args.adapter:
+            raise UsageError(f"--baseline {args.baseline}: written for --adapter {baseline.adapter}, "
+                             f"not {args.adapter}")
+    report, findings, format_text = collect_findings(args)
+    written = None
+    if args.write_baseline:
+        try:
+            written = write_baseline(args.write_baseline, findings, args.adapter)
+        except BaselineError as exc:
+            raise UsageError(str(exc)) from None
+        comparison = BaselineComparison((), tuple(findings), ())
+    else:
+        comparison = compare(findings, baseline)
+    why = failing(comparison, args.fail_on, args.strict_baseline)
+    out = render(args.format, report, comparison, format_text, args, why, written)
+    if args.output:
+        try:
+            Path(args.output).write_text(out + "\n", encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"--output {args.output}: cannot write: {exc.strerror or exc}") from None
+        if args.format != "text":
+            out = render("text", report, comparison, format_text, args, why, written)
+    print(out)
+    return 1 if why else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        return run(args)
+    except UsageError as exc:
+        print(f"{PROG}: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 2
+    except ValueError as exc:   # the audits' own refusals (bad root, unreadable registry)
+        print(f"{PROG}: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
