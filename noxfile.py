@@ -62,7 +62,7 @@ LOCAL_WHEELS = "/opt/wheels"
 
 # session -> {option: takes a value}; None = free-form (its program validates the arguments)
 OPTIONS: dict[str, dict[str, bool] | None] = {
-    "pr": {"--root": True, "--hardware": True, "--as-shards": False},
+    "pr": {"--root": True, "--hardware": True, "--as-shards": False, "--jobs": True},
     "lint": {"--fix": False},
     "audit": {"--root": True, "--today": True, "--format": True, "--adapter": True, "--repository": True,
               "--pytest-collection": False},

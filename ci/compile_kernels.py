@@ -14,7 +14,13 @@ one): without this, only a GPU job would find out. Two fresh processes:
    AMD backend): compile each recorded specialization for each target (default
    sm_90 and gfx950: the H200 and the MI35x) and report what failed and why.
 
-    python -m ci.compile_kernels [--target cuda:90] [--target hip:gfx950]
+    python -m ci.compile_kernels [--target cuda:90] [--target hip:gfx950] [--covering]
+
+``--covering`` (the per-commit ``cpu`` job) compiles a covering subset of the recorded
+specializations (:func:`covering_subset`): every kernel, for every target, with every
+path class of its constexprs (flags as they are, integers as 0 / 1 / more: a stage
+switched off, one, several -- not every block size), every argument-type signature
+and every launch-option set at least once. The nightly ``cpu`` job compiles them all.
 
 Exit status 0 when every kernel compiled for every target that can be compiled
 for here, 1 when any failed, 2 on a bad argument (one line, before any work),
@@ -140,6 +146,36 @@ def record(out: Path) -> int:
     return 0
 
 
+def _size_class(value):
+    """A constexpr's path class: flags and non-integers as they are, integers as 0, 1 or "many"."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        return value
+    return value if value in (0, 1) else "many"
+
+
+def path_features(spec: dict) -> set[tuple[str, str, str]]:
+    """What one specialization covers: (kernel, aspect, key) for its constexpr path class, its argument-type
+    signature and its launch options."""
+    kernel = spec["kernel"]
+    path = sorted((name, _size_class(value)) for name, value in spec["constexprs"].items())
+    types = {name: t for name, t in spec["signature"].items() if t != "constexpr"}
+    return {(kernel, "path", json.dumps(path)), (kernel, "signature", json.dumps(types, sort_keys=True)),
+            (kernel, "options", json.dumps(spec["options"], sort_keys=True))}
+
+
+def covering_subset(specs: list[dict]) -> list[dict]:
+    """A deterministic subset of ``specs`` with every feature of :func:`path_features` of the whole set: greedy,
+    each step the specialization covering most features still missing (ties: the first in canonical order)."""
+    ordered = sorted(specs, key=lambda spec: json.dumps(spec, sort_keys=True))
+    missing = set().union(*(path_features(spec) for spec in ordered)) if ordered else set()
+    chosen = []
+    while missing:
+        best = max(ordered, key=lambda spec: len(path_features(spec) & missing))
+        chosen.append(best)
+        missing -= path_features(best)
+    return chosen
+
+
 def target_problem(target: str) -> str | None:
     """Why ``target`` is not a backend:arch this check understands, or None (reads no toolchain)."""
     backend, _, arch = target.partition(":")
@@ -172,8 +208,9 @@ def _toolchain_missing(gpu) -> str | None:
     return None
 
 
-def compile_recorded(path: Path, targets: list[str]) -> int:
-    """Compiled mode: compile each recorded specialization for each target ("cuda:90", "hip:gfx950")."""
+def compile_recorded(path: Path, targets: list[str], *, covering: bool = False) -> int:
+    """Compiled mode: compile each recorded specialization (``covering``: :func:`covering_subset`) for each
+    target ("cuda:90", "hip:gfx950")."""
     for name in ("TRITON_INTERPRET", "DSPARK_KERNEL_BACKEND"):  # compiled mode, whatever the job set
         os.environ.pop(name, None)
     import torch
@@ -183,6 +220,11 @@ def compile_recorded(path: Path, targets: list[str]) -> int:
     from triton.compiler import ASTSource
 
     specs = json.loads(path.read_text())
+    if covering:
+        recorded = len(specs)
+        specs = covering_subset(specs)
+        print(f"covering subset: {len(specs)} of {recorded} recorded specializations (every kernel x constexpr "
+              "path class, argument-type signature and launch options)", flush=True)
     kernels = sorted({s["kernel"] for s in specs})
     failures, compiled_for = [], 0
     for target in targets:
@@ -220,6 +262,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--target", action="append", dest="targets",
                         help="backend:arch to compile for, repeatable (default: cuda:90 and hip:gfx950, the H200 "
                              "and MI35x)")
+    parser.add_argument("--covering", action="store_true",
+                        help="compile a covering subset: every kernel x constexpr path class, argument-type "
+                             "signature and launch options (default: every recorded specialization)")
     parser.add_argument("--record", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--compile", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -231,14 +276,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.record:
         return record(args.record)
     if args.compile:
-        return compile_recorded(args.compile, targets)
+        return compile_recorded(args.compile, targets, covering=args.covering)
     env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "DSPARK_KERNEL_BACKEND")}
     with tempfile.TemporaryDirectory() as tmp:
         specs = Path(tmp) / "launches.json"
         steps = [("recording the op table's kernel launches in the interpreter", ["--record", str(specs)],
                   {**env, "TRITON_INTERPRET": "1", "DSPARK_KERNEL_BACKEND": "triton-interpret"}),
                  (f"compiling them for {', '.join(targets)}", ["--compile", str(specs),
-                                                             *(f"--target={t}" for t in targets)], env)]
+                                                             *(f"--target={t}" for t in targets),
+                                                             *(["--covering"] if args.covering else [])], env)]
         for number, (what, step_args, step_env) in enumerate(steps, 1):
             print(f"step {number}/{len(steps)}: {what}", flush=True)
             status = subprocess.run([sys.executable, "-m", "ci.compile_kernels", *step_args], env=step_env).returncode

@@ -2,8 +2,9 @@
 
 1. the registry audit (python -m ci.audit)
 2. workflow drift + GitHub workflow schema (+ actionlint when installed)
-3. every job of the per-commit ``cpu`` group, each in one pytest process, variants one
-   after another (``--as-shards``: split by group shard as the GitHub jobs run them)
+3. every job of the per-commit ``cpu`` group, each in one pytest process (``--as-shards``: split by
+   group shard as the GitHub jobs run them), side by side within ``--jobs`` cores (default: the
+   machine's; a job takes its xdist worker count, else 1); each job's output printed whole when it ends
 
 Everything runs even when an early step fails; the exit status is non-zero if
 anything failed, after one summary table.
@@ -17,7 +18,7 @@ from pathlib import Path
 
 from ci import audit, workflows
 from ci.jobs import JobFilter, load_registry
-from ci.run_many import run_jobs, summary_table
+from ci.run_many import default_concurrency, run_jobs, summary_table
 from ci.run_suite import RESULTS_DIR, combined_summary, publish, totals_lines
 from ci.table import format_table
 
@@ -28,7 +29,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hardware", default="cpu", help="run the per-commit jobs of this label (default cpu)")
     parser.add_argument("--as-shards", action="store_true",
                         help="one pytest process per job and group shard, as GitHub runs them (default: per job)")
+    parser.add_argument("--jobs", type=int, default=default_concurrency(),
+                        help="cores the job processes may take at once (default: this machine's); 1: one at a time")
     args = parser.parse_args(argv)
+    if args.jobs < 1:
+        parser.error(f"--jobs must be >= 1, got {args.jobs}")
     root = Path(args.root).resolve()
     started = time.monotonic()
     checks: list[tuple[str, bool, float]] = []
@@ -55,7 +60,8 @@ def main(argv: list[str] | None = None) -> int:
         if not jobs:
             print(f"no per-commit job is registered for {args.hardware}: nothing would be tested")
             checks.append((f"per-commit {args.hardware} jobs exist", False, 0.0))
-        outcomes = run_jobs(registry, jobs, results_dir=root / RESULTS_DIR, as_shards=args.as_shards)
+        outcomes = run_jobs(registry, jobs, results_dir=root / RESULTS_DIR, as_shards=args.as_shards,
+                           concurrency=args.jobs)
     except Exception as exc:
         print(f"per-commit jobs could not run: {exc}")
         checks.append(("per-commit jobs", False, 0.0))

@@ -7,16 +7,25 @@
 Used by ``nox -s kernels`` and ``nox -s nightly_mi35x``. Jobs are picked with
 :class:`ci.jobs.JobFilter` (the same filter ``ci.pr`` and ``ci.coverage_gap`` use);
 each job runs in one pytest process (``--as-shards``: one per job and group shard,
-as the GitHub jobs split them). Exit 1 when any job failed or nothing was selected, 3 when
+as the GitHub jobs split them). ``--jobs N`` (default: the machine's cores) runs job processes side by side
+while the cores they take (a job's xdist workers, else 1) add up to at most N; each job's output is buffered
+and printed whole when it ends, the table keeps the selection's order (``--jobs 1``: one after another,
+output live). Exit 1 when any job failed or nothing was selected, 3 when
 ``--require-mi35x`` refuses this machine, 2 for bad arguments.
 """
 from __future__ import annotations
 
 import argparse
+import io
 import json
+import os
+import signal
 import subprocess
 import sys
+import threading
 import time
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
 from pathlib import Path
 
 from ci.catalog import CatalogError
@@ -28,9 +37,11 @@ from ci.machine import Machine
 from ci.run_suite import (
     RESULTS_DIR,
     Outcome,
+    StopFlag,
     banner,
     combined_summary,
     emulation_for,
+    job_workers,
     publish,
     run_job,
     totals_lines,
@@ -66,12 +77,23 @@ def whole_jobs(jobs: list[Job]) -> list[tuple[str | None, list[tuple[Job, list[s
     return [(None, [(j, [t.node_id for t in j.tests])]) for j in jobs if j.tests]
 
 
+def default_concurrency() -> int:
+    return max(1, os.cpu_count() or 1)
+
+
 def run_jobs(registry: Registry, jobs: list[Job], *, results_dir: Path, emulate: str | None = None,
-             workers: int | None = None, as_shards: bool = False) -> list[Outcome]:
+             workers: int | None = None, as_shards: bool = False, concurrency: int = 1) -> list[Outcome]:
     """Every selected job: one pytest process per job, or with ``as_shards`` per job and group shard
-    (exactly what the GitHub jobs run)."""
+    (exactly what the GitHub jobs run); with ``concurrency`` > 1 side by side within that many cores."""
+    steps = plan(registry, jobs) if as_shards else whole_jobs(jobs)
+    if concurrency > 1:
+        runs = [Run(i, job, tests, shard, min(concurrency, job_workers(job, tests, workers)),
+                    sum(t.est_time for t in job.tests if t.node_id in set(tests)))
+                for i, (shard, job, tests) in enumerate((sh, j, t) for sh, pairs in steps for j, t in pairs)]
+        return run_concurrently(registry, runs, results_dir=results_dir, emulate=emulate, workers=workers,
+                                cores=concurrency)
     outcomes = []
-    for shard, pairs in (plan(registry, jobs) if as_shards else whole_jobs(jobs)):
+    for shard, pairs in steps:
         for job, tests in pairs:
             outcomes.append(run_job(registry, job, tests, shard, results_dir=results_dir, emulate=emulate,
                                     workers=workers))
@@ -80,6 +102,68 @@ def run_jobs(registry: Registry, jobs: list[Job], *, results_dir: Path, emulate:
                       f"({outcomes[-1].stopped})", file=sys.stderr, flush=True)
                 return outcomes
     return outcomes
+
+
+@dataclass(frozen=True)
+class Run:
+    """One pytest process to start: its place in the summary, what it runs, the cores it takes, its estimate."""
+    index: int
+    job: Job
+    tests: list[str]
+    shard: str | None
+    cores: int
+    est: float
+
+
+def next_run(pending: list[Run], free: int) -> Run | None:
+    """The longest-estimated pending run that fits in ``free`` cores (ties: selection order), or None."""
+    fitting = [r for r in pending if r.cores <= free]
+    return max(fitting, key=lambda r: (r.est, -r.index)) if fitting else None
+
+
+def run_concurrently(registry: Registry, runs: list[Run], *, results_dir: Path, emulate: str | None,
+                     workers: int | None, cores: int, runner=None) -> list[Outcome]:
+    """Start runs (longest estimate first) while their cores fit in ``cores``; print each run's buffered
+    output whole when it ends; SIGTERM/SIGINT stop every run in flight and start no further one.
+    Returns the outcomes of the runs that ran, in selection order. ``runner`` replaces ``run_job`` (tests)."""
+    runner = runner or run_job
+    stop = StopFlag()
+    pending = list(runs)
+    running: dict[Future, tuple[Run, io.StringIO]] = {}
+    finished: dict[int, Outcome] = {}
+    free = cores
+    in_main = threading.current_thread() is threading.main_thread()
+    previous = ({s: signal.signal(s, lambda signum, _frame: stop.set(signum)) for s in (signal.SIGTERM, signal.SIGINT)}
+                if in_main else {})
+    try:
+        with ThreadPoolExecutor(max_workers=cores) as pool:
+            while pending or running:
+                while not stop.is_set() and (run := next_run(pending, free)) is not None:
+                    pending.remove(run)
+                    free -= run.cores
+                    buf = io.StringIO()
+                    running[pool.submit(runner, registry, run.job, run.tests, run.shard, results_dir=results_dir,
+                                        emulate=emulate, workers=workers,
+                                        out=buf, stop=stop)] = (run, buf)
+                if not running:
+                    break
+                done, _ = wait(list(running), timeout=0.5, return_when=FIRST_COMPLETED)
+                for future in done:
+                    run, buf = running.pop(future)
+                    free += run.cores
+                    try:
+                        finished[run.index] = future.result()
+                    except Exception as exc:   # the runner itself broke: the job fails, the others go on
+                        finished[run.index] = Outcome(run.job.id, run.shard or "1/1", 1, 0.0,
+                                                      problems=[f"the runner failed: {exc!r}"])
+                    sys.stdout.write(buf.getvalue())
+                    sys.stdout.flush()
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    if stop.is_set():
+        print(f"[ci] the runner was signalled: no further job starts ({stop.reason})", file=sys.stderr, flush=True)
+    return [finished[i] for i in sorted(finished)]
 
 
 def summary_table(outcomes: list[Outcome]) -> str:
@@ -111,11 +195,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--as-shards", action="store_true",
                         help="one pytest process per job AND group shard, as the GitHub jobs run them "
                              "(default: one process per job)")
+    parser.add_argument("--jobs", type=int, default=default_concurrency(),
+                        help="cores the job processes may take at once (default: this machine's, "
+                             f"{default_concurrency()}); 1 runs them one after another")
     parser.add_argument("--require-mi35x", action="store_true",
                         help="refuse (unless --emulate) when this machine is not an MI35x (ROCm + gfx950)")
     args = parser.parse_args(argv)
     if args.workers is not None and args.workers < 1:
         parser.error(f"--workers must be >= 1, got {args.workers}")
+    if args.jobs < 1:
+        parser.error(f"--jobs must be >= 1, got {args.jobs}")
     root = Path(args.root).resolve()
     try:
         registry = load_registry(root)
@@ -155,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
             return 3
     start = time.monotonic()
     outcomes = run_jobs(registry, jobs, results_dir=root / RESULTS_DIR, emulate=emulate, workers=args.workers,
-                        as_shards=args.as_shards)
+                        as_shards=args.as_shards, concurrency=args.jobs)
     publish(combined_summary(f"{selection.describe()} ({time.monotonic() - start:.0f}s)", outcomes),
             root / RESULTS_DIR / "summary-run-many.md", echo=False)
     print()

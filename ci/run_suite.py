@@ -18,14 +18,15 @@ import argparse
 import importlib.util
 import json
 import os
-import resource
 import signal
 import subprocess
 import sys
+import threading
 import time
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TextIO
 
 from ci.catalog import CatalogError
 from ci.collect import CollectionError
@@ -77,7 +78,7 @@ def banner(text: str) -> str:
 
 # -- the environment and command of one job's pytest process --------------------------------
 def job_environment(job: Job, *, root: Path, emulate: str | None = None, base: dict[str, str] | None = None,
-                    quiet: bool = False) -> dict[str, str]:
+                    quiet: bool = False, out: TextIO | None = None) -> dict[str, str]:
     """The hermetic process env: stray gate variables removed (each printed), the job's set.
 
     When emulating, the hardware default env is left to the plugin (it uses the env of the
@@ -88,7 +89,7 @@ def job_environment(job: Job, *, root: Path, emulate: str | None = None, base: d
     result = hermetic_env(dict(os.environ if base is None else base), wanted, read_gates(root))
     if not quiet:
         for line in result.removal_lines():
-            print(line, flush=True)
+            print(line, file=out or sys.stdout, flush=True)
     return result.env
 
 
@@ -108,39 +109,79 @@ def pytest_command(job: Job, tests: list[str], shard: str | None, junit: Path, r
 
 
 # -- running it, surviving kills and hangs --------------------------------------------------
-class _Interrupted(Exception):
-    pass
+class StopFlag:
+    """Set once when the runner is told to stop (SIGTERM/SIGINT); every job in flight then stops its pytest."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self.reason = ""
+
+    def set(self, signum: int) -> None:
+        if not self._event.is_set():
+            self.reason = f"{RUNNER_SIGNALLED} {signal.Signals(signum).name}"
+        self._event.set()
+
+    def is_set(self) -> bool:
+        return self._event.is_set()
+
+
+POLL_S = 0.1
+
+
+def _reap(proc: subprocess.Popen, *, block: bool) -> tuple[int, float] | None:
+    """(exit code, CPU seconds of its process tree) once ``proc`` ended, else None. ``wait4`` gives the
+    rusage of this one child and the descendants it reaped (xdist workers), so concurrent jobs do not
+    count each other's time."""
+    pid, status, usage = os.wait4(proc.pid, 0 if block else os.WNOHANG)
+    if pid == 0:
+        return None
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return proc.returncode, usage.ru_utime + usage.ru_stime
 
 
 def _run_process(cmd: list[str], *, cwd: Path, env: dict[str, str], timeout: float | None,
-                 grace: float = KILL_GRACE_S) -> tuple[int, str | None]:
-    """Run pytest; on SIGTERM/SIGINT to the runner or a job timeout, SIGINT it (it writes its JUnit),
-    then SIGKILL after a grace period. Returns (exit code, what stopped it or None)."""
-    proc = subprocess.Popen(cmd, cwd=cwd, env=env, start_new_session=True)
-    stopped: list[str] = []
-
-    def on_signal(signum, _frame):
-        stopped.append(f"{RUNNER_SIGNALLED} {signal.Signals(signum).name}")
-        raise _Interrupted()
-
-    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+                 grace: float = KILL_GRACE_S, log: TextIO | None = None,
+                 stop: StopFlag | None = None) -> tuple[int, str | None, float]:
+    """Run pytest (its output to ``log`` when given); on a stop of the runner (SIGTERM/SIGINT in the main
+    thread, or ``stop`` set by the thread that owns the signals) or a job timeout, SIGINT it (it writes its
+    JUnit), then SIGKILL after a grace period. Returns (exit code, what stopped it or None, CPU seconds)."""
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, start_new_session=True, stdout=log,
+                            stderr=subprocess.STDOUT if log is not None else None)
+    own_signals = stop is None and threading.current_thread() is threading.main_thread()
+    flag = stop or StopFlag()
+    previous = {}
+    if own_signals:
+        previous = {s: signal.signal(s, lambda signum, _frame: flag.set(signum))
+                    for s in (signal.SIGTERM, signal.SIGINT)}
+    deadline = None if timeout is None else time.monotonic() + timeout
     try:
-        try:
-            return proc.wait(timeout=timeout), None
-        except subprocess.TimeoutExpired:
-            stopped.append(f"the job exceeded its {timeout:.0f}s time limit")
-        except _Interrupted:
-            pass
+        stopped = None
+        while stopped is None:
+            done = _reap(proc, block=False)
+            if done is not None:
+                return done[0], None, done[1]
+            if flag.is_set():
+                stopped = flag.reason
+            elif deadline is not None and time.monotonic() >= deadline:
+                stopped = f"the job exceeded its {timeout:.0f}s time limit"
+            else:
+                time.sleep(POLL_S)
         try:
             os.killpg(proc.pid, signal.SIGINT)
-            rc = proc.wait(timeout=grace)
-        except (subprocess.TimeoutExpired, _Interrupted, ProcessLookupError):
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            rc = proc.wait()
-        return rc, stopped[0]
+        except ProcessLookupError:
+            pass
+        grace_end = time.monotonic() + grace
+        while time.monotonic() < grace_end:
+            done = _reap(proc, block=False)
+            if done is not None:
+                return done[0], stopped, done[1]
+            time.sleep(POLL_S)
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        rc, cpu = _reap(proc, block=True)
+        return rc, stopped, cpu
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
@@ -322,10 +363,24 @@ def publish(text: str, path: Path | None, *, echo: bool = True) -> None:
 
 
 # -- one job ---------------------------------------------------------------------------------
+def job_workers(job: Job, tests: list[str], workers: int | None = None) -> int:
+    """The pytest-xdist worker count a job's process gets: ``workers`` when given, else the hardware's when the
+    selected tests' estimate is worth the workers' start-up, else 1."""
+    if workers is not None:
+        return workers
+    chosen = set(tests)
+    est = sum(t.est_time for t in job.tests if t.node_id in chosen)
+    return job.hardware.workers if est >= XDIST_MIN_EST_S else 1
+
+
 def run_job(registry: Registry, job: Job, tests: list[str], shard: str | None, *, results_dir: Path,
             emulate: str | None = None, workers: int | None = None, job_timeout: float | None = None,
-            pytest_args: list[str] | None = None, kill_grace: float = KILL_GRACE_S) -> Outcome:
+            pytest_args: list[str] | None = None, kill_grace: float = KILL_GRACE_S,
+            out: TextIO | None = None, stop: StopFlag | None = None) -> Outcome:
+    """One job's pytest process. With ``out`` (a concurrent run), the runner's lines go to ``out`` and pytest's
+    output to ``ci-results/<job>/log-<shard>.txt``, copied whole into ``out`` when the process ended."""
     root = registry.root
+    say = out or sys.stdout
     shown_shard = shard or "1/1"
     out_dir = results_dir / sanitize(job.id)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -333,25 +388,29 @@ def run_job(registry: Registry, job: Job, tests: list[str], shard: str | None, *
     junit, report = out_dir / f"junit-{tag}.xml", out_dir / f"report-{tag}.jsonl"
     for stale in (junit, report):
         stale.unlink(missing_ok=True)
-    print(f"\n[ci] === job {job.id} shard {shown_shard}: {len(tests)} registered test node(s) ===", flush=True)
+    print(f"\n[ci] === job {job.id} shard {shown_shard}: {len(tests)} registered test node(s) ===", file=say,
+          flush=True)
     if emulate:
         print(banner(f"EMULATION: {job.id} runs with DSPARK_PLATFORM={emulate} on this machine, "
-                     f"not on real {job.key.hardware} hardware"), flush=True)
-    env = job_environment(job, root=root, emulate=emulate)
-    if workers is None:
-        chosen = set(tests)
-        est = sum(t.est_time for t in job.tests if t.node_id in chosen)
-        workers = job.hardware.workers if est >= XDIST_MIN_EST_S else 1
+                     f"not on real {job.key.hardware} hardware"), file=say, flush=True)
+    env = job_environment(job, root=root, emulate=emulate, out=say)
+    workers = job_workers(job, tests, workers)
     cmd = pytest_command(job, tests, shard, junit, report, workers, emulate) + list(pytest_args or [])
-    print("[ci] " + " ".join(cmd), flush=True)
+    print("[ci] " + " ".join(cmd), file=say, flush=True)
     if job_timeout is None:
         by_test = {t.node_id: t for t in job.tests}
         job_timeout = 120.0 + 2.0 * sum(by_test[n].per_test_timeout for n in tests if n in by_test)
-    start, launched, before = time.monotonic(), time.time(), resource.getrusage(resource.RUSAGE_CHILDREN)
-    rc, stopped = _run_process(cmd, cwd=root, env=env, timeout=job_timeout, grace=kill_grace)
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start, launched = time.monotonic(), time.time()
+    if out is None:
+        rc, stopped, cpu = _run_process(cmd, cwd=root, env=env, timeout=job_timeout, grace=kill_grace, stop=stop)
+    else:
+        log_path = out_dir / f"log-{tag}.txt"
+        with open(log_path, "w", encoding="utf-8") as log:
+            rc, stopped, cpu = _run_process(cmd, cwd=root, env=env, timeout=job_timeout, grace=kill_grace,
+                                            log=log, stop=stop)
+        out.write(log_path.read_text(encoding="utf-8", errors="replace"))
     outcome = Outcome(job.id, shown_shard, rc, time.monotonic() - start, stopped=stopped)
-    outcome.cpu_seconds = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    outcome.cpu_seconds = cpu
     outcome.phases = phases(read_report(report), launched, time.time())
     judge(outcome, read_report(report), stopped, junit)
     durations = {}
@@ -362,7 +421,7 @@ def run_job(registry: Registry, job: Job, tests: list[str], shard: str | None, *
                                                     encoding="utf-8")
     (out_dir / f"summary-{tag}.md").write_text(summary_markdown(outcome), encoding="utf-8")
     for problem in outcome.problems:
-        print(f"[ci] FAIL {job.id} shard {shown_shard}: {problem}", file=sys.stderr, flush=True)
+        print(f"[ci] FAIL {job.id} shard {shown_shard}: {problem}", file=out or sys.stderr, flush=True)
     return outcome
 
 

@@ -54,3 +54,13 @@ def repeated_cases(cases: list, path: str, env: Mapping[str, str] | None = None)
     from impl.testing.covering import covering_cases
 
     return covering_cases(cases, path)
+
+
+def per_commit_share(full: list | tuple, share: list | tuple, env: Mapping[str, str] | None = None) -> list:
+    """A path test's own covering subset of its parameters: ``share`` inside a per-commit cpu job, ``full``
+    everywhere else (nightly, GPU, plain pytest). ``share`` must be drawn from ``full`` (a ValueError otherwise)."""
+    missing = [p for p in share if p not in full]
+    if missing or not share:
+        raise ValueError(f"per_commit_share: the share must be a non-empty subset of {list(full)}; "
+                         f"not in it: {missing}")
+    return list(share) if reduced(env) else list(full)

@@ -14,8 +14,9 @@ import sys
 import textwrap
 from pathlib import Path
 
-from ci.compile_kernels import NO_COMPILER
+from ci.compile_kernels import NO_COMPILER, covering_subset, path_features
 from ci.registration import register
+from registered.schedule import reduced
 from registered.skips import registered_skip
 
 REPO = Path(__file__).resolve().parents[1]
@@ -33,15 +34,45 @@ def _run(*args: str, pythonpath: str = str(REPO)) -> subprocess.CompletedProcess
 
 
 @register(suite="kernels", hardware=["cpu"], schedule="per-commit", est_time=180)
+@register(suite="kernels", hardware=["cpu"], schedule="nightly", est_time=360)
 def test_every_launched_kernel_compiles_for_the_h200_and_mi35x():
-    result = _run()
+    """Per commit on cpu: the covering subset (every kernel x target x path class); nightly: every specialization."""
+    covering = reduced()
+    result = _run(*(["--covering"] if covering else []))
     output = result.stdout + result.stderr
+    assert ("covering subset:" in result.stdout) == covering, output[-3000:]
     assert result.returncode == 0, output[-6000:]
     for target in ("cuda:90", "hip:gfx950"):
         summary = [line for line in result.stdout.splitlines() if line.startswith("compiled ") and target in line]
         assert summary, f"nothing compiled for {target}:\n{output[-3000:]}"
         missing = [k for k in EXPECTED_KERNELS if k not in summary[0]]
         assert not missing, f"kernels the op table should launch but did not: {missing}\n{summary[0]}"
+
+
+def _spec(kernel: str, types: dict, constexprs: dict, warps: int = 4) -> dict:
+    return {"kernel": kernel, "signature": {**types, **{k: "constexpr" for k in constexprs}},
+            "constexprs": constexprs, "options": {"num_warps": warps}}
+
+
+@register(suite="kernels", hardware=["cpu"], schedule="per-commit", est_time=1)
+def test_the_covering_subset_keeps_every_kernel_path_class_signature_and_options_and_drops_block_sizes():
+    f32, b16 = {"x": "*fp32", "n": "i32"}, {"x": "*bf16", "n": "i32"}
+    specs = [_spec("m:k", f32, {"FLAG": True, "STAGES": 1, "BLOCK": 64}),
+             _spec("m:k", f32, {"FLAG": True, "STAGES": 1, "BLOCK": 128}),       # a block size: same path class
+             _spec("m:k", f32, {"FLAG": True, "STAGES": 3, "BLOCK": 64}),        # several stages: another class
+             _spec("m:k", f32, {"FLAG": False, "STAGES": 1, "BLOCK": 64}),
+             _spec("m:k", b16, {"FLAG": True, "STAGES": 1, "BLOCK": 256}),        # another signature
+             _spec("m:k", f32, {"FLAG": True, "STAGES": 0, "BLOCK": 64}, warps=8),  # stage off, other warps
+             _spec("m:other", f32, {"BLOCK": 32}), _spec("m:other", f32, {"BLOCK": 16})]
+    subset = covering_subset(specs)
+    everything = set().union(*map(path_features, specs))
+    assert set().union(*map(path_features, subset)) == everything
+    assert {s["kernel"] for s in subset} == {"m:k", "m:other"}
+    assert sum(s["kernel"] == "m:other" for s in subset) == 1          # block sizes alone: one of them
+    assert not (specs[0] in subset and specs[1] in subset)             # same class, signature, options: one
+    assert len(subset) < len(specs)
+    assert covering_subset(list(reversed(specs))) == subset          # deterministic, whatever the recorded order
+    assert covering_subset(specs[:1]) == specs[:1] and covering_subset([]) == []
 
 
 BROKEN_KERNEL = '''

@@ -80,7 +80,7 @@ def test_sigterm_to_a_multi_job_run_stops_it_instead_of_starting_the_next_job(tm
     repo.write("impl/gates.py", (REAL_ROOT / "impl" / "gates.py").read_text(encoding="utf-8"))
     repo.test_file("test_hang.py", HANG_THEN_MORE)
     proc = subprocess.Popen([sys.executable, "-m", "ci.run_many", "--root", str(tmp_path), "--schedule", "per-commit",
-                             "--hardware", "cpu", "--workers", "1"],
+                             "--hardware", "cpu", "--workers", "1", "--jobs", "1"],
                             cwd=REAL_ROOT, env=repo.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     report = tmp_path / "ci-results" / "per-commit_cpu_a-hang" / "report-1-of-1.jsonl"
     deadline = time.monotonic() + 60

@@ -6,7 +6,14 @@ import pytest
 from ci.registration import register
 from impl.testing.covering import REPEATED_PATHS, covering_cases, dtype_signature
 from impl.testing.op_table import OPS, cases
-from registered.schedule import HYPOTHESIS_PROFILES, hypothesis_profile, reduced, repeated_cases, variant
+from registered.schedule import (
+    HYPOTHESIS_PROFILES,
+    hypothesis_profile,
+    per_commit_share,
+    reduced,
+    repeated_cases,
+    variant,
+)
 
 CASES = cases(large=False)
 
@@ -48,3 +55,15 @@ def test_only_per_commit_cpu_jobs_run_the_subset_and_the_small_hypothesis_profil
     profiles = [hypothesis_profile(e) for e in (per_commit, gpu, nightly, {})]
     assert profiles == ["per-commit-cpu", "default", "nightly", "default"]
     assert HYPOTHESIS_PROFILES["per-commit-cpu"] < HYPOTHESIS_PROFILES["default"] < HYPOTHESIS_PROFILES["nightly"]
+
+
+@register(suite="kernels", hardware="cpu", schedule="per-commit", est_time=1)
+def test_a_path_tests_share_runs_per_commit_on_cpu_only_and_must_come_from_its_full_list():
+    per_commit, nightly = {"DSPARK_JOB": "per-commit/cpu/kernels"}, {"DSPARK_JOB": "nightly/cpu/kernels"}
+    assert per_commit_share((0, 2, 4096), (0, 2), per_commit) == [0, 2]
+    assert per_commit_share((0, 2, 4096), (0, 2), nightly) == [0, 2, 4096]
+    assert per_commit_share((0, 2, 4096), (0, 2), {"DSPARK_JOB": "per-commit/h200-1/kernels"}) == [0, 2, 4096]
+    with pytest.raises(ValueError, match="not in it: \\[7\\]"):
+        per_commit_share((0, 2), (2, 7), nightly)
+    with pytest.raises(ValueError, match="non-empty subset"):
+        per_commit_share((0, 2), (), per_commit)

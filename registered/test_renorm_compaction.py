@@ -25,10 +25,14 @@ import impl.kernels.renorm as renorm
 import impl.kernels.renorm_kernels as rk
 import reference as R
 from ci.registration import register
+from registered.schedule import per_commit_share
 from impl.platform import default_device
 from impl.testing.op_table import RENORM, case_id, cases, clone_kwargs, mismatch, run_op, run_reference
 
 DEV = default_device()
+# Per commit on cpu these path tests run a covering share of their parameters and inner path settings
+# (registered/schedule.py per_commit_share): every path and every top-k / top-p class once; the cross product
+# runs in nightly/cpu/kernels.
 CAP = 8
 VOCAB = 2100  # three chunks of CHUNK_ALIGN columns: candidates from several programs per row
 
@@ -69,9 +73,13 @@ def _compacted_by(probs: torch.Tensor, param: torch.Tensor, top_p: bool, tuning:
     return _state(probs, param, top_p, tuning)[:, int(rk.COMPACTED)].tolist()
 
 
+SEEDS_X_TOP_P = [pytest.param(seed, top_p, id=f"{seed}-{'top_p' if top_p else 'top_k'}")
+                 for seed in (1, 2) for top_p in (False, True)]
+
+
 @register(suite="kernels", hardware=["cpu", "h200-1"], schedule="per-commit", est_time=25)
-@pytest.mark.parametrize("top_p", [False, True], ids=["top_k", "top_p"])
-@pytest.mark.parametrize("seed", [1, 2])
+@register(suite="kernels", hardware="cpu", schedule="nightly", est_time=60)
+@pytest.mark.parametrize("seed, top_p", per_commit_share(SEEDS_X_TOP_P, [SEEDS_X_TOP_P[0], SEEDS_X_TOP_P[3]]))
 def test_compaction_paths_match_the_oracle(seed, top_p):
     tuning = _tuning(candidate_capacity=CAP, finish_min_rows=2, compact_attempts=3)  # three chances to fit
     probs, param = _rows(seed), _params(top_p)
@@ -85,8 +93,12 @@ def test_compaction_paths_match_the_oracle(seed, top_p):
     assert problem is None, f"compacted by pass {by}: {problem}"
 
 
+TOP_K_TOP_P = [pytest.param(False, id="top_k"), pytest.param(True, id="top_p")]
+
+
 @register(suite="kernels", hardware=["cpu", "h200-1"], schedule="per-commit", est_time=20)
-@pytest.mark.parametrize("top_p", [False, True], ids=["top_k", "top_p"])
+@register(suite="kernels", hardware="cpu", schedule="nightly", est_time=40)
+@pytest.mark.parametrize("top_p", per_commit_share(TOP_K_TOP_P, TOP_K_TOP_P[1:]))
 def test_finish_and_small_batch_paths_agree(top_p):
     """Same batch through compaction + finish (rows that never fit included) and through the
     small-batch passes (one compaction into a whole-row scratch, then (chunk, row) programs)."""
@@ -127,7 +139,12 @@ def _finished_by(probs: torch.Tensor, param: torch.Tensor, top_p: bool, tuning: 
     return _state(probs, param, top_p, tuning)[:, int(rk.FINISHED_BY)].tolist()
 
 
+# top-p runs both (its range loop stores BELOW_MASS: a line only top-p x looped reaches); top-k the cheap loop
+SMALL_BATCH_SORT_CAPS = {False: per_commit_share((4, 4096), (4,)), True: (4, 4096)}
+
+
 @register(suite="kernels", hardware=["cpu", "h200-1"], schedule="per-commit", est_time=20)
+@register(suite="kernels", hardware="cpu", schedule="nightly", est_time=60)
 @pytest.mark.parametrize("top_p", [False, True], ids=["top_k", "top_p"])
 def test_small_batch_gather_paths_match_the_oracle(top_p):
     """Small batches gather the keys their passes left in range, then sort them (at most
@@ -138,19 +155,25 @@ def test_small_batch_gather_paths_match_the_oracle(top_p):
     op = K.top_p_renorm if top_p else K.top_k_renorm
     outputs = {}
     sorted_, looped = int(rk.SORTED), int(rk.LOOPED)
-    for sort_cap, path in ((4, looped), (4096, sorted_)):
+    for sort_cap in SMALL_BATCH_SORT_CAPS[top_p]:
+        path = looped if sort_cap == 4 else sorted_
         tuning = _tuning(finish_min_rows=10**9, small_batch_passes=1, sort_capacity=sort_cap)
         by = _finished_by(probs, param, top_p, tuning)
         assert path in by, f"sort capacity {sort_cap}: finished by {by}"
         assert sort_cap < VOCAB or looped not in by, f"every row fits {sort_cap} sort slots: {by}"
         outputs[path] = op(probs, param, tuning=tuning)
-    assert torch.equal(outputs[looped], outputs[sorted_])
+    assert len(outputs) < 2 or torch.equal(outputs[looped], outputs[sorted_])
     oracle = R.top_p_renorm if top_p else R.top_k_renorm
-    problem = mismatch(RENORM, outputs[sorted_], oracle(probs.cpu(), param.cpu()))
-    assert problem is None, problem
+    for out in outputs.values():
+        problem = mismatch(RENORM, out, oracle(probs.cpu(), param.cpu()))
+        assert problem is None, problem
+
+
+FINISH_SORTS = {False: per_commit_share((0, 2, 4096), (0, 2)), True: per_commit_share((0, 2, 4096), (4096,))}
 
 
 @register(suite="kernels", hardware=["cpu", "h200-1"], schedule="per-commit", est_time=20)
+@register(suite="kernels", hardware="cpu", schedule="nightly", est_time=90)
 @pytest.mark.parametrize("top_p", [False, True], ids=["top_k", "top_p"])
 def test_finish_sorts_or_runs_passes_to_the_end(top_p):
     """The finish kernel runs range passes over a row's candidates until at most finish_sort remain,
@@ -159,7 +182,7 @@ def test_finish_sorts_or_runs_passes_to_the_end(top_p):
     probs, param = _rows(4).to(DEV), _params(top_p).to(DEV)
     op = K.top_p_renorm if top_p else K.top_k_renorm
     outputs = []
-    for sort in (0, 2, 4096):
+    for sort in FINISH_SORTS[top_p]:
         tuning = _tuning(finish_min_rows=2, candidate_capacity=64, finish_sort=(sort, sort))
         state = _state(probs, param, top_p, tuning)
         by, fits = state[:, int(rk.FINISHED_BY)].tolist(), state[:, int(rk.COMPACTED)].tolist()
