@@ -63,7 +63,7 @@ def test_audit_tells_an_unknown_skip_key_to_be_added_to_skips_py(tmp_path):
         def test_typo_in_marker():
             pass
     """)
-    found = run_audit(repo.root, today=dt.date(2026, 12, 1)).violations["i"]
+    found = run_audit(repo.root, today=dt.date(2026, 12, 1)).violations["impossible-test"]
     body = [v for v in found if "test_typo_in_body" in v]
     marker = [v for v in found if "test_typo_in_marker" in v]
     assert len(body) == 1 and len(marker) == 1, found
