@@ -41,18 +41,26 @@ def merge_json(path: Path, meta: dict, rows: list[dict]) -> tuple[list[dict], in
     return merged, len(kept)
 
 
-def write_plot(path: Path, rows: list[dict], title: str) -> tuple[bool, str]:
-    """One panel per op: GB/s against rows, one line per variant (points when an op has one size).
-    Returns (written, why not)."""
-    ops = list(dict.fromkeys(r["op"] for r in rows))
-    if not ops:
-        return False, "no rows were measured"
+def _pyplot():
+    """matplotlib.pyplot on the file-only Agg backend, or None when matplotlib is not installed."""
     try:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
+        return None
+    return plt
+
+
+def write_plot(path: Path, rows: list[dict], title: str) -> tuple[bool, str]:
+    """One panel per op: GB/s against rows, one line per variant (points when an op has one size).
+    Returns (written, why not)."""
+    ops = list(dict.fromkeys(r["op"] for r in rows))
+    if not ops:
+        return False, "no rows were measured"
+    plt = _pyplot()
+    if plt is None:
         return False, "matplotlib is not installed (pip install matplotlib)"
     fig, axes = plt.subplots(1, len(ops), figsize=(5 * len(ops), 4), squeeze=False)
     for ax, op in zip(axes[0], ops):
@@ -80,12 +88,8 @@ def write_host_plot(path: Path, rows: list[dict], title: str) -> tuple[bool, str
     panels = list(dict.fromkeys((r["op"], r["shape"].rsplit(" ", 1)[-1]) for r in host))
     if not panels:
         return False, "no renorm host-cost rows"
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = _pyplot()
+    if plt is None:
         return False, "matplotlib is not installed (pip install matplotlib)"
     fig, axes = plt.subplots(1, len(panels), figsize=(4.5 * len(panels), 4), squeeze=False)
     for ax, (op, form) in zip(axes[0], panels):
