@@ -22,6 +22,7 @@ reads (its ticket included): a workspace reused by the next call needs no fill.
 from __future__ import annotations
 
 from impl.kernels._backend import tl, triton
+from impl.kernels.interpreter_sort import sort_ascending
 
 # Per-row state: one int64 buffer of STATE_W words per row, fp64 words read through a float64
 # view. Word offsets (constexpr, so kernels name them; host code reads them with int()):
@@ -331,7 +332,7 @@ def _sorted_pivot(keys_src, n, lo, hi, level, goal, TOP_P: tl.constexpr, SORT_CA
     x = tl.load(keys_src + i, mask=i < n, other=0.0, cache_modifier=".cg")  # gathered: already clean
     key = _keys(x)
     in_range = (i < n) & (key >= lo) & (key < hi)
-    keys = tl.sort(tl.where(in_range, key, KEY_NONE))  # ascending; the range's keys first
+    keys = sort_ascending(tl.where(in_range, key, KEY_NONE))  # the range's keys first
     n = tl.sum(in_range.to(tl.int32), axis=0)
     valid = i < n
     m = tl.where(valid, keys.to(tl.float32, bitcast=True).to(tl.float64), 0.0)
