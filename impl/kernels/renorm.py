@@ -51,7 +51,11 @@ Costs that shaped this (a full-row pass, a histogram, a [BLOCK, NB] tile, the co
 barriers) and every measurement: impl/bench/renorm_pass_probe.py and notes/perf_log.md.
 
 Eager calls (the ones engines make, outside their graphs) are host-bound at small batches, so
-their host path is short: one active_gates() lookup, attribute checks (the message-building
+their host path is short. A call like an earlier one (the same Gates object, checks off, compiled
+Triton; same shapes, parameter kind, specialization, stream and tuning) takes the fast path
+(_fast_call): the checks every call needs, one index lookup for its workspace, the output's
+allocation and one graph replay; anything else takes the full path, which raises the errors and
+fills the index. The full path: one active_gates() lookup, attribute checks (the message-building
 checks run only on a mismatch), the plan by the tuning's identity, and a workspace cached per
 (plan, specialization, device, stream) whose kernels are bound once to it and launched through
 the compiled kernels' C launchers (impl/kernels/_backend.py bound_launcher): no allocation but
