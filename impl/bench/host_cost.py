@@ -2,8 +2,11 @@
 
 A long ``torch.cuda._sleep`` is queued first, so no call waits on the device; then ``calls``
 calls are timed on the host without a sync, and the per-call time's median over ``repeats``
-such runs is reported. Unlike do_bench at small sizes (host time plus the host's noise), this
-figure is what an engine's CPU pays per call. FlashInfer's renorm runs in the same process when
+such runs is reported. Every case is warmed up before any is timed, and the cases of one shape
+(ours and FlashInfer's) take their timed runs in turn, so a slow spell of the host falls on
+both; the garbage collector is paused while a run is timed (as ``timeit`` does). Unlike
+do_bench at small sizes (host time plus the host's noise), this figure is what an engine's CPU
+pays per call. FlashInfer's renorm runs in the same process when
 it is importable (the contender rows).
 
     python -m impl.bench.host_cost [--impl-root DIR] [--json FILE] [--batches 1,8,64,256]
@@ -14,6 +17,7 @@ after run the same probe on one machine. ``python -m impl.bench`` stores these r
 from __future__ import annotations
 
 import argparse
+import gc
 import statistics
 import sys
 import time
@@ -27,24 +31,38 @@ SLEEP_CYCLES = 60_000_000  # ~30 ms at the H200's ~2 GHz: longer than any timed 
 
 def host_us(fn: Callable[[], object], *, calls: int = 60, repeats: int = 9) -> float:
     """Median host microseconds per call of ``fn`` with the GPU busy (wall clock on CPU)."""
+    return _interleaved([fn], calls=calls, repeats=repeats)[0]
+
+
+def _interleaved(fns: list[Callable[[], object]], *, calls: int, repeats: int, warm: int = 3) -> list[float]:
+    """Median host microseconds per call of each of ``fns`` (after ``warm`` calls each), their timed
+    runs in turn."""
     import torch
 
     gpu = torch.cuda.is_available()
-    for _ in range(3):
-        fn()
+    for fn in fns:
+        for _ in range(warm):
+            fn()
     if gpu:
         torch.cuda.synchronize()
-    samples = []
+    samples: list[list[float]] = [[] for _ in fns]
     for _ in range(repeats):
-        if gpu:
-            torch.cuda._sleep(SLEEP_CYCLES)
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        samples.append((time.perf_counter() - t0) / calls)
-        if gpu:
-            torch.cuda.synchronize()
-    return 1e6 * statistics.median(samples)
+        for fn, mine in zip(fns, samples):
+            if gpu:
+                torch.cuda._sleep(SLEEP_CYCLES)
+            collecting = gc.isenabled()
+            gc.disable()
+            try:
+                t0 = time.perf_counter()
+                for _ in range(calls):
+                    fn()
+                mine.append((time.perf_counter() - t0) / calls)
+            finally:
+                if collecting:
+                    gc.enable()
+            if gpu:
+                torch.cuda.synchronize()
+    return [1e6 * statistics.median(mine) for mine in samples]
 
 
 def renorm_cases(device: str, batches=RENORM_BATCHES, vocab: int = VOCAB, flashinfer=None) -> list[tuple]:
@@ -112,12 +130,21 @@ def step_op_cases(device: str, batch: int = 64, gamma: int = 5, dim: int = 512) 
 
 
 def measure(cases: list[tuple], *, calls: int = 60, repeats: int = 9) -> list[dict]:
+    """One row per case; every case is warmed up first, then the cases of one (op, shape) are timed
+    in turn (ours and FlashInfer's under the same host conditions)."""
+    for *_, fn in cases:
+        for _ in range(3):
+            fn()
+    groups: dict[tuple, list[tuple]] = {}
+    for case in cases:
+        groups.setdefault(case[:2], []).append(case)
     rows = []
-    for op, shape, variant, fn in cases:
-        rows.append({"op": op, "shape": shape, "variant": variant, "metric": "host",
-                     "host_us": round(host_us(fn, calls=calls, repeats=repeats), 2),
-                     "timer": "host us per call, GPU kept busy (median)"})
-        print(f"  host {op} {shape} {variant}: {rows[-1]['host_us']:.1f} us", file=sys.stderr, flush=True)
+    for group in groups.values():
+        times = _interleaved([fn for *_, fn in group], calls=calls, repeats=repeats, warm=0)
+        for (op, shape, variant, _fn), us in zip(group, times, strict=True):
+            rows.append({"op": op, "shape": shape, "variant": variant, "metric": "host", "host_us": round(us, 2),
+                         "timer": "host us per call, GPU kept busy (median; cases of a shape in turn)"})
+            print(f"  host {op} {shape} {variant}: {us:.1f} us", file=sys.stderr, flush=True)
     return rows
 
 

@@ -51,7 +51,11 @@ Costs that shaped this (a full-row pass, a histogram, a [BLOCK, NB] tile, the co
 barriers) and every measurement: impl/bench/renorm_pass_probe.py and notes/perf_log.md.
 
 Eager calls (the ones engines make, outside their graphs) are host-bound at small batches, so
-their host path is short: one active_gates() lookup, attribute checks (the message-building
+their host path is short. A call like an earlier one (the same Gates object, checks off, compiled
+Triton; same shapes, parameter kind, specialization, stream and tuning) takes the fast path
+(_fast_call): the checks every call needs, one index lookup for its workspace, the output's
+allocation and one graph replay; anything else takes the full path, which raises the errors and
+fills the index. The full path: one active_gates() lookup, attribute checks (the message-building
 checks run only on a mismatch), the plan by the tuning's identity, and a workspace cached per
 (plan, specialization, device, stream) whose kernels are bound once to it and launched through
 the compiled kernels' C launchers (impl/kernels/_backend.py bound_launcher): no allocation but
@@ -225,6 +229,7 @@ class _Plan:
     gathers: bool
     write: _Launch
     tuning: RenormTuning
+    top_p: bool
     # specialization key -> the compiled kernels of launches + write (after the first call that key made)
     compiled: dict = field(default_factory=dict, init=False, repr=False)
 
@@ -299,11 +304,12 @@ def _plan(bs: int, vocab: int, top_p: bool, param_is_tensor: bool, t: RenormTuni
     write = _Launch(rk._write_kernel, (chunks, bs), "write", (vocab, chunk_len), dict(TOP_P=top_p, BLOCK=block,
                                                                                        num_warps=warps))
     compacts = any(kind == "compact" for kind, _ in steps)
-    return _Plan(tuple(launches), cap, chunks, bs if compacts else 0, any(k == "gather" for k, _ in steps), write, t)
+    return _Plan(tuple(launches), cap, chunks, bs if compacts else 0, any(k == "gather" for k, _ in steps), write, t,
+                 top_p)
 
 
 def _clean(probs: torch.Tensor) -> torch.Tensor:
-    """NaN, +-inf and negative entries weigh 0 (the kernels' _load_probs)."""
+    """NaN, +-inf and negative entries weigh 0 (the kernels' _load_keys)."""
     return torch.where((probs > 0) & (probs < _INF), probs, torch.zeros_like(probs))
 
 
@@ -500,6 +506,8 @@ def _launch_all(probs, param, param_t, plan: _Plan, out: torch.Tensor | None) ->
             ws = _Workspace(plan, bs, vocab, probs.device)
             return _ordinary(probs, param, param_t, plan, spec, ws, out, bind=stream, keep=None)
         key = (plan, spec, dev, stream)
+        if out is not None:
+            _note_fast(plan, bs, vocab, spec, stream, key)
         ws = _WORKSPACES.pop(key, None)
         if ws is None or ws.calls is None:
             ws = ws or _Workspace(plan, bs, vocab, probs.device)
@@ -514,7 +522,7 @@ def _launch_all(probs, param, param_t, plan: _Plan, out: torch.Tensor | None) ->
             gkey = (p_ptr, param_ptr, param_scalar, out.data_ptr())
             graph = ws.graphs.get(gkey)
             if graph is not None:
-                graph.replay()
+                _REPLAY(graph)
                 ws.hits += 1
             else:
                 _eager_call(ws, gkey, dev)
@@ -603,6 +611,90 @@ def _ordinary(probs, param, param_t, plan, spec, ws: _Workspace, out, *, bind, k
     return ws
 
 
+# The eager fast path. A call like an earlier one (the same Gates object, under which that call ran
+# compiled Triton with checks off; the same shapes, parameter kind and specialization, device, stream
+# and tuning) checks what every call must (types, dtypes, shapes, contiguity, devices, no capture, no
+# launch hooks, the current device) and finds its workspace through one index lookup: no gate
+# resolution, plan lookup or argument messages. Anything else, or a miss, takes the full path,
+# which raises the errors and fills the index.
+_FAST_GATES: list = [None]  # the Gates object of the last call that ran compiled Triton with checks off
+# (top_p, bs, vocab, specialization, stream, id(tuning)) -> (tuning, _WORKSPACES key)
+_FAST_INDEX: dict[tuple, tuple] = {}
+_P32: dict[float, float] = {}  # a float p -> the fp32 value of p clamped to [0, 1]
+_TENSOR = torch.Tensor
+_F32 = torch.float32
+_REPLAY = getattr(getattr(torch._C, "_CUDAGraph", None), "replay", None) or torch.cuda.CUDAGraph.replay
+
+
+def _note_fast(plan: _Plan, bs: int, vocab: int, spec: tuple, stream: int, key: tuple) -> None:
+    """Index the workspace key of an eager call with an output (the fast path's lookup)."""
+    if len(_FAST_INDEX) >= 256:
+        _FAST_INDEX.clear()
+    _FAST_INDEX[(plan.top_p, bs, vocab, spec, stream, id(plan.tuning))] = (plan.tuning, key)
+
+
+def _fast_call(probs, param, top_p: bool, tuning) -> torch.Tensor | None:
+    """The renormalised rows of an eager call an earlier call has prepared, else None (the caller
+    takes the full path). The caller has checked that the gates are _FAST_GATES' (checks off)."""
+    if type(probs) is not _TENSOR or probs.dtype is not _F32 or probs.dim() != 2 or not probs.is_contiguous():
+        return None
+    dev = probs.get_device()
+    if dev < 0:
+        return None
+    bs, vocab = probs.shape
+    p_ptr = probs.data_ptr()
+    kind = type(param)
+    if kind is _TENSOR:
+        dtype = param.dtype
+        if (dtype not in (_P_DTYPES if top_p else INDEX_DTYPES) or param.dim() != 1 or param.shape[0] != bs
+                or not param.is_contiguous() or param.get_device() != dev):
+            return None
+        param_ptr, scalar = param.data_ptr(), 0
+        spec = (dev, p_ptr % 16 == 0, (dtype, param_ptr % 16 == 0))
+    elif top_p:
+        if kind is not float:
+            return None
+        scalar = _P32.get(param)
+        if scalar is None:
+            if param != param:  # NaN: the full path raises
+                return None
+            if len(_P32) >= 256:
+                _P32.clear()
+            scalar = _P32[param] = _fp32(min(max(param, 0.0), 1.0))
+        param_ptr, spec = p_ptr, (dev, p_ptr % 16 == 0, ())
+    else:
+        if kind is not int:
+            return None
+        scalar = 1 if param < 1 else vocab if param > vocab else param
+        param_ptr, spec = p_ptr, (dev, p_ptr % 16 == 0, (scalar == 1, scalar % 16 == 0))
+    if _CURRENT_DEVICE() != dev or _capturing() or not direct_launch_ready():
+        return None
+    t = DEFAULT_TUNING if tuning is None else tuning
+    hit = _FAST_INDEX.get((top_p, bs, vocab, spec, _RAW_STREAM(dev), id(t)))
+    if hit is None or hit[0] is not t:
+        return None
+    key = hit[1]
+    ws = _WORKSPACES.pop(key, None)
+    if ws is None or ws.calls is None:
+        if ws is not None:
+            _WORKSPACES[key] = ws
+        return None
+    out = torch.empty_like(probs)
+    gkey = (p_ptr, param_ptr, scalar, out.data_ptr())
+    graphs = ws.graphs
+    if graphs is None:
+        _bound_launches(ws.calls, ws.write, ws.packed, *gkey)
+    else:
+        graph = graphs.get(gkey)
+        if graph is not None:
+            _REPLAY(graph)
+            ws.hits += 1
+        else:
+            _eager_call(ws, gkey, dev)
+    _WORKSPACES[key] = ws  # back, as the newest
+    return out
+
+
 def _select(probs, param, param_t, plan: _Plan):
     """The select alone (no write): returns ``(state,)``, the per-row state words (tests read them)."""
     return (_launch_all(probs, param, param_t, plan, None).state,)
@@ -612,13 +704,20 @@ def top_k_renorm(probs, k, *, tuning: RenormTuning | None = None):
     """Keep each row's entries >= its k-th largest and renormalise (new tensor).
     ``tuning``: how the kernels launch (None: DEFAULT_TUNING); never changes the result."""
     gates = active_gates()
+    if gates is _FAST_GATES[0]:
+        out = _fast_call(probs, k, False, tuning)
+        if out is not None:
+            return out
     checks = gates.check_mode == "on"
     _check_probs(probs, checks)
     k_t = _param_tensor("k", k, probs.shape[0], INDEX_DTYPES, (int,), probs, checks)
     if k_t is None:
         k = min(max(k, 1), max(probs.shape[1], 1))  # host-side clamp keeps the scalar in range
     t = DEFAULT_TUNING if tuning is None else _tuning(tuning)
-    return _run(probs, k, k_t, top_p=False, tuning=t, mode=launch_mode(probs, k_t, gates=gates))
+    mode = launch_mode(probs, k_t, gates=gates)
+    if mode == "triton" and not checks and not INTERPRETED:
+        _FAST_GATES[0] = gates
+    return _run(probs, k, k_t, top_p=False, tuning=t, mode=mode)
 
 
 def top_p_renorm(probs, p, *, tuning: RenormTuning | None = None):
@@ -626,13 +725,20 @@ def top_p_renorm(probs, p, *, tuning: RenormTuning | None = None):
     ``p`` means the fp32 value nearest to it (a float, an fp32 or an fp64 tensor alike).
     ``tuning``: how the kernels launch (None: DEFAULT_TUNING); never changes the result."""
     gates = active_gates()
+    if gates is _FAST_GATES[0]:
+        out = _fast_call(probs, p, True, tuning)
+        if out is not None:
+            return out
     checks = gates.check_mode == "on"
     _check_probs(probs, checks)
     p_t = _param_tensor("p", p, probs.shape[0], _P_DTYPES, (int, float), probs, checks)
     if p_t is None:
         p = _fp32(min(max(p, 0), 1))  # clamping first: rounding keeps 0 and 1 and is monotone
     t = DEFAULT_TUNING if tuning is None else _tuning(tuning)
-    return _run(probs, p, p_t, top_p=True, tuning=t, mode=launch_mode(probs, p_t, gates=gates))
+    mode = launch_mode(probs, p_t, gates=gates)
+    if mode == "triton" and not checks and not INTERPRETED:
+        _FAST_GATES[0] = gates
+    return _run(probs, p, p_t, top_p=True, tuning=t, mode=mode)
 
 
 _P_DTYPES = (torch.float32, torch.float64)

@@ -7,7 +7,7 @@ kernel's last program per row sorts what it gathered. Per-row
 state lives in one int64 buffer (fp64 words through a float64 view), addressed by
 the word offsets below; a "pass" shrinks the row's key range [lo, hi) to the
 sub-range holding the pivot. Keys are the int32 bit patterns of the (non-negative)
-fp32 values: they order like the values. Every load goes through _load_probs, which
+fp32 values: they order like the values. Every load of a row goes through _load_keys, which
 makes NaN, +-inf and negative entries weigh 0, so they are never kept (the decided
 behaviour for out-of-contract values, the same on the torch backend and the oracle).
 
@@ -61,7 +61,7 @@ MAX_KEY_SLOT = tl.constexpr(29)
 TOP_KEY_SLOT = tl.constexpr(30)
 ABOVE_SLOT = tl.constexpr(31)
 
-FLT_MAX = tl.constexpr(3.4028234663852886e38)  # the largest finite fp32: +inf weighs 0 like NaN
+FLT_MAX_BITS = tl.constexpr(0x7F7FFFFF)  # the largest finite fp32's bits: +inf weighs 0 like NaN
 KEY_NONE = tl.constexpr(0x7FFFFFFF)  # above every key (+inf's is 0x7F800000): "no key" for a minimum
 KEY_END = tl.constexpr(0x7F800001)  # one past +inf's key
 # The first pass splits every key at fixed boundaries instead of evenly: probability rows hold their
@@ -87,10 +87,13 @@ def _keys(x):
 
 
 @triton.jit
-def _load_probs(ptrs, mask):
-    # Probabilities as the select sees them: NaN, +-inf and negative entries weigh 0 (never kept).
-    x = tl.load(ptrs, mask=mask, other=0.0)
-    return tl.where((x > 0.0) & (x <= FLT_MAX), x, 0.0)
+def _load_keys(ptrs, mask):
+    # Probabilities as the select sees them, and their keys: NaN, +-inf and negative entries (and
+    # -0.0) weigh 0 (never kept). One test on the bits: a positive finite float's are 1..FLT_MAX's,
+    # so bits - 1, read unsigned, is below FLT_MAX's bits (every other pattern wraps above).
+    bits = tl.load(ptrs, mask=mask, other=0.0).to(tl.int32, bitcast=True)
+    key = tl.where((bits - 1).to(tl.uint32, bitcast=True) < FLT_MAX_BITS, bits, 0)
+    return key.to(tl.float32, bitcast=True), key
 
 
 @triton.jit
@@ -136,8 +139,7 @@ def _copy_in_range(src, start, end, lo, hi, dst, slot, SUM_ABOVE: tl.constexpr, 
     for off in range(start, end, BLOCK):
         offs = off + tl.arange(0, BLOCK)
         ok = offs < end
-        x = _load_probs(src + offs, ok)
-        key = _keys(x)
+        x, key = _load_keys(src + offs, ok)
         take = ok & (key >= lo) & (key < hi)
         big = ok & (key >= hi)
         # one reduction counts both (BLOCK <= 2^14): the block's candidates and its keys above the range
@@ -196,8 +198,7 @@ def _bin_stats(src, start, end, lo, hi, s, front, TOP_P: tl.constexpr, NB: tl.co
     for off in range(start, end, BLOCK):
         offs = off + tl.arange(0, BLOCK)
         ok = offs < end
-        x = _load_probs(src + offs, ok)
-        key = _keys(x)
+        x, key = _load_keys(src + offs, ok)
         inside = ok & (key >= lo) & (key < hi)
         d = (key - lo) >> s
         if FRONT:
@@ -366,8 +367,7 @@ def _first_stats(src, start, end, TOP_P: tl.constexpr, BLOCK: tl.constexpr):
     top_key = tl.zeros([BLOCK], tl.int32)
     for off in range(start, end, BLOCK):
         offs = off + tl.arange(0, BLOCK)
-        x = _load_probs(src + offs, offs < end)
-        key = _keys(x)
+        x, key = _load_keys(src + offs, offs < end)
         t = tl.minimum(tl.maximum((key - FIRST_BASE) >> 24, 0), FIRST_NB - 1)
         packed += tl.full([BLOCK], 1, tl.int64) << (t * FIELD_BITS).to(tl.int64)
         top_key = tl.maximum(top_key, key)
@@ -645,8 +645,8 @@ def _finish_kernel(
             acc = tl.zeros([BLOCK], tl.float64)
             for off in range(0, n, BLOCK):
                 offs = off + tl.arange(0, BLOCK)
-                x = _load_probs(src + offs, offs < n)
-                acc += tl.where((offs < n) & (_keys(x) >= lo), x.to(tl.float64), 0.0)
+                x, key = _load_keys(src + offs, offs < n)
+                acc += tl.where((offs < n) & (key >= lo), x.to(tl.float64), 0.0)
             kept = tl.sum(acc, axis=0)
         if compacted:
             kept += tl.load(frow + ABOVE_MASS) + above  # what the compaction and the loop left above
@@ -764,6 +764,6 @@ def _write_kernel(
     for off in range(start, end, BLOCK):
         offs = off + tl.arange(0, BLOCK)
         ok = offs < end
-        x = _load_probs(probs_ptr + base + offs, ok)
-        y = tl.where(_keys(x) >= pivot, x.to(tl.float64) * scale, 0.0)
+        x, key = _load_keys(probs_ptr + base + offs, ok)
+        y = tl.where(key >= pivot, x.to(tl.float64) * scale, 0.0)
         tl.store(out_ptr + base + offs, y.to(tl.float32), mask=ok)
