@@ -9,18 +9,22 @@ from typing import Any, Callable, Mapping
 
 def lazy_exports(package: str, table: Mapping[str, str]) -> tuple[list[str], Callable[[str], Any]]:
     """``__all__`` (the names of ``table``, sorted) and a module ``__getattr__`` for ``package``
-    that imports a name's module on first use: ``__all__, __getattr__ = lazy_exports(__name__, _LAZY)``.
+    that imports a name's module on first use: ``__all__, __getattr__ = lazy_exports(__name__, _LAZY)``,
+    and keeps the value in the package so that later uses are plain attribute reads.
 
     It also gives the package a module ``__dir__`` listing the lazy names beside what the package
     already holds, so ``dir(impl)`` and tab completion show the public API before any of it is imported."""
+
+    namespace = vars(sys.modules[package]) if package in sys.modules else None
 
     def __getattr__(name: str) -> Any:
         module = table.get(name)
         if module is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        return getattr(importlib.import_module(module), name)
-
-    namespace = vars(sys.modules[package]) if package in sys.modules else None
+        value = getattr(importlib.import_module(module), name)
+        if namespace is not None:  # kept: later uses (an engine's every step) skip this hook
+            namespace[name] = value
+        return value
 
     def __dir__() -> list[str]:
         return sorted(set(namespace or ()) | set(table))

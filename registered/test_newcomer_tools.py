@@ -55,6 +55,20 @@ def test_dir_of_impl_lists_the_public_api_without_importing_torch():
 
 
 @register(suite="components", hardware="cpu", schedule="per-commit", est_time=2)
+def test_a_lazy_export_is_resolved_once():
+    """An engine reads ``impl.top_k_renorm`` every step: after the first use it is a plain attribute of
+    the package (no module ``__getattr__``, no import machinery), and the same object as the module's."""
+    code = ("import impl, impl.kernels.renorm as r; impl.__getattr__ = None; "
+            "print(impl.top_k_renorm is r.top_k_renorm)")  # a hook call now would fail: None is not callable
+    proc = _run("-c", code)
+    assert proc.returncode != 0 and "TypeError" in proc.stderr, "the package must resolve on first use"
+    code = ("import impl, impl.kernels.renorm as r; first = impl.top_k_renorm; impl.__getattr__ = None; "
+            "print(impl.top_k_renorm is first is r.top_k_renorm, 'top_k_renorm' in vars(impl))")
+    proc = _run("-c", code)
+    assert proc.returncode == 0 and proc.stdout.strip() == "True True", proc.stdout + proc.stderr
+
+
+@register(suite="components", hardware="cpu", schedule="per-commit", est_time=2)
 def test_smoke_benchmark_results_default_outside_the_source_tree(tmp_path, monkeypatch, capsys):
     import impl.bench.__main__ as bench
 
