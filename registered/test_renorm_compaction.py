@@ -25,6 +25,7 @@ import impl.kernels.renorm as renorm
 import impl.kernels.renorm_kernels as rk
 import reference as R
 from ci.registration import register
+from registered.renorm_tunings import SMALL_SHAPES
 from registered.schedule import per_commit_share
 from impl.platform import default_device
 from impl.testing.op_table import RENORM, case_id, cases, clone_kwargs, mismatch, run_op, run_reference
@@ -34,7 +35,7 @@ DEV = default_device()
 # (registered/schedule.py per_commit_share): every path and every top-k / top-p class once; the cross product
 # runs in nightly/cpu/kernels.
 CAP = 8
-VOCAB = 2100  # three chunks of CHUNK_ALIGN columns: candidates from several programs per row
+VOCAB = 700  # three chunks of SMALL_SHAPES' chunk_align columns: candidates from several programs per row
 
 
 def _rows(seed: int) -> torch.Tensor:
@@ -60,7 +61,7 @@ def _params(top_p: bool) -> torch.Tensor:
 
 
 def _tuning(**changes) -> renorm.RenormTuning:
-    return dataclasses.replace(renorm.DEFAULT_TUNING, **changes)
+    return dataclasses.replace(renorm.DEFAULT_TUNING, **{**SMALL_SHAPES, **changes})
 
 
 def _state(probs: torch.Tensor, param: torch.Tensor, top_p: bool, tuning: renorm.RenormTuning) -> torch.Tensor:
@@ -214,7 +215,7 @@ def test_top_p_first_pass_widens_its_range_near_the_target():
     the rounding. Row 0 puts the mass below the bucket of 2^-10 at exactly (1 - p) x the row's mass:
     the exact rule keeps 2^-20's bucket, so the range must reach from there to the row's largest key.
     Row 1 is far from any boundary: one bucket. Both agree with the exact oracle."""
-    probs = torch.zeros(2, VOCAB)
+    probs = torch.zeros(2, 2100)
     probs[0, :1024] = 2.0 ** -20  # 1024 x 2^-20 = 2^-10: half the row's mass, the target at p = 0.5
     probs[0, 1500] = 2.0 ** -10
     probs[1, :1000] = 2.0 ** -19
@@ -241,7 +242,7 @@ def test_tuning_refuses_bad_settings(name, value):
     sizes and launch shapes are powers of two, passes split at most NB_MAX ways: a bad setting is
     refused by name when the tuning is built, never run."""
     with pytest.raises(ValueError, match=name if name != "write" else "launch shape"):
-        _tuning(**{name: value})
+        dataclasses.replace(renorm.DEFAULT_TUNING, **{name: value})
 
 
 @register(suite="kernels", hardware=["cpu"], schedule="per-commit", est_time=1)

@@ -20,6 +20,7 @@ import reference as R
 from ci.registration import register
 from impl.platform import default_device
 from impl.testing.op_table import RENORM, mismatch
+from registered.renorm_tunings import SMALL_SHAPES
 from registered.skips import requires_gpu
 
 DEV = default_device()
@@ -60,10 +61,11 @@ def test_a_reused_dirty_workspace_gives_exact_results(top_p):
     must never leak into the next. A small candidate capacity makes some rows compact and others not,
     so the leftover state differs from row to row."""
     op = K.top_p_renorm if top_p else K.top_k_renorm
-    bs, vocab = 4, 2100
+    bs, vocab = 4, 700  # three chunks of SMALL_SHAPES' columns
     before = len(renorm._WORKSPACES)
     for call, rows in ((c, r) for r in (2, 10**9) for c in range(4)):  # the finish path, the small-batch path
-        tuning = dataclasses.replace(renorm.DEFAULT_TUNING, candidate_capacity=16, finish_min_rows=rows)
+        tuning = dataclasses.replace(renorm.DEFAULT_TUNING, **SMALL_SHAPES, candidate_capacity=16,
+                                     finish_min_rows=rows)
         probs = _probs(call, bs, vocab).to(DEV)
         if call == 1:
             probs[2] = 1.0 / vocab  # one flat row: never fits the scratch
