@@ -93,10 +93,31 @@ def job_environment(job: Job, *, root: Path, emulate: str | None = None, base: d
     return result.env
 
 
+HYPOTHESIS_PLUGIN = "hypothesispytest"  # hypothesis' pytest11 entry point
+
+
+def uses_hypothesis(root: Path, files: list[str]) -> bool:
+    """Whether any of ``files`` (or a conftest.py above them) mentions hypothesis. Its pytest plugin imports
+    hypothesis in every process's terminal summary (~2 s of CPU); a job whose files never use it turns the
+    plugin off. A file that cannot be read counts as using it."""
+    paths = {Path(f) for f in files} | {Path(f).parent / "conftest.py" for f in files} | {Path("conftest.py")}
+    for rel in paths:
+        try:
+            if "hypothesis" in (root / rel).read_text(encoding="utf-8"):
+                return True
+        except FileNotFoundError:
+            continue
+        except OSError:
+            return True
+    return False
+
+
 def pytest_command(job: Job, tests: list[str], shard: str | None, junit: Path, report: Path, workers: int,
-                   emulate: str | None) -> list[str]:
+                   emulate: str | None, root: Path | None = None) -> list[str]:
     files = sorted({t.split("::")[0] for t in tests})
     cmd = [sys.executable, "-m", "pytest", "-p", "ci.pytest_plugin", "--ci-job", job.id]
+    if root is not None and not uses_hypothesis(root, files):
+        cmd += ["-p", f"no:{HYPOTHESIS_PLUGIN}"]
     if shard:
         cmd += ["--ci-shard", shard]
     if emulate:
@@ -395,7 +416,7 @@ def run_job(registry: Registry, job: Job, tests: list[str], shard: str | None, *
                      f"not on real {job.key.hardware} hardware"), file=say, flush=True)
     env = job_environment(job, root=root, emulate=emulate, out=say)
     workers = job_workers(job, tests, workers)
-    cmd = pytest_command(job, tests, shard, junit, report, workers, emulate) + list(pytest_args or [])
+    cmd = pytest_command(job, tests, shard, junit, report, workers, emulate, root) + list(pytest_args or [])
     print("[ci] " + " ".join(cmd), file=say, flush=True)
     if job_timeout is None:
         by_test = {t.node_id: t for t in job.tests}

@@ -536,3 +536,27 @@ def test_cpu_jobs_hide_accelerators_and_gpu_jobs_do_not():
     assert cpu["CUDA_VISIBLE_DEVICES"] == "" and cpu["HIP_VISIBLE_DEVICES"] == "", cpu
     gpu = job_environment(registry.job("per-commit/h200-1/foundation"), root=REAL_ROOT, base=host, quiet=True)
     assert gpu["CUDA_VISIBLE_DEVICES"] == "0" and gpu["HIP_VISIBLE_DEVICES"] == "0", gpu
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
+def test_the_hypothesis_plugin_is_off_only_for_jobs_whose_files_never_use_it(tmp_path):
+    """Hypothesis' pytest plugin imports hypothesis in every process's terminal summary (~2 s of CPU): a job
+    turns it off unless one of its test files, or a conftest.py above them, mentions hypothesis."""
+    from ci.jobs import load_registry
+    from ci.run_suite import HYPOTHESIS_PLUGIN, pytest_command, uses_hypothesis
+
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / "test_plain.py").write_text("def test_a():\n    pass\n")
+    (tmp_path / "t" / "test_prop.py").write_text("from hypothesis import given\n")
+    assert not uses_hypothesis(tmp_path, ["t/test_plain.py"])
+    assert uses_hypothesis(tmp_path, ["t/test_plain.py", "t/test_prop.py"])
+    (tmp_path / "t" / "conftest.py").write_text("import hypothesis\n")
+    assert uses_hypothesis(tmp_path, ["t/test_plain.py"]), "a conftest above the file counts"
+    registry = load_registry(REAL_ROOT)
+    off = ["-p", f"no:{HYPOTHESIS_PLUGIN}"]
+    for job_id, wants_plugin in (("per-commit/cpu/foundation", False), ("per-commit/cpu/kernels-properties", True)):
+        job = registry.jobs[job_id]
+        cmd = pytest_command(job, [t.node_id for t in job.tests], None, tmp_path / "j.xml", tmp_path / "r.jsonl", 1,
+                             None, REAL_ROOT)
+        joined = " ".join(cmd)
+        assert (" ".join(off) in joined) != wants_plugin, f"{job_id}: {joined}"
