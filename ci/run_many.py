@@ -8,7 +8,8 @@ Used by ``nox -s kernels`` and ``nox -s nightly_mi35x``. Jobs are picked with
 :class:`ci.jobs.JobFilter` (the same filter ``ci.pr`` and ``ci.coverage_gap`` use);
 each job runs in one pytest process (``--as-shards``: one per job and group shard,
 as the GitHub jobs split them). ``--jobs N`` (default: the machine's cores) runs job processes side by side
-while the cores they take (a job's xdist workers, else 1) add up to at most N; each job's output is buffered
+while the cores they take add up to at most N (a job gets its xdist workers only when it alone would outlast
+the others packed on the N cores, else one core: :func:`shared_cores`); each job's output is buffered
 and printed whole when it ends, the table keeps the selection's order (``--jobs 1``: one after another,
 output live). Exit 1 when any job failed or nothing was selected, 3 when
 ``--require-mi35x`` refuses this machine, 2 for bad arguments.
@@ -87,9 +88,12 @@ def run_jobs(registry: Registry, jobs: list[Job], *, results_dir: Path, emulate:
     (exactly what the GitHub jobs run); with ``concurrency`` > 1 side by side within that many cores."""
     steps = plan(registry, jobs) if as_shards else whole_jobs(jobs)
     if concurrency > 1:
-        runs = [Run(i, job, tests, shard, min(concurrency, job_workers(job, tests, workers)),
-                    sum(t.est_time for t in job.tests if t.node_id in set(tests)))
-                for i, (shard, job, tests) in enumerate((sh, j, t) for sh, pairs in steps for j, t in pairs)]
+        chosen = [(sh, j, t) for sh, pairs in steps for j, t in pairs]
+        ests = [expected_seconds(j, t) for _, j, t in chosen]
+        wanted = [min(concurrency, job_workers(j, t, workers)) for _, j, t in chosen]
+        cores = wanted if workers is not None else shared_cores(ests, wanted, concurrency)
+        runs = [Run(i, job, tests, shard, c, est)
+                for i, ((shard, job, tests), c, est) in enumerate(zip(chosen, cores, ests, strict=True))]
         return run_concurrently(registry, runs, results_dir=results_dir, emulate=emulate, workers=workers,
                                 cores=concurrency)
     outcomes = []
@@ -102,6 +106,21 @@ def run_jobs(registry: Registry, jobs: list[Job], *, results_dir: Path, emulate:
                       f"({outcomes[-1].stopped})", file=sys.stderr, flush=True)
                 return outcomes
     return outcomes
+
+
+def expected_seconds(job: Job, tests: list[str]) -> float:
+    """The selected tests' measured seconds on the job's label (ci/durations.json), else their estimates."""
+    chosen = set(tests)
+    return sum(t.measured if t.measured is not None else t.est_time for t in job.tests if t.node_id in chosen)
+
+
+def shared_cores(ests: list[float], wanted: list[int], cores: int) -> list[int]:
+    """xdist workers per run when runs share ``cores``: a run keeps the workers it wants only when it alone
+    would outlast the others packed on the cores (its estimate above the total / cores); every other run
+    takes one core, so the scheduler packs whole runs side by side instead of paying each run's worker
+    start-up and its idle tail."""
+    share = sum(ests) / cores
+    return [w if est > share else 1 for est, w in zip(ests, wanted, strict=True)]
 
 
 @dataclass(frozen=True)
@@ -143,7 +162,7 @@ def run_concurrently(registry: Registry, runs: list[Run], *, results_dir: Path, 
                     free -= run.cores
                     buf = io.StringIO()
                     running[pool.submit(runner, registry, run.job, run.tests, run.shard, results_dir=results_dir,
-                                        emulate=emulate, workers=workers,
+                                        emulate=emulate, workers=run.cores if workers is None else workers,
                                         out=buf, stop=stop)] = (run, buf)
                 if not running:
                     break

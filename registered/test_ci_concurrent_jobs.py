@@ -168,3 +168,30 @@ def test_c():
     assert "the runner was signalled: no further job starts (the runner received SIGTERM)" in err, err
     rows = [ln.split() for ln in out.splitlines() if ln.startswith("per-commit/cpu/")]
     assert [(r[0], r[2]) for r in rows] == [("per-commit/cpu/a-hang", "FAIL"), ("per-commit/cpu/b-hang", "FAIL")]
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
+def test_runs_sharing_the_cores_keep_xdist_only_when_they_alone_would_be_the_tail():
+    """Side by side, a run keeps its xdist workers only when its estimate exceeds the total / cores (it alone
+    would outlast the rest packed on the cores); every other run takes one core and no worker start-up."""
+    from ci.run_many import shared_cores
+
+    assert shared_cores([300, 40, 40, 20], [2, 2, 1, 2], 2) == [2, 1, 1, 1]   # 300 > 400 / 2: the tail
+    assert shared_cores([120, 100, 90, 90], [2, 2, 2, 1], 2) == [1, 1, 1, 1]  # no run outlasts 400 / 2
+    assert shared_cores([50], [2], 2) == [2]                                   # alone: it is the tail
+    assert shared_cores([], [], 2) == []
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
+def test_each_run_gets_its_own_worker_count(tmp_path):
+    seen = {}
+
+    def runner(registry, job, tests, shard, *, results_dir, emulate, workers, out, stop):
+        seen[job.id] = workers
+        return Outcome(job.id, "1/1", 0, 0.0)
+
+    runs = _fake_runs([("big", 2, 0.0, True), ("small", 1, 0.0, True)])
+    run_concurrently({}, runs, results_dir=tmp_path, emulate=None, workers=None, cores=2, runner=runner)
+    assert seen == {"big": 2, "small": 1}
+    run_concurrently({}, runs, results_dir=tmp_path, emulate=None, workers=3, cores=2, runner=runner)
+    assert seen == {"big": 3, "small": 3}, "an explicit --workers wins"
