@@ -25,7 +25,7 @@ import impl.kernels.renorm as renorm
 import impl.kernels.renorm_kernels as rk
 import reference as R
 from ci.registration import register
-from registered.renorm_tunings import SMALL_SHAPES
+from registered.renorm_tunings import PATH_VOCAB, SMALL_SHAPES
 from registered.schedule import per_commit_share
 from impl.platform import default_device
 from impl.testing.op_table import RENORM, case_id, cases, clone_kwargs, mismatch, run_op, run_reference
@@ -35,7 +35,7 @@ DEV = default_device()
 # (registered/schedule.py per_commit_share): every path and every top-k / top-p class once; the cross product
 # runs in nightly/cpu/kernels.
 CAP = 8
-VOCAB = 700  # three chunks of SMALL_SHAPES' chunk_align columns: candidates from several programs per row
+VOCAB = PATH_VOCAB  # three chunks: candidates from several programs per row
 
 
 def _rows(seed: int) -> torch.Tensor:

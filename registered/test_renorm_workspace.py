@@ -20,7 +20,7 @@ import reference as R
 from ci.registration import register
 from impl.platform import default_device
 from impl.testing.op_table import RENORM, mismatch
-from registered.renorm_tunings import SMALL_SHAPES
+from registered.renorm_tunings import PATH_VOCAB, SMALL_SHAPES
 from registered.skips import requires_gpu
 
 DEV = default_device()
@@ -61,7 +61,7 @@ def test_a_reused_dirty_workspace_gives_exact_results(top_p):
     must never leak into the next. A small candidate capacity makes some rows compact and others not,
     so the leftover state differs from row to row."""
     op = K.top_p_renorm if top_p else K.top_k_renorm
-    bs, vocab = 4, 700  # three chunks of SMALL_SHAPES' columns
+    bs, vocab = 4, PATH_VOCAB
     before = len(renorm._WORKSPACES)
     for call, rows in ((c, r) for r in (2, 10**9) for c in range(4)):  # the finish path, the small-batch path
         tuning = dataclasses.replace(renorm.DEFAULT_TUNING, **SMALL_SHAPES, candidate_capacity=16,
