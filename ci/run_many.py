@@ -163,7 +163,7 @@ def run_concurrently(registry: Registry, runs: list[Run], *, results_dir: Path, 
                     buf = io.StringIO()
                     running[pool.submit(runner, registry, run.job, run.tests, run.shard, results_dir=results_dir,
                                         emulate=emulate, workers=run.cores if workers is None else workers,
-                                        out=buf, stop=stop)] = (run, buf)
+                                        out=buf, stop=stop, cores=run.cores)] = (run, buf)
                 if not running:
                     break
                 done, _ = wait(list(running), timeout=0.5, return_when=FIRST_COMPLETED)

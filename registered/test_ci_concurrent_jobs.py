@@ -33,7 +33,7 @@ class _SleepingRunner:
         self.peak = 0
         self.started: list[str] = []
 
-    def __call__(self, registry, job, tests, shard, *, results_dir, emulate, workers, out, stop):
+    def __call__(self, registry, job, tests, shard, *, results_dir, emulate, workers, out, stop, cores):
         run = registry[job.id]
         with self.lock:
             self.in_use += run.cores
@@ -186,7 +186,7 @@ def test_runs_sharing_the_cores_keep_xdist_only_when_they_alone_would_be_the_tai
 def test_each_run_gets_its_own_worker_count(tmp_path):
     seen = {}
 
-    def runner(registry, job, tests, shard, *, results_dir, emulate, workers, out, stop):
+    def runner(registry, job, tests, shard, *, results_dir, emulate, workers, out, stop, cores):
         seen[job.id] = workers
         return Outcome(job.id, "1/1", 0, 0.0)
 
@@ -195,3 +195,19 @@ def test_each_run_gets_its_own_worker_count(tmp_path):
     assert seen == {"big": 2, "small": 1}
     run_concurrently({}, runs, results_dir=tmp_path, emulate=None, workers=3, cores=2, runner=runner)
     assert seen == {"big": 3, "small": 3}, "an explicit --workers wins"
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
+def test_each_pytest_process_gets_its_share_of_the_cores_as_threads():
+    """torch's intra-op threads spin while they wait: a job's pytest processes share its cores as threads
+    (OMP_NUM_THREADS), unless the caller's environment sets it."""
+    from ci.run_suite import thread_budget
+
+    env = {}
+    assert thread_budget(env, 1, 1) == 1 and env["OMP_NUM_THREADS"] == "1"
+    env = {}
+    assert thread_budget(env, 2, 2) == 1 and env["OMP_NUM_THREADS"] == "1"
+    env = {}
+    assert thread_budget(env, 4, 1) == 4 and env["OMP_NUM_THREADS"] == "4"
+    env = {"OMP_NUM_THREADS": "3"}
+    assert thread_budget(env, 1, 1) is None and env["OMP_NUM_THREADS"] == "3"
