@@ -11,7 +11,6 @@ kernels test a probability's bits once (positive finite or weight 0): the edge b
 from __future__ import annotations
 
 import struct
-import threading
 
 import pytest
 import torch
@@ -24,6 +23,7 @@ from impl.platform import default_device, use_kernel_backend
 from impl.testing.op_table import RENORM, mismatch
 from impl.validation import check_mode
 from registered.skips import requires_gpu
+from registered.threads import run_at_once
 
 DEV = default_device()
 
@@ -186,24 +186,11 @@ def test_two_threads_on_the_fast_path_stay_exact():
     takes its workspace out while it launches, so neither ever launches on the other's."""
     _, probs, param = _prepared(False)
     inputs = [(_probs(40 + i, *probs.shape).cuda(), param.clone()) for i in range(2)]
-    start = threading.Barrier(2)
-    failures: list[str] = []
-
     def work(tid: int) -> None:
-        try:
-            start.wait(timeout=60)
-            mine = inputs[tid]
-            outs = [K.top_k_renorm(*mine) for _ in range(30)]
-            torch.cuda.synchronize()
-            for i, got in enumerate(outs[::7]):
-                _exact(got, *mine, False, f"thread {tid} call {7 * i}")
-        except Exception as exc:  # noqa: BLE001  (reported by the main thread)
-            failures.append(f"{type(exc).__name__}: {exc}")
+        mine = inputs[tid]
+        outs = [K.top_k_renorm(*mine) for _ in range(30)]
+        torch.cuda.synchronize()
+        for i, got in enumerate(outs[::7]):
+            _exact(got, *mine, False, f"thread {tid} call {7 * i}")
 
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=120)
-    assert not any(t.is_alive() for t in threads), "a thread hung"
-    assert not failures, failures
+    run_at_once(work, 2, timeout=120)

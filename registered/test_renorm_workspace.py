@@ -9,7 +9,6 @@ that the bound launchers call each triton release's C entry point with its argum
 from __future__ import annotations
 
 import dataclasses
-import threading
 
 import pytest
 import torch
@@ -22,6 +21,7 @@ from impl.platform import default_device
 from impl.testing.op_table import RENORM, mismatch
 from registered.renorm_tunings import PATH_VOCAB, SMALL_SHAPES
 from registered.skips import requires_gpu
+from registered.threads import run_at_once
 
 DEV = default_device()
 
@@ -85,29 +85,16 @@ def test_two_threads_never_share_a_running_workspace():
     launch at a time, so interleaving happens on CPU too). With two GPUs each thread uses its own."""
     bs, vocab = 3, 1500
     devices = [DEV] if torch.cuda.device_count() < 2 else [torch.device("cuda", 0), torch.device("cuda", 1)]
-    start = threading.Barrier(2)
-    failures: list[str] = []
-
     def work(tid: int) -> None:
         dev = devices[tid % len(devices)]
-        try:
-            start.wait(timeout=60)
-            for call in range(3):
-                top_p = call % 2 == 1  # both threads on one plan at a time
-                probs = _probs(100 * tid + call, bs, vocab).to(dev)
-                param = _param(top_p, 200 * tid + call, bs, vocab).to(dev)
-                got = (K.top_p_renorm if top_p else K.top_k_renorm)(probs, param)
-                _check(got, probs, param, top_p, f"thread {tid} call {call} on {dev}")
-        except Exception as exc:  # noqa: BLE001  (reported by the main thread)
-            failures.append(f"{type(exc).__name__}: {exc}")
+        for call in range(3):
+            top_p = call % 2 == 1  # both threads on one plan at a time
+            probs = _probs(100 * tid + call, bs, vocab).to(dev)
+            param = _param(top_p, 200 * tid + call, bs, vocab).to(dev)
+            got = (K.top_p_renorm if top_p else K.top_k_renorm)(probs, param)
+            _check(got, probs, param, top_p, f"thread {tid} call {call} on {dev}")
 
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=600)
-    assert not any(t.is_alive() for t in threads), "a thread hung"
-    assert not failures, failures
+    run_at_once(work, 2, timeout=600)
 
 
 @register(suite="kernels", hardware=["cpu"], schedule="per-commit", est_time=20)
