@@ -186,6 +186,7 @@ def test_two_threads_on_the_fast_path_stay_exact():
     takes its workspace out while it launches, so neither ever launches on the other's."""
     _, probs, param = _prepared(False)
     inputs = [(_probs(40 + i, *probs.shape).cuda(), param.clone()) for i in range(2)]
+
     def work(tid: int) -> None:
         mine = inputs[tid]
         outs = [K.top_k_renorm(*mine) for _ in range(30)]
