@@ -58,7 +58,6 @@ NVIDIA = shutil.which("nvidia-smi") is not None
 ROCM = shutil.which("rocm-smi") is not None or os.path.exists("/dev/kfd")
 GPU_MACHINE = NVIDIA or ROCM
 LOCAL_CPU_TORCH = "2.13.0"   # = ci/hardware.yaml cpu toolchain; on disk on the CI machines
-LOCAL_WHEELS = "/opt/wheels"
 
 # session -> {option: takes a value}; None = free-form (its program validates the arguments)
 OPTIONS: dict[str, dict[str, bool] | None] = {
@@ -246,18 +245,30 @@ def torch_env(session: nox.Session, *extras: str) -> Path:
                         if not r.startswith(("torch", "triton"))]
                 pip(*base, *_extras("test"))
             else:
-                index = ["--index-url", pins["CI_TORCH_INDEX_URL"]] if "CI_TORCH_INDEX_URL" in pins else \
-                    [f"--find-links={LOCAL_WHEELS}"] if Path(LOCAL_WHEELS).is_dir() else []
+                index = ["--index-url", pins["CI_TORCH_INDEX_URL"]] if "CI_TORCH_INDEX_URL" in pins else []
                 if "CI_TORCH_VERSION" in pins:
                     pip(*index, f"torch=={pins['CI_TORCH_VERSION']}")
                 if "CI_TRITON_VERSION" in pins:
                     pip(f"triton=={pins['CI_TRITON_VERSION']}")
                 pip("-e", ".[kernels,test]")
+            _put_checkout_on_path(session, ROOT / ".nox" / "shared-torch" / "bin" / "python")
         rest = [e for e in todo if e != "test"]
         if rest:
             pip(*_extras(*rest))
 
-    return _ensure(session, "torch", {"pins": pins, "rocm": ROCM}, extras, install, system_site=GPU_MACHINE)
+    return _ensure(session, "torch", {"pins": pins, "rocm": ROCM, "checkout_on_path": True}, extras, install,
+                   system_site=GPU_MACHINE)
+
+
+def _put_checkout_on_path(session: nox.Session, python: Path) -> None:
+    """The editable install exposes the project as ``dspark_suite.*`` (its installed name, as in the
+    wheel); the repository's own code and tests import ``ci``, ``impl``, ``reference`` and
+    ``registered`` from the checkout, from any folder (the runner's fixture repositories). A ``.pth``
+    file puts the checkout on this development environment's path; a wheel never does that."""
+    purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    (Path(purelib) / "dspark_suite_checkout.pth").write_text(f"{ROOT}\n", encoding="utf-8")
+    session.log(f"{Path(purelib).name}/dspark_suite_checkout.pth -> {ROOT}")
 
 
 def tools_env(session: nox.Session) -> Path:

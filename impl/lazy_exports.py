@@ -17,11 +17,17 @@ def lazy_exports(package: str, table: Mapping[str, str]) -> tuple[list[str], Cal
 
     namespace = vars(sys.modules[package]) if package in sys.modules else None
 
+    def _qualified(module: str) -> str:
+        """``module`` as written in the table (``impl.kernels``), under whatever ``package`` is
+        installed in (``dspark_suite.impl`` in the wheel: the table's names are repository names)."""
+        parts, top = package.split("."), module.split(".")[0]
+        return ".".join([*parts[:parts.index(top)], module]) if top in parts else module
+
     def __getattr__(name: str) -> Any:
         module = table.get(name)
         if module is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(module), name)
+        value = getattr(importlib.import_module(_qualified(module)), name)
         if namespace is not None:  # kept: later uses (an engine's every step) skip this hook
             namespace[name] = value
         return value
