@@ -1,8 +1,8 @@
 """``python -m impl.bench [--smoke] [--out DIR] [--only top_k,top_p,...]``.
 
-Results go to ``bench-results/<date>_<device>/`` at the repository root (outside the
+Results go to ``bench-results/<device>/`` at the repository root (outside the
 package) unless ``--out`` says otherwise; a smoke run (``--smoke``, or no GPU) measures
-nothing worth keeping, so by default it writes to ``<temp dir>/dspark-bench-smoke/<date>_<device>/``,
+nothing worth keeping, so by default it writes to ``<temp dir>/dspark-bench-smoke/<device>/``,
 outside the source tree. An existing ``bench.json`` there is merged, never
 shrunk: rows this run measured replace the same (op, shape, variant) rows, every other
 row is kept, so a narrower run (``--only``) cannot lose earlier results.
@@ -63,7 +63,7 @@ def measure(sweep: dict, device: str, only: set[str] | None) -> list[dict]:
 def default_results_dir(mode: str, date: str, device: str) -> Path:
     """Where results go without --out: bench-results/ in the repository for real runs, the temp dir
     for smoke runs (tiny sizes, not performance figures: never an untracked folder in the source tree)."""
-    folder = f"{date}_{re.sub(r'[^A-Za-z0-9]+', '-', device)}"
+    folder = re.sub(r'[^A-Za-z0-9]+', '-', device)   # one folder per device; the date is in bench.json's meta
     if mode == "smoke":
         return Path(tempfile.gettempdir()) / "dspark-bench-smoke" / folder
     return REPO_ROOT / "bench-results" / folder
@@ -83,8 +83,8 @@ def _selection(text: str | None, parser: argparse.ArgumentParser) -> set[str] | 
 def main(argv: list[str] | None = None) -> int:
     ap = CliParser(prog="python -m impl.bench", description=__doc__.splitlines()[0])
     ap.add_argument("--smoke", action="store_true", help="tiny sizes (default when no GPU)")
-    ap.add_argument("--out", type=Path, help="results folder (default bench-results/<date>_<device> at the repo "
-                    "root; for a smoke run <temp dir>/dspark-bench-smoke/<date>_<device>)")
+    ap.add_argument("--out", type=Path, help="results folder (default bench-results/<device> at the repo "
+                    "root; for a smoke run <temp dir>/dspark-bench-smoke/<device>)")
     ap.add_argument("--only", help="comma-separated subset of: " + ",".join(SELECTIONS))
     ap.add_argument("--flashinfer-aot", help="folder of FlashInfer's prebuilt modules (for its contender rows)")
     args = ap.parse_args(argv)

@@ -48,7 +48,7 @@ and benchmarks pass their own with ``tuning=``.
     (its finish path needs 4 launches: first pass, compaction, finish, write).
 
 Costs that shaped this (a full-row pass, a histogram, a [BLOCK, NB] tile, the compaction's
-barriers) and every measurement: impl/bench/renorm_pass_probe.py and notes/perf_log.md.
+barriers) and every measurement: impl/bench/renorm_pass_probe.py and docs/performance.md.
 
 Eager calls (the ones engines make, outside their graphs) are host-bound at small batches, so
 their host path is short. A call like an earlier one (the same Gates object, checks off, compiled
@@ -89,7 +89,7 @@ _Shape = tuple[int, int]  # (BLOCK, warps)
 
 @dataclass(frozen=True)
 class RenormTuning:
-    """How the renorm select is launched (the defaults: H200 sweeps, notes/perf_log.md).
+    """How the renorm select is launched (the defaults: H200 sweeps, docs/performance.md).
 
     Pairs indexed by op are (top-k, top-p). Launch shapes are (BLOCK, warps). Bad settings
     raise ValueError naming the field when the object is built.
@@ -103,7 +103,7 @@ class RenormTuning:
     # the finish path's 165; v7 (finer first pass, the finish sorts): top-k at 64 rows 77-81 us on the
     # finish path against 92 on the small-batch path; v7b: top-k at batch 1 on the finish path 17.6 / 21.0 us
     # (k = 50 / 1000, CUDA graph) against 27.8 / 28.4 on the small-batch path, in 4 launches instead of 7, so
-    # top-k always finishes (notes/perf_log.md v7b).
+    # top-k always finishes (docs/performance.md).
     finish_min_rows: int | tuple[int, int] = (1, 8)
     candidate_capacity: int = 32768
     # After the first pass and after each full pass that follows, by op (one int sets both): 2 beat 3
