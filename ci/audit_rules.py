@@ -1,6 +1,6 @@
 """The one place each audit rule is declared: id, title, what it prevents, an example and its output.
 
-    python -m ci.audit_rules --markdown     # the rule table README.md and docs/design.md §8.5 carry
+    python -m ci.audit_rules --markdown     # the rule table docs/rules.md carries (--write rewrites it)
 
 The project's own audit (ci/audit.py) and the adapter audit (ci/audit_foreign.py) report findings
 under these ids; the same idea has the same id in both. A test fails when the docs drift.
@@ -92,13 +92,18 @@ FOREIGN_RULES = ("dormant-suite", "unknown-suite", "unresolved-step", "disabled-
 
 
 def markdown_table() -> str:
-    """The rule table README.md and docs/design.md §8.5 carry (between the ``audit-rules`` markers)."""
+    """The rule table docs/rules.md carries (between the ``audit-rules`` markers)."""
     lines = ["| rule | what must hold | prevents | default | own audit | adapters |",
              "|---|---|---|---|---|---|"]
     for rule in RULES:
         own = "yes" if rule.id in OWN_RULES else "-"
         foreign = "yes" if rule.id in FOREIGN_RULES else "-"
         lines.append(f"| `{rule.id}` | {rule.title} | {rule.prevents} | {rule.default_severity} | {own} | {foreign} |")
+    for rule in RULES:   # one section a rule: what it checks, why, an input that trips it and the output
+        lines += ["", f"### `{rule.id}`", "",
+                  f"**Must hold:** {rule.title}. **Prevents:** {rule.prevents}. "
+                  f"**Default severity:** {rule.default_severity}.", "",
+                  "Example:", "", "```text", rule.example, "```", "", "Output:", "", "```text", rule.output, "```"]
     return "\n".join(lines)
 
 
@@ -114,7 +119,7 @@ def splice(text: str) -> str:
     return f"{head}{BEGIN}\n{markdown_table()}\n{END}{tail}"
 
 
-DOCS = ("README.md", "docs/design.md")
+DOCS = ("docs/rules.md",)
 
 
 def main(argv: list[str] | None = None) -> int:

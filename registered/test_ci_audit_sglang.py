@@ -334,7 +334,7 @@ def test_a_one_file_suite_a_typo_away_from_a_bigger_one_is_a_warning(tmp_path):
 def test_the_adapter_reads_the_sglang_command_and_declares_no_gates():
     adapter = get_adapter("sglang")
     assert adapter.has_gates is False
-    words = ("bash", "ci/exec.sh", "-w", "/work/test", "python3", "run_suite.py",
+    words = ("bash", "ci/exec.sh", "-w", "/src/test", "python3", "run_suite.py",
              "--hw", "amd", "--suite", "s", "--nightly", "--auto-partition-id", "1", "--auto-partition-size", "3")
     call = adapter.find_call(words)
     targets, problem = adapter.targets(dict(call.options))

@@ -463,8 +463,8 @@ def test_the_exit_codes_and_environment_are_documented():
     doc = liveness.__doc__
     assert "Exit codes: 0 every job alive; 1 some job DEAD; 2 the history cannot be read" in doc
     assert all(v in doc for v in ("GITHUB_TOKEN", "GITHUB_REPOSITORY", "GITHUB_API_URL", "--self-check"))
-    readme = (REAL_ROOT / "README.md").read_text()
-    section = readme[readme.index("**Liveness.**"):readme.index("### Commands")]
+    ci_doc = (REAL_ROOT / "docs" / "ci.md").read_text()
+    section = ci_doc[ci_doc.index("**Liveness.**"):ci_doc.index("## Commands")]
     words = ("exits 0 when every job is alive", "1 when", "2 when", "GITHUB_API_URL", "GITHUB_REPOSITORY",
              "--self-check", "no runner")
     assert all(w in section for w in words), [w for w in words if w not in section]

@@ -85,8 +85,7 @@ def test_no_citation_of_the_out_of_tree_specification_remains():
     for path in repository_files():
         text = path.read_text(encoding="utf-8", errors="replace")
         problems += [f"{path.relative_to(ROOT)}:{n}" for n in old_spec_mentions(text)]
-    assert not problems, ("cite docs/design.md instead of the old specification (the lead's "
-                          "rewrite_citations.sh does it mechanically):\n" + "\n".join(problems))
+    assert not problems, ("cite docs/design.md instead of the old specification:\n" + "\n".join(problems))
 
 
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)

@@ -121,7 +121,7 @@ def _launch_config(block_d: int, num_rows: int) -> tuple[int, int]:
 
     On the H200 at 1M x 512 bf16 (do_bench median, one run, 2026-12-01; torch copy_ of the same
     tensor 506 us): 2 rows/2 warps 554 us (91% of copy_), 4/4 601 us, 1/1 642, 1/2 646, 2/4 645,
-    4/8 664, 8/8 628 (session 1 had measured 4/4 at 555 us: runs differ by ~8%).
+    4/8 664, 8/8 628 (an earlier run had 4/4 at 555 us: runs differ by ~8%).
     """
     rows = max(1, min(32, 1024 // block_d))
     return rows, max(2, min(8, rows * block_d // 512))
