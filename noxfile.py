@@ -320,6 +320,7 @@ def pr(session: nox.Session) -> None:
     """Every per-commit check: ruff, audit, workflow checks, every per-commit cpu job."""
     args = session_args(session)
     tools = tools_env(session)
+    run_in(session, [tools], "-m", "ci.pr", "--check-arguments", *args)   # a usage error before any check
     env = torch_env(session)
     run_in(session, [tools], "-m", "ruff", "check", ".")
     run_in(session, [env, tools], "-m", "ci.pr", *args)

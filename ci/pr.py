@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from ci import audit, workflows
+from ci.catalog import CatalogError, load_catalog
 from ci.jobs import JobFilter, load_registry
 from ci.run_many import default_concurrency, run_jobs, summary_table
 from ci.run_suite import RESULTS_DIR, combined_summary, publish, totals_lines
@@ -31,10 +32,20 @@ def main(argv: list[str] | None = None) -> int:
                         help="one pytest process per job and group shard, as GitHub runs them (default: per job)")
     parser.add_argument("--jobs", type=int, default=default_concurrency(),
                         help="cores the job processes may take at once (default: this machine's); 1: one at a time")
+    parser.add_argument("--check-arguments", action="store_true",
+                        help="only check the arguments and exit (nox -s pr does this before any check runs)")
     args = parser.parse_args(argv)
     if args.jobs < 1:
         parser.error(f"--jobs must be >= 1, got {args.jobs}")
     root = Path(args.root).resolve()
+    try:
+        labels = load_catalog(root).labels
+    except (CatalogError, OSError) as exc:
+        parser.error(f"--root {args.root}: the hardware catalog cannot be read ({exc})")
+    if args.hardware not in labels:
+        parser.error(f"--hardware {args.hardware!r}: not a label of ci/hardware.yaml; choose from {', '.join(labels)}")
+    if args.check_arguments:
+        return 0
     started = time.monotonic()
     checks: list[tuple[str, bool, float]] = []
 

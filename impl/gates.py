@@ -262,20 +262,26 @@ def invalid_gates(environ: Mapping[str, str] | None = None) -> list[str]:
     return bad
 
 
-def format_gate_table(environ: Mapping[str, str] | None = None) -> str:
-    """The table; with ``environ``, a column with each gate's value there."""
+def format_gate_table(environ: Mapping[str, str] | None = None,
+                      detected: Mapping[str, str] | None = None) -> str:
+    """The table; with ``environ``, a column with each gate's value in effect there: the variable's
+    value, else the default, else (platform, kernel backend) what ``detected`` says this machine
+    gives, marked as such."""
     head = ("gate", "env var", "values", "default")
-    rows = [head + (("current",) if environ is not None else ())]
+    rows = [head + (("in effect",) if environ is not None else ())]
     for g in GATES.values():
         row = (g.name, g.env_var, ", ".join(g.values), g.default_rule)
         if environ is not None:
             raw = environ.get(g.env_var, "")
-            if raw.strip() == "":
-                current = "(unset)"
-            elif raw.strip() in g.values:
+            if raw.strip() in g.values:
                 current = raw.strip()
-            else:
+            elif raw.strip():
                 current = f"{raw!r} INVALID"
+            elif g.default is not None:
+                current = f"{g.default} (default)"
+            else:
+                found = (detected or {}).get(g.name)
+                current = f"{found} (detected)" if found else "decided at run time (torch is not importable here)"
             row += (current,)
         rows.append(row)
     n = len(rows[0])
@@ -285,15 +291,35 @@ def format_gate_table(environ: Mapping[str, str] | None = None) -> str:
     return "\n".join(lines)
 
 
+def detected_defaults() -> dict[str, str]:
+    """What the run-time defaults are on this machine (needs torch; {} without it). Only the
+    command line calls this: importing impl.gates stays torch-free."""
+    try:
+        from impl.platform import _detect, default_kernel_backend
+    except ImportError:
+        return {}
+    return {"platform": _detect().backend, "kernel_backend": default_kernel_backend()}
+
+
 def main(argv: list[str] | None = None) -> int:
     if argv:
         print("usage: python -m impl.gates   (takes no arguments)", file=sys.stderr)
         return 2
-    print(format_gate_table(os.environ))
     bad = invalid_gates(os.environ)
+    print_to_stdout(format_gate_table(os.environ, detected_defaults()))
     for message in bad:
         print(f"error: {message}", file=sys.stderr)
     return 2 if bad else 0
+
+
+def print_to_stdout(text: str) -> None:
+    """Print, and end quietly when the reader went away (``python -m impl.gates | head -1``): a
+    closed pipe is the reader's choice, not an error worth a traceback."""
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())   # the interpreter's own flush at exit must not fail again
 
 
 if __name__ == "__main__":

@@ -39,6 +39,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from impl.cli_args import CliParser
+from impl.gates import print_to_stdout
 from impl.table import format_table
 
 PLATFORMS = ("cuda", "hip", "cpu")
@@ -184,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = CliParser(prog="python -m impl.sync_policy",
                        description="Print the sync-elision policy table (docs/design.md §4.3); takes no arguments.")
     parser.parse_args(argv)
-    print(format_policy_table())
+    print_to_stdout(format_policy_table())
     return 0
 
 

@@ -103,7 +103,9 @@ def test_gates_cli_shows_values_and_rejects_invalid_ones():
     assert ok.returncode == 0 and not ok.stderr, ok.stderr
     rows = {line.split()[0]: line for line in ok.stdout.splitlines()[2:]}
     assert set(rows) == {"platform", "spec_algorithm", "kv_backend", "kernel_backend", "check_mode"}
-    assert rows["kv_backend"].rstrip().endswith("paged") and rows["check_mode"].rstrip().endswith("(unset)")
+    assert rows["kv_backend"].rstrip().endswith("paged") and rows["check_mode"].rstrip().endswith("off (default)")
+    assert rows["platform"].rstrip().endswith(("cpu (detected)", "cuda (detected)", "hip (detected)"))
+    assert rows["kernel_backend"].rstrip().endswith(("triton-interpret (detected)", "triton (detected)"))
     bad = _run(GATES, {"DSPARK_CHECK": "maybe", "DSPARK_SPEC_ALGO": "mtp"})
     err = _assert_one_line_exit_2(bad, r"^error: gate 'check_mode': environment variable DSPARK_CHECK='maybe' "
                                        r"is not allowed; expected one of \['off', 'on'\]$")

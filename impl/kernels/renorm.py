@@ -73,6 +73,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import numbers
 import struct
 import threading
 from dataclasses import dataclass, field
@@ -701,8 +702,17 @@ def _select(probs, param, param_t, plan: _Plan):
 
 
 def top_k_renorm(probs, k, *, tuning: RenormTuning | None = None):
-    """Keep each row's entries >= its k-th largest and renormalise (new tensor).
-    ``tuning``: how the kernels launch (None: DEFAULT_TUNING); never changes the result."""
+    """Keep each row's entries >= its k-th largest and renormalise them to sum to 1 (a new tensor).
+
+    probs: float32, 2-D ``[rows, vocab]``, contiguous, on any device (CPU runs the interpreter or
+        torch, docs/design.md §3.9). Rows need not sum to 1: the kept mass is renormalised.
+    k: an int (numpy integers and a 0-d integer tensor too), or an int32 / int64 tensor of shape
+        ``[rows]`` on probs' device (one k per row). k is clamped to ``[1, vocab]``.
+    Ties: every entry equal to the k-th largest is kept, so a row may keep more than k entries.
+    Bad values (docs/design.md §10.7): NaN, +-inf and negative entries weigh 0; with check mode on
+        (``DSPARK_CHECK=on``) they raise ValueError instead. A row of zeros stays zeros.
+    Never syncs with the device and is CUDA-graph safe. ``tuning``: how the kernels launch (None:
+    the defaults); never changes the result. Reference: ``reference.top_k_renorm``."""
     gates = active_gates()
     if gates is _FAST_GATES[0]:
         out = _fast_call(probs, k, False, tuning)
@@ -710,6 +720,7 @@ def top_k_renorm(probs, k, *, tuning: RenormTuning | None = None):
             return out
     checks = gates.check_mode == "on"
     _check_probs(probs, checks)
+    k = _plain_param(k, probs, integral=True)
     k_t = _param_tensor("k", k, probs.shape[0], INDEX_DTYPES, (int,), probs, checks)
     if k_t is None:
         k = min(max(k, 1), max(probs.shape[1], 1))  # host-side clamp keeps the scalar in range
@@ -721,9 +732,20 @@ def top_k_renorm(probs, k, *, tuning: RenormTuning | None = None):
 
 
 def top_p_renorm(probs, p, *, tuning: RenormTuning | None = None):
-    """Drop the smallest entries holding < (1 - p) of each row's mass and renormalise.
-    ``p`` means the fp32 value nearest to it (a float, an fp32 or an fp64 tensor alike).
-    ``tuning``: how the kernels launch (None: DEFAULT_TUNING); never changes the result."""
+    """Keep the largest entries of each row whose mass reaches p of the row's total, renormalise them
+    to sum to 1 (a new tensor): the entries holding < (1 - p) of the mass are dropped.
+
+    probs: float32, 2-D ``[rows, vocab]``, contiguous, on any device; rows need not sum to 1 (mass is
+        measured against the row's own total, docs/design.md §11.1).
+    p: a float (numpy floats and a 0-d float tensor too), or a float32 / float64 tensor of shape
+        ``[rows]`` on probs' device. p means the fp32 value nearest to it, clamped to ``[0, 1]``;
+        p = 0 keeps the largest entry (and its ties), p = 1 keeps every positive entry.
+    Ties and the boundary: entries equal to the smallest kept value are all kept; where the
+        cumulative mass reaches p exactly, that level is kept (docs/design.md §11.2).
+    Bad values (docs/design.md §10.7): NaN, +-inf and negative entries weigh 0; with check mode on they
+        raise ValueError, as does a NaN p (a NaN p with checks off keeps the whole row).
+    Never syncs with the device and is CUDA-graph safe. ``tuning``: how the kernels launch (None:
+    the defaults); never changes the result. Reference: ``reference.top_p_renorm``."""
     gates = active_gates()
     if gates is _FAST_GATES[0]:
         out = _fast_call(probs, p, True, tuning)
@@ -731,6 +753,7 @@ def top_p_renorm(probs, p, *, tuning: RenormTuning | None = None):
             return out
     checks = gates.check_mode == "on"
     _check_probs(probs, checks)
+    p = _plain_param(p, probs, integral=False)
     p_t = _param_tensor("p", p, probs.shape[0], _P_DTYPES, (int, float), probs, checks)
     if p_t is None:
         p = _fp32(min(max(p, 0), 1))  # clamping first: rounding keeps 0 and 1 and is monotone
@@ -742,6 +765,22 @@ def top_p_renorm(probs, p, *, tuning: RenormTuning | None = None):
 
 
 _P_DTYPES = (torch.float32, torch.float64)
+
+
+def _plain_param(value, probs: torch.Tensor, *, integral: bool):
+    """k / p as the rest of the call takes them: a numpy (or other ``numbers``) scalar becomes the
+    Python number, a 0-d tensor one value per row on its own device (no read back: no sync)."""
+    if type(value) is int or type(value) is float:
+        return value
+    if isinstance(value, torch.Tensor):
+        if value.dim() == 0 and probs.dim() == 2:
+            return value.reshape(1).expand(probs.shape[0]).contiguous()
+        return value
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return int(value)
+    if not integral and isinstance(value, numbers.Real):
+        return float(value)
+    return value   # anything else: _param_tensor raises the TypeError naming the argument
 
 
 def _tuning(tuning: object) -> RenormTuning:
