@@ -30,7 +30,8 @@ def test_top_k_takes_numpy_integers_and_0d_tensors(k):
 
 @register(suite="kernels", hardware="cpu", schedule="per-commit", est_time=4)
 @pytest.mark.parametrize("p", [np.float32(0.8), np.float64(0.8), torch.tensor(0.8),
-                               torch.tensor(0.8, dtype=torch.float64)], ids=["numpy-float32", "numpy-float64", "0d-float32", "0d-float64"])
+                               torch.tensor(0.8, dtype=torch.float64)],
+                         ids=["numpy-float32", "numpy-float64", "0d-float32", "0d-float64"])
 def test_top_p_takes_numpy_floats_and_0d_tensors(p):
     probs = _probs()
     assert torch.equal(impl.top_p_renorm(probs, p), impl.top_p_renorm(probs, 0.8))
