@@ -292,13 +292,17 @@ def format_gate_table(environ: Mapping[str, str] | None = None,
 
 
 def detected_defaults() -> dict[str, str]:
-    """What the run-time defaults are on this machine (needs torch; {} without it). Only the
-    command line calls this: importing impl.gates stays torch-free."""
+    """What the run-time defaults are on this machine, by the rules the gate table states (the
+    platform torch reports; triton on a GPU, the interpreter on CPU); {} without torch. Only the
+    command line calls this: importing impl.gates stays torch-free, and impl.platform (which reads
+    the gates) is not imported here."""
     try:
-        from impl.platform import _detect, default_kernel_backend
+        import torch
     except ImportError:
         return {}
-    return {"platform": _detect().backend, "kernel_backend": default_kernel_backend()}
+    gpu = torch.cuda.is_available()
+    backend = ("hip" if getattr(torch.version, "hip", None) else "cuda") if gpu else "cpu"
+    return {"platform": backend, "kernel_backend": "triton" if gpu else "triton-interpret"}
 
 
 def main(argv: list[str] | None = None) -> int:
