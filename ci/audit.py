@@ -26,7 +26,8 @@ from ci.collect import CollectionError, names_mentioned
 from ci.jobs import Job, Registry, load_registry, parse_job_id
 from ci.nox_check import suite_session_problems
 from ci.ops_audit import OP_TABLE_PATHS, impl_ops, reference_names
-from ci.skip_audit import SkipTable, condition_skips, load_skip_table, skip_uses
+from ci.results import SkipTable, load_skip_table
+from ci.skip_audit import condition_skips, skip_uses
 from ci.audit_foreign import check_target  # noqa: F401  (re-exported: the CLI's usage check)
 from ci.audit_report import FindingCollector, findings_json, format_findings
 from ci.audit_rules import OWN_RULES

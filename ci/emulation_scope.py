@@ -9,7 +9,8 @@ up front instead, naming the reason. Read from syntax trees (ci.skip_audit): no 
 from __future__ import annotations
 
 from ci.jobs import Job, Registry
-from ci.skip_audit import SkipTable, SkipUse, condition_skips, load_skip_table, skip_uses
+from ci.results import SkipTable, load_skip_table
+from ci.skip_audit import SkipUse, condition_skips, skip_uses
 
 VENDOR_OF_BACKEND = {"cuda": "nvidia", "hip": "amd"}
 

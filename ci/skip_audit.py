@@ -1,4 +1,5 @@
-"""Registered skip reasons and where tests use them, read from syntax trees (no torch, no imports).
+"""Where registered tests use the registered skip reasons, read from syntax trees (no torch, no imports);
+the reasons themselves are read by ``ci.results``, their one reader.
 
 ``registered/skips.py`` holds ``SKIP_REASONS = {key: {...}}``; each entry has
 ``text`` and ``skips_when``, a hardware condition the audit can evaluate against
@@ -14,31 +15,12 @@ Imports nothing from ``impl/`` or test code.
 from __future__ import annotations
 
 import ast
-import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Iterable
 
 from ci.pyast import dotted_name
-
-SKIPS_FILE = "registered/skips.py"
-CONDITION_RE = re.compile(r"^(?:always|gpus<(?:\d+|N)|vendor!=(?:cpu|nvidia|amd))$")
-REASON_KEYS = ("text", "skips_when", "owner", "until")
-
-
-@dataclass(frozen=True)
-class SkipReason:
-    key: str
-    text: str
-    skips_when: str          # "always", "gpus<1", "gpus<N", "vendor!=amd"
-    owner: str | None
-    until: str | None
-    line: int
-
-    @property
-    def unconditional(self) -> bool:
-        return self.skips_when == "always"
-
+from ci.results import SkipTable, keys_in, literal_assign
 
 @dataclass(frozen=True)
 class SkipUse:
@@ -51,73 +33,6 @@ class SkipUse:
     always: bool = False     # skips wherever it runs (a top-level skip call, pytest.mark.skip)
     unregistered: bool = False   # a skip whose reason is not a registered key (the runner fails the job on it)
     unknown_key: str | None = None   # the literal key it names that SKIP_REASONS lacks (registered_skip("typo"))
-
-
-@dataclass
-class SkipTable:
-    reasons: dict[str, SkipReason] = field(default_factory=dict)
-    helpers: dict[str, str] = field(default_factory=dict)      # helper function -> key
-    problems: list[str] = field(default_factory=list)
-
-
-def _literal_assign(tree: ast.Module, name: str) -> tuple[Any, int] | None:
-    for node in tree.body:
-        targets = (node.targets if isinstance(node, ast.Assign)
-                   else [node.target] if isinstance(node, ast.AnnAssign) else [])
-        if any(isinstance(t, ast.Name) and t.id == name for t in targets) and node.value is not None:
-            return node.value, node.lineno
-    return None
-
-
-def _keys_in(node: ast.AST, known: Iterable[str]) -> list[str]:
-    known = set(known)
-    return [n.value for n in ast.walk(node) if isinstance(n, ast.Constant) and isinstance(n.value, str)
-            and n.value in known]
-
-
-def load_skip_table(root: str | Path) -> SkipTable:
-    table = SkipTable()
-    path = Path(root) / SKIPS_FILE
-    if not path.is_file():
-        return table
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=SKIPS_FILE)
-    found = _literal_assign(tree, "SKIP_REASONS")
-    if found is None:
-        table.problems.append(f"{SKIPS_FILE}:1: no SKIP_REASONS = {{...}} literal")
-        return table
-    node, line = found
-    if not isinstance(node, ast.Dict):
-        table.problems.append(f"{SKIPS_FILE}:{line}: SKIP_REASONS must be a literal dict")
-        return table
-    for key_node, value_node in zip(node.keys, node.values):
-        try:
-            key, value = ast.literal_eval(key_node), ast.literal_eval(value_node)
-        except ValueError:
-            table.problems.append(f"{SKIPS_FILE}:{value_node.lineno}: SKIP_REASONS entries must be literals")
-            continue
-        where = f"{SKIPS_FILE}:{key_node.lineno}"
-        if isinstance(value, str):   # a bare text declares no condition: it may skip anywhere
-            value = {"text": value, "skips_when": "always"}
-        if not isinstance(value, dict) or not isinstance(value.get("text"), str):
-            table.problems.append(f"{where}: skip reason {key!r} must be a dict with a 'text' string")
-            continue
-        unknown = set(value) - set(REASON_KEYS)
-        if unknown:
-            table.problems.append(f"{where}: skip reason {key!r}: unknown key(s) {sorted(unknown)}; "
-                                  f"expected {list(REASON_KEYS)}")
-        when = str(value.get("skips_when", "always"))
-        if not CONDITION_RE.match(when):
-            table.problems.append(f"{where}: skip reason {key!r}: skips_when={when!r}; expected 'always', "
-                                  "'gpus<K', 'gpus<N' or 'vendor!=cpu|nvidia|amd'")
-            when = "always"
-        table.reasons[str(key)] = SkipReason(str(key), value["text"], when, value.get("owner"),
-                                             value.get("until"), key_node.lineno)
-    for fn in tree.body:
-        if isinstance(fn, ast.FunctionDef) and fn.name not in ("skip_message", "registered_skip"):
-            keys = sorted(set(_keys_in(fn, table.reasons)))
-            if len(keys) == 1:
-                table.helpers[fn.name] = keys[0]
-    return table
 
 
 def condition_skips(when: str, gpus: int, vendor: str, arg: int | None = None) -> bool:
@@ -171,7 +86,7 @@ def _marker_uses(decorators: list[ast.AST], node_id: str, rel: str, table: SkipT
                 cond = ast.literal_eval(dec.args[0])
             except ValueError:
                 cond = None
-            keys = _keys_in(dec, table.reasons)
+            keys = keys_in(dec, table.reasons)
             if cond is not None and bool(cond):
                 uses.append(SkipUse(node_id, f"{rel}:{dec.lineno}", keys[0] if keys else None,
                                     f"@pytest.mark.skipif({cond!r})", always=True))
@@ -199,7 +114,7 @@ def _body_uses(fn: ast.AST, node_id: str, rel: str, table: SkipTable) -> list[Sk
                 continue
             if name in ("skip", "importorskip") and not dotted.endswith("pytest." + name):
                 continue
-            keys = _keys_in(sub, table.reasons)
+            keys = keys_in(sub, table.reasons)
             registered = bool(keys) or (name == "skip" and _registered_message(sub))
             always = id(stmt) in top and isinstance(stmt, ast.Expr) and stmt.value is sub
             uses.append(SkipUse(node_id, f"{rel}:{sub.lineno}", keys[0] if keys else None,
@@ -225,7 +140,7 @@ def skip_uses(root: str | Path, test_files: Iterable[str], table: SkipTable) -> 
     for rel in test_files:
         tree = ast.parse((Path(root) / rel).read_text(encoding="utf-8"), filename=rel)
         module_uses: list[SkipUse] = []
-        found = _literal_assign(tree, "pytestmark")
+        found = literal_assign(tree, "pytestmark")
         if found is not None:
             value, _ = found
             decs = value.elts if isinstance(value, (ast.List, ast.Tuple)) else [value]
