@@ -191,7 +191,7 @@ def _unreadable_cases():
 
     return [(not_json, "the response is not JSON"), (reset, "2 attempts"), (slow, "timed out"),
             (server_error, "HTTP 502"), (not_found, "needs `actions: read`"), (forbidden, "needs `actions: read`"),
-            (bad_shape, "'workflow_runs' list")]
+            (bad_shape, "'workflow_runs' is a string 'none', expected a list")]
 
 
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=3)
