@@ -38,8 +38,8 @@ MAX_PAGES = 100                   # per listing: 10 000 runs or jobs at per_page
 REQUEST_SECONDS = 30.0
 RUN_SECONDS = 900.0
 _NEXT = re.compile(r'<([^>]+)>\s*;\s*rel="next"')
-_TYPE_WORDS = {int: "an integer", str: "a string", bool: "a boolean", list: "a list", dict: "an object",
-               type(None): "null"}
+_TYPE_WORDS = {int: "an integer", float: "a number", str: "a string", bool: "a boolean", list: "a list",
+               dict: "an object", type(None): "null"}
 
 
 def next_link(header: str | None) -> str | None:

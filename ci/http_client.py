@@ -139,14 +139,17 @@ class OriginClient:
             raise DeadlineExceeded(f"GET {url}: timed out: no time left of the {timeout:g}-second deadline")
         kind = http.client.HTTPSConnection if self.origin.scheme == "https" else http.client.HTTPConnection
         conn = kind(self.origin.host, self.origin.port, timeout=remaining)
-        fired = threading.Event()
+        fired, held = threading.Event(), []
 
-        def cut() -> None:          # the deadline passed: wake any blocked read with EOF
+        def cut() -> None:
+            """The deadline passed: shut the socket down so a blocked read (headers, body, TLS)
+            returns at once. The connection drops ``conn.sock`` once a response owns it, hence
+            ``held``; the base class's shutdown acts on the descriptor, also under TLS."""
             fired.set()
-            sock = conn.sock
+            sock = held[0] if held else conn.sock
             if sock is not None:
                 try:
-                    sock.shutdown(socket.SHUT_RDWR)
+                    socket.socket.shutdown(sock, socket.SHUT_RDWR)
                 except OSError:
                     pass
 
@@ -154,6 +157,8 @@ class OriginClient:
         timer.daemon = True
         timer.start()
         try:
+            conn.connect()
+            held.append(conn.sock)
             conn.request("GET", target, headers=dict(headers))
             answer = conn.getresponse()
             length = answer.getheader("Content-Length")

@@ -170,7 +170,9 @@ def iter_pages(fetch: Fetch, url: str, key: str) -> Iterator[dict[str, Any]]:
 def checked(item: dict[str, Any], fields: tuple, where: str) -> dict[str, Any]:
     """``item`` once every field this module reads has its type (see RUN_FIELDS, JOB_FIELDS)."""
     for key, kinds, required in fields:
-        field(item, key, *kinds, where=where, required=required)
+        value = field(item, key, *kinds, where=where, required=required)
+        if key.endswith("_at") and value is not None:
+            parse_time(value, f"{where}: '{key}'")
     for i, step in enumerate(item.get("steps") or ()):
         field(step, "status", str, _NULL, where=f"{where}: step {i}", required=False)
     for i, label in enumerate(item.get("labels") or ()):
