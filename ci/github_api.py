@@ -35,7 +35,7 @@ __all__ = ["ApiError", "DeadlineExceeded", "GitHubApi", "api_base", "field", "ne
 DEFAULT_API_URL = "https://api.github.com"
 MAX_BODY = 8 * 1024 * 1024        # a page of 100 runs or jobs is well under 1 MiB
 MAX_PAGES = 100                   # per listing: 10 000 runs or jobs at per_page=100
-REQUEST_SECONDS = 30.0
+REQUEST_SECONDS = 20.0           # wall clock per request; a GitHub answer takes well under a second
 RUN_SECONDS = 900.0
 _NEXT = re.compile(r'<([^>]+)>\s*;\s*rel="next"')
 _TYPE_WORDS = {int: "an integer", float: "a number", str: "a string", bool: "a boolean", list: "a list",

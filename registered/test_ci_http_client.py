@@ -275,7 +275,7 @@ def _cli_cases(other: FakeGitHub):
          2, "more than 100 pages"),
         ("slow drip, --deadline 2", ["--deadline", "2"], None, [(RUNS, {"mode": "drip", "delay": 0.5})],
          2, "timed out"),
-        ("300 MB body", [], None, [(RUNS, {"mode": "big", "size": 300 << 20})], 2, "byte cap"),
+        ("500 MB body", [], None, [(RUNS, {"mode": "big", "size": 500 << 20})], 2, "byte cap"),
         ("job name a list", [], name_list, [], 2, "'name' is a list"),
         ("string run id", [], string_id, [], 2, "'id' is a string"),
         ("503 then 429 then ok", [], None, [(JOBS, {"status": 503}), (JOBS, {"status": 429, "headers": {
