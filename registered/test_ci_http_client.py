@@ -385,3 +385,17 @@ def test_an_internal_error_is_exit_3_with_one_line_and_the_traceback_only_under_
     assert "Traceback (most recent call last)" in err and "in broken" in err
     assert err.endswith("liveness: internal error: ZeroDivisionError: a bug in the check\n")
     assert "  3  internal error" in liveness._parser().format_help()
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
+def test_text_from_an_answer_cannot_start_a_line_of_the_log(root, capsys):
+    """A label with a newline would print a line of its own, which the runner reads as a workflow command."""
+    case = load_case("alive")
+    job = next(j for j in case["jobs"]["80101"] if j["name"] == "per-commit/cpu shard 1/1")
+    job.update(conclusion="failure", runner_id=None, runner_name=None, steps=[],
+               labels=["ubuntu-latest\n::add-mask::x\r::warning::y\u2028z"])
+    with FakeGitHub(case) as gh:
+        assert _main(root, gh) == 1
+    out = capsys.readouterr().out
+    assert not any(line.startswith("::") for line in out.splitlines()) and len(out.splitlines()) == 2, out
+    assert "(labels: ubuntu-latest\\n::add-mask::x\\r::warning::y\\u2028z)" in out, out
