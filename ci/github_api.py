@@ -118,6 +118,8 @@ class GitHubApi:
                  max_body: int = MAX_BODY, max_pages: int = MAX_PAGES,
                  sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.time,
                  monotonic: Callable[[], float] = time.monotonic):
+        if not token.isascii() or not token.isprintable() or " " in token:
+            raise ApiError("GITHUB_TOKEN has characters a token never has (spaces, control or non-ASCII characters)")
         self.token, self.base, self.timeout = token, base.rstrip("/"), timeout
         self.attempts, self.max_wait, self.max_pages = attempts, max_wait, max_pages
         self.sleep, self.clock, self.monotonic = sleep, clock, monotonic

@@ -178,6 +178,10 @@ class OriginClient:
             return Response(answer.status, answer.headers, b"".join(chunks), url)
         except ApiError:
             raise
+        except (ValueError, http.client.InvalidURL) as exc:     # a path or header http.client will not send
+            # the exception's text may quote a header value, the token among them: never printed
+            raise ApiError(f"GET {url!r}: cannot be sent ({type(exc).__name__}: a character the request line "
+                           f"or a header may not carry)") from None
         except (OSError, http.client.HTTPException) as exc:
             if fired.is_set() or time.monotonic() > end:
                 raise DeadlineExceeded(f"GET {url}: timed out: no complete answer within {timeout:g} s") from None

@@ -120,6 +120,12 @@ def test_a_next_link_to_itself_or_without_end_stops_after_a_bounded_number_of_pa
         assert _hits(gh, RUNS) == 7
         with pytest.raises(ApiError, match="refusing to send the token to https://api.github.com:443"):
             list(_api(gh).pages("https://api.github.com/repos/x/y/actions/runs", "workflow_runs"))
+    for bad in ("/r\u00fcns?page=2", "/runs?page=2 3", "/runs\x7f"):        # same origin, but not sendable
+        with FakeGitHub(load_case("alive")) as gh:
+            gh.script(RUNS, status=200, body={"total_count": 1, "workflow_runs": []},
+                      headers={"Link": f'<{gh.origin}{bad}>; rel="next"'})
+            assert _main(root, gh) == 2
+            assert "cannot be sent" in _one_line(capsys.readouterr().err), bad
 
 
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=3)
@@ -249,6 +255,10 @@ def test_plain_http_to_a_host_that_is_not_loopback_is_refused_before_connecting(
         err = _one_line(capsys.readouterr().err)
         assert "GITHUB_API_URL must be the REST API root" in err and ("https is required" in err or "user:" in err)
     assert calls == []
+    bad_token = {**env, "GITHUB_TOKEN": "ghs_x\nInjected: 1"}       # would add a header of its own
+    assert liveness.main(["--root", str(root), "--now", NOW_ARG], env=bad_token) == 2
+    err = _one_line(capsys.readouterr().err)
+    assert "GITHUB_TOKEN has characters a token never has" in err and "ghs_x" not in err
     assert all(is_loopback(h) for h in ("localhost", "LOCALHOST", "127.0.0.1", "127.9.9.9", "::1"))
     assert not any(is_loopback(h) for h in ("localhost.example.com", "10.0.0.1", "::2", "0.0.0.0"))
     assert str(origin_of("http://[::1]:8080/api")) == "http://[::1]:8080"
