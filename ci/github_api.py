@@ -25,6 +25,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
+import reprlib
 import time
 from typing import Any, Callable, Iterator, Mapping
 
@@ -69,7 +70,8 @@ def _words(kinds: tuple[type, ...]) -> str:
 
 
 def _got(value: Any) -> str:
-    text = repr(value)
+    """The type and a short, bounded repr (reprlib stops at a few items and levels, whatever the size)."""
+    text = reprlib.repr(value)
     return f"{_TYPE_WORDS.get(type(value), type(value).__name__)} {text[:40]}{'...' if len(text) > 40 else ''}"
 
 
