@@ -18,7 +18,8 @@ before an answer; a 404, 401, 422 or a request past its deadline is not. A rate 
 ``retry-after`` seconds, else until ``x-ratelimit-reset``, else a minute, doubling; a wait
 beyond ``max_wait`` seconds, or beyond what is left of the run's deadline (``run_seconds``),
 fails at once saying when the limit resets. The clock, the monotonic clock and the sleeper are
-parameters, so tests run the backoff without sleeping. Stdlib only; never imports torch.
+parameters, so tests run the backoff without sleeping. Imports the stdlib and
+:mod:`ci.http_client` only; never torch, ``impl`` or test code.
 """
 from __future__ import annotations
 
