@@ -113,6 +113,11 @@ def test_a_next_link_to_itself_or_without_end_stops_after_a_bounded_number_of_pa
         assert _main(root, gh) == 2
         assert "points to a page already read" in _one_line(capsys.readouterr().err)
         assert _hits(gh, RUNS) == 1
+    with FakeGitHub(load_case("alive")) as gh:                  # the same on a run's jobs pages
+        gh.script(JOBS, mode="self_link", repeat=True, body={"total_count": 1, "jobs": []})
+        assert _main(root, gh) == 2
+        assert "points to a page already read" in _one_line(capsys.readouterr().err)
+        assert _hits(gh, JOBS) == 1
     with FakeGitHub(load_case("alive")) as gh:
         gh.script(RUNS, mode="endless", repeat=True, body={"total_count": 1, "workflow_runs": []})
         assert _main(root, gh, max_pages=7) == 2
