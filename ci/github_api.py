@@ -17,8 +17,8 @@ pause, are only: 429, 5xx, a 403 that GitHub marks as a rate limit (``retry-afte
 before an answer; a 404, 401, 422 or a request past its deadline is not. A rate limit waits
 ``retry-after`` seconds, else until ``x-ratelimit-reset``, else a minute, doubling; a wait
 beyond ``max_wait`` seconds, or beyond what is left of the run's deadline (``run_seconds``),
-fails at once saying when the limit resets. The clock, the monotonic clock and the sleeper are
-parameters, so tests run the backoff without sleeping. Imports the stdlib and
+fails at once saying when the limit resets. The bounds are one :class:`Limits`; the clock, the
+monotonic clock and the sleeper one :class:`Clocks`, so tests run the backoff without sleeping. Imports the stdlib and
 :mod:`ci.http_client` only; never torch, ``impl`` or test code.
 """
 from __future__ import annotations
@@ -28,16 +28,15 @@ import json
 import re
 import reprlib
 import time
+from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Mapping
 
 from ci.http_client import ApiError, DeadlineExceeded, OriginClient, TransportError, origin_of
 
-__all__ = ["ApiError", "DeadlineExceeded", "GitHubApi", "api_base", "field", "next_link", "path_id"]
+__all__ = ["ApiError", "Clocks", "DeadlineExceeded", "GitHubApi", "Limits", "api_base", "field", "next_link",
+           "path_id"]
 
 DEFAULT_API_URL = "https://api.github.com"
-MAX_BODY = 8 * 1024 * 1024        # a page of 100 runs or jobs is well under 1 MiB
-MAX_PAGES = 100                   # per listing: 10 000 runs or jobs at per_page=100
-REQUEST_SECONDS = 20.0           # wall clock per request; a GitHub answer takes well under a second
 RUN_SECONDS = 900.0
 _NEXT = re.compile(r'<([^>]+)>\s*;\s*rel="next"')
 _TYPE_WORDS = {int: "an integer", float: "a number", str: "a string", bool: "a boolean", list: "a list",
@@ -101,6 +100,24 @@ def path_id(value: Any, what: str) -> int:
 
 # ---------------------------------------------------------------- the client
 
+@dataclass(frozen=True)
+class Limits:
+    """What one run may spend reading the API (docs/http-client.md)."""
+    request_seconds: float = 20.0          # wall clock per request, connect to last byte (an answer takes < 1 s)
+    run_seconds: float = RUN_SECONDS       # wall clock for the whole run, retry waits included
+    attempts: int = 5                      # per request, counting the first
+    max_wait: float = 300.0                # the longest rate-limit wait honoured
+    max_body: int = 8 * 1024 * 1024        # bytes per answer; a page of 100 runs or jobs is under 1 MiB
+    max_pages: int = 100                   # per listing: 10 000 runs or jobs at per_page=100
+
+
+@dataclass(frozen=True)
+class Clocks:
+    """Time as the client sees it; tests pass a fake whose sleep advances the other two."""
+    sleep: Callable[[float], None] = time.sleep
+    wall: Callable[[], float] = time.time          # for x-ratelimit-reset (epoch seconds)
+    monotonic: Callable[[], float] = time.monotonic   # for the run's deadline
+
 def _explain(status: int, message: str) -> str:
     if status == 401:
         return "the token was refused (expired or not a GitHub token)"
@@ -116,18 +133,13 @@ def _explain(status: int, message: str) -> str:
 class GitHubApi:
     """GET with the token, JSON decoded, ``Link: rel="next"`` returned for paging."""
 
-    def __init__(self, token: str, base: str = DEFAULT_API_URL, *, timeout: float = REQUEST_SECONDS,
-                 run_seconds: float = RUN_SECONDS, attempts: int = 5, max_wait: float = 300.0,
-                 max_body: int = MAX_BODY, max_pages: int = MAX_PAGES,
-                 sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.time,
-                 monotonic: Callable[[], float] = time.monotonic):
+    def __init__(self, token: str, base: str = DEFAULT_API_URL, limits: Limits = Limits(),
+                 clocks: Clocks = Clocks()):
         if not token.isascii() or not token.isprintable() or " " in token:
             raise ApiError("GITHUB_TOKEN has characters a token never has (spaces, control or non-ASCII characters)")
-        self.token, self.base, self.timeout = token, base.rstrip("/"), timeout
-        self.attempts, self.max_wait, self.max_pages = attempts, max_wait, max_pages
-        self.sleep, self.clock, self.monotonic = sleep, clock, monotonic
-        self.run_seconds, self._start = run_seconds, monotonic()
-        self.http = OriginClient(self.base, max_body=max_body, what="the API root")
+        self.token, self.base, self.limits, self.clocks = token, base.rstrip("/"), limits, clocks
+        self._start = clocks.monotonic()
+        self.http = OriginClient(self.base, max_body=limits.max_body, what="the API root")
 
     def url(self, path_or_url: str) -> str:
         if not path_or_url.startswith(("http://", "https://")):
@@ -136,20 +148,21 @@ class GitHubApi:
         return path_or_url
 
     def _left(self, full: str) -> float:
-        left = self.run_seconds - (self.monotonic() - self._start)
+        left = self.limits.run_seconds - (self.clocks.monotonic() - self._start)
         if left <= 0:
-            raise DeadlineExceeded(f"GET {full}: the run's {self.run_seconds:g}-second deadline has passed")
+            raise DeadlineExceeded(f"GET {full}: the run's {self.limits.run_seconds:g}-second deadline has passed")
         return left
 
     def __call__(self, url: str) -> tuple[Any, str | None]:
         full = self.url(url)
-        for attempt in range(self.attempts):
-            last = attempt == self.attempts - 1
+        attempts = self.limits.attempts
+        for attempt in range(attempts):
+            last = attempt == attempts - 1
             try:
-                response = self.http.get(full, self._headers(), min(self.timeout, self._left(full)))
+                response = self.http.get(full, self._headers(), min(self.limits.request_seconds, self._left(full)))
             except TransportError as exc:
                 if last:
-                    raise ApiError(f"{exc} ({self.attempts} attempts)") from None
+                    raise ApiError(f"{exc} ({attempts} attempts)") from None
                 self._pause(full, 2.0 ** attempt)
                 continue
             status, headers, body = response.status, response.headers, response.body
@@ -160,7 +173,7 @@ class GitHubApi:
             if wait is None and status < 500:
                 raise ApiError(f"GET {full}: HTTP {status}: {_explain(status, message)}")
             if last:
-                raise ApiError(f"GET {full}: HTTP {status} {message} ({self.attempts} attempts)".rstrip())
+                raise ApiError(f"GET {full}: HTTP {status} {message} ({attempts} attempts)".rstrip())
             self._pause(full, wait if wait is not None else 2.0 ** attempt)
         raise AssertionError("unreachable")
 
@@ -173,8 +186,8 @@ class GitHubApi:
             full = self.url(next_url)
             if full in seen:
                 raise ApiError(f"GET {url}: the next-page link {full} points to a page already read")
-            if len(seen) >= self.max_pages:
-                raise ApiError(f"GET {url}: more than {self.max_pages} pages; the listing does not end")
+            if len(seen) >= self.limits.max_pages:
+                raise ApiError(f"GET {url}: more than {self.limits.max_pages} pages; the listing does not end")
             seen.add(full)
             data, next_url = self(full)
             items = field(data, key, list, where=f"GET {full}")
@@ -191,8 +204,8 @@ class GitHubApi:
         left = self._left(full)
         if seconds >= left:
             raise DeadlineExceeded(f"GET {full}: a retry in {seconds:.0f} s would pass the run's "
-                                   f"{self.run_seconds:g}-second deadline ({left:.0f} s left)")
-        self.sleep(seconds)
+                                   f"{self.limits.run_seconds:g}-second deadline ({left:.0f} s left)")
+        self.clocks.sleep(seconds)
 
     def _rate_limit_wait(self, status: int, headers: Mapping[str, str], message: str, attempt: int) -> float | None:
         """Seconds to wait before retrying a rate-limited request; None when it is not one."""
@@ -206,13 +219,14 @@ class GitHubApi:
             wait = float(retry_after)
         elif remaining == "0" and (reset := (headers.get("x-ratelimit-reset") or "").strip()).isdigit() \
                 and len(reset) < 12:
-            wait = max(0.0, float(reset) - self.clock()) + 1.0
+            wait = max(0.0, float(reset) - self.clocks.wall()) + 1.0
         else:
             wait = 60.0 * 2 ** attempt
-        if wait > self.max_wait:
-            resume = dt.datetime.fromtimestamp(self.clock() + wait, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        if wait > self.limits.max_wait:
+            resume = dt.datetime.fromtimestamp(self.clocks.wall() + wait, dt.timezone.utc).strftime(
+                "%Y-%m-%dT%H:%M:%SZ")
             raise ApiError(f"rate limited (HTTP {status}); GitHub asks to wait {wait:.0f} s, until {resume}, "
-                           f"longer than the {self.max_wait:.0f} s this check waits")
+                           f"longer than the {self.limits.max_wait:.0f} s this check waits")
         return wait
 
 

@@ -56,7 +56,8 @@ from typing import Any, Iterator, Mapping, NoReturn
 
 from ci.catalog import CatalogError
 from ci.collect import CollectionError
-from ci.github_api import RUN_SECONDS, ApiError, GitHubApi, api_base, field, next_link, path_id  # noqa: F401 - next_link re-exported
+from ci.github_api import (RUN_SECONDS, ApiError, GitHubApi, Limits, api_base, field, next_link,  # noqa: F401
+                           path_id)  # next_link: re-exported
 from ci.group_plan import groups
 from ci.jobs import load_registry
 
@@ -476,7 +477,7 @@ def _check(args: argparse.Namespace, repo: str, fetch: Fetch | None, env: Mappin
                   "(in a workflow: env GITHUB_TOKEN: ${{ github.token }} with permissions actions: read)",
                   file=sys.stderr)
             return EXIT_UNREADABLE
-        fetch = GitHubApi(token, api_base(env), run_seconds=args.deadline)
+        fetch = GitHubApi(token, api_base(env), Limits(run_seconds=args.deadline))
     now = args.now or dt.datetime.now(dt.timezone.utc)
     if args.self_check:
         return _report(self_check(fetch, repo, now, args.days))

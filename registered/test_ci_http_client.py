@@ -19,7 +19,7 @@ import time
 import pytest
 
 from ci import liveness
-from ci.github_api import ApiError, GitHubApi, field, path_id
+from ci.github_api import ApiError, Clocks, GitHubApi, Limits, field, path_id
 from ci.http_client import OriginClient, is_loopback, origin_of
 from ci.registration import register
 from registered.fake_github import FakeGitHub, load_case
@@ -63,10 +63,13 @@ class Clock:
         self.now += seconds
 
 
-def _api(gh: FakeGitHub, clock: Clock | None = None, **kw) -> GitHubApi:
+def _api(gh: FakeGitHub, clock: Clock | None = None, fake_monotonic: bool = False, **limits) -> GitHubApi:
+    """The client with small limits and a fake sleeper (``fake_monotonic``: the run's deadline
+    counts the fake sleeps too)."""
     clock = clock or Clock()
-    kw.setdefault("max_pages", 5)        # also keeps a loop finite on code without a page cap
-    return GitHubApi("test-token", gh.base, sleep=clock.sleep, clock=clock, **kw)
+    limits.setdefault("max_pages", 5)
+    clocks = Clocks(sleep=clock.sleep, wall=clock, **({"monotonic": clock} if fake_monotonic else {}))
+    return GitHubApi("test-token", gh.base, Limits(**limits), clocks)
 
 
 def _main(root, gh: FakeGitHub, *extra: str, clock: Clock | None = None, **kw) -> int:
@@ -140,7 +143,7 @@ def test_a_slow_drip_is_cut_off_by_the_request_deadline(root, capsys, where):
     with FakeGitHub(load_case("alive")) as gh:
         gh.script(RUNS, mode="drip", delay=0.25, where=where)
         start = time.monotonic()
-        assert _main(root, gh, timeout=1.0) == 2
+        assert _main(root, gh, request_seconds=1.0) == 2
         took = time.monotonic() - start
     assert "timed out: no complete answer within 1 s" in _one_line(capsys.readouterr().err)
     assert took < 3.0, took
@@ -227,7 +230,7 @@ def test_429_and_5xx_are_retried_with_backoff_bounded_by_the_run_deadline(root, 
     clock = Clock()          # a retry-after that would pass what is left of the run fails at once
     with FakeGitHub(load_case("alive")) as gh:
         gh.script(JOBS, status=429, headers={"retry-after": "100"}, body={})
-        assert _main(root, gh, clock=clock, run_seconds=60, monotonic=clock) == 2
+        assert _main(root, gh, clock=clock, run_seconds=60, fake_monotonic=True) == 2
     assert "a retry in 100 s would pass the run's 60-second deadline" in _one_line(capsys.readouterr().err)
     assert clock.sleeps == []
 
