@@ -417,3 +417,15 @@ def test_text_from_an_answer_cannot_start_a_line_of_the_log(root, capsys):
     out = capsys.readouterr().out
     assert not any(line.startswith("::") for line in out.splitlines()) and len(out.splitlines()) == 2, out
     assert "(labels: ubuntu-latest\\n::add-mask::x\\r::warning::y\\u2028z)" in out, out
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
+def test_the_self_check_reads_typed_fields_too(capsys):
+    for edit, words in ((lambda c: c["workflows"][1].__setitem__("state", ["active"]), "'state' is a list"),
+                        (lambda c: c["workflow_runs"].__setitem__(-1, dict(c["workflow_runs"][-1], updated_at=7)),
+                         "'updated_at' is an integer 7")):
+        case = load_case("alive")
+        edit(case)
+        with FakeGitHub(case) as gh:
+            assert liveness.main(["--self-check", "--repo", REPO, "--now", NOW_ARG], fetch=_api(gh)) == 2
+        assert words in _one_line(capsys.readouterr().err)
