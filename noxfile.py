@@ -68,7 +68,7 @@ OPTIONS: dict[str, dict[str, bool] | None] = {
     "workflows": {"--check": False, "--no-linters": False, "--root": True},
     "nightly_mi35x": {"--emulate": False, "--job": True},
     "liveness": {"--repo": True, "--today": True, "--root": True, "--now": True, "--self-check": False,
-                 "--days": True, "--max-queued-hours": True},
+                 "--days": True, "--max-queued-hours": True, "--deadline": True, "--debug": False},
     "suite": None, "kernels": None, "coverage_gap": None, "durations": None, "bench": None,
     "timing": {"--hardware": True, "--schedule": True, "--suite-prefix": True, "--as-shards": False,
                "--no-write": False},

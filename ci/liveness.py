@@ -29,45 +29,68 @@ old count M vouches for it, and a new index beyond M is vouched for by all M old
 ``liveness.yml`` has not completed a run (success or failure) on main in ``--days`` days.
 
 Exit codes: 0 every job alive; 1 some job DEAD; 2 the history cannot be read or the check is
-misconfigured (no ``GITHUB_TOKEN``, bad ``--repo`` or ``GITHUB_API_URL``, registry errors,
-HTTP errors, timeouts, resets, a body that is not JSON, a rate limit longer than the wait).
+misconfigured (a usage error, no ``GITHUB_TOKEN``, bad ``--repo`` or ``GITHUB_API_URL``, registry
+errors, HTTP errors, deadlines, resets, an answer over the size cap, a body that is not JSON, a
+field of the wrong type, a paging loop, a rate limit longer than the wait); 3 an internal error
+(a bug: one line, the traceback only with ``--debug``). A failure is one line on stderr (a
+registry that cannot be collected: one line per error).
 Environment: ``GITHUB_TOKEN`` (required; in a workflow ``${{ github.token }}`` with
 ``actions: read``), ``GITHUB_REPOSITORY`` (default ``--repo``), ``GITHUB_API_URL`` (REST root,
 default https://api.github.com; Actions sets it, GitHub Enterprise Server uses its own host).
-HTTP lives in :mod:`ci.github_api`; tests feed a fake API. Never imports torch, ``impl`` or test code.
+HTTP lives in :mod:`ci.github_api` (what it promises: docs/http-client.md); tests feed a fake API
+over loopback HTTP. Never imports torch, ``impl`` or test code.
 """
 from __future__ import annotations
 
 import argparse
 import datetime as dt
+import math
 import os
 import re
 import sys
+import traceback
 import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Iterator, Mapping, NoReturn
 
 from ci.catalog import CatalogError
 from ci.collect import CollectionError
-from ci.github_api import ApiError, GitHubApi, api_base, next_link  # noqa: F401 - next_link re-exported
+from ci.github_api import (RUN_SECONDS, ApiError, GitHubApi, Limits, api_base, field, next_link,  # noqa: F401
+                           path_id)  # next_link: re-exported
 from ci.group_plan import groups
 from ci.jobs import load_registry
 
-EXIT_ALIVE, EXIT_DEAD, EXIT_UNREADABLE = 0, 1, 2
+PROG = "python -m ci.liveness"
+EXIT_ALIVE, EXIT_DEAD, EXIT_UNREADABLE, EXIT_INTERNAL = 0, 1, 2, 3
 WORKFLOW_OF = {"per-commit": "per-commit.yml", "nightly": "nightly.yml"}
 SELF_WORKFLOW = "liveness.yml"
 SCHEDULED_WORKFLOWS = ("nightly.yml", SELF_WORKFLOW)
 SELF_CHECK_DAYS = 3            # liveness.yml runs daily: three missed days mean it stopped
+MAX_DAYS = 3650
 MAX_QUEUED_HOURS = 6.0
+MAX_QUEUED_LIMIT = 8760.0      # a year: GitHub fails a job after 24 h in the queue
+EARLIEST_NOW = dt.datetime(2000, 1, 1, tzinfo=dt.timezone.utc)
 # A job completes at most this long after its run is created (24 h in the queue, then the 6 h
 # timeout-minutes cap of ci/workflows.py): runs created this much before the window are read too.
 RUN_SLACK = dt.timedelta(hours=30)
 RAN = frozenset({"success", "failure", "timed_out", "cancelled"})   # per-commit, with a runner
 WAITING = frozenset({"queued", "pending", "requested"})     # for a runner ("waiting" is for an approval)
-Fetch = Callable[[str], tuple[Any, "str | None"]]   # url -> (decoded JSON, next page url or None)
-_SHARD_NAME = re.compile(r"(?P<group>.+) shard (?P<index>\d+)/(?P<count>\d+)")
+Fetch = GitHubApi      # url -> (decoded JSON, next page url or None); .pages(url, key) for lists
+_SHARD_NAME = re.compile(r"(?P<group>.+) shard (?P<index>[0-9]{1,6})/(?P<count>[0-9]{1,6})")
 LivenessError = ApiError
+_NULL = type(None)
+# The fields this module reads from an answer, (key, types, required): every one is checked
+# where the object enters (github_api.field), so a wrong shape is one "unreadable" line, exit 2.
+RUN_FIELDS = (("id", (int,), True), ("conclusion", (str, _NULL), False), ("created_at", (str, _NULL), False),
+              ("updated_at", (str, _NULL), False))
+JOB_FIELDS = (("name", (str,), True), ("status", (str,), True), ("conclusion", (str, _NULL), False),
+              ("created_at", (str, _NULL), False), ("started_at", (str, _NULL), False),
+              ("completed_at", (str, _NULL), False), ("runner_id", (int, _NULL), False),
+              ("runner_name", (str, _NULL), False), ("run_id", (int, _NULL), False),
+              ("run_attempt", (int, _NULL), False), ("steps", (list, _NULL), False),
+              ("labels", (list, _NULL), False))
+_CONTROL = re.compile(r"[\x00-\x1f\x7f\x85\u2028\u2029]")
 
 
 @dataclass(frozen=True)
@@ -113,9 +136,9 @@ def parse_time(value: Any, what: str = "timestamp") -> dt.datetime:
     """An ISO 8601 timestamp (``Z`` or an offset; none means UTC) as an aware UTC datetime."""
     try:
         stamp = dt.datetime.fromisoformat(str(value))
-    except ValueError:
-        raise LivenessError(f"{what}: not an ISO 8601 timestamp: {value!r}") from None
-    return (stamp if stamp.tzinfo else stamp.replace(tzinfo=dt.timezone.utc)).astimezone(dt.timezone.utc)
+        return (stamp if stamp.tzinfo else stamp.replace(tzinfo=dt.timezone.utc)).astimezone(dt.timezone.utc)
+    except (ValueError, OverflowError):
+        raise LivenessError(f"{what}: not an ISO 8601 timestamp: {str(value)[:60]!r}") from None
 
 
 def iso(stamp: dt.datetime) -> str:
@@ -135,20 +158,36 @@ def runs_url(repo: str, workflow: str, since: dt.datetime, *, event: str | None 
 
 
 def jobs_url(repo: str, run_id: Any) -> str:
-    return f"/repos/{repo}/actions/runs/{run_id}/jobs?filter=all&per_page=100"
+    """The jobs of a run; the id must be an integer (it goes into the path)."""
+    return f"/repos/{repo}/actions/runs/{path_id(run_id, f'a run id of {repo}')}/jobs?filter=all&per_page=100"
 
 
 def iter_pages(fetch: Fetch, url: str, key: str) -> Iterator[dict[str, Any]]:
-    """The items of every page, fetched lazily (a caller that stops early reads no more pages)."""
-    next_url: str | None = url
-    while next_url:
-        data, next_url = fetch(next_url)
-        if not isinstance(data, dict) or not isinstance(data.get(key), list):
-            raise LivenessError(f"GET {url}: expected a JSON object with a '{key}' list")
-        for item in data[key]:
-            if not isinstance(item, dict):
-                raise LivenessError(f"GET {url}: an entry of '{key}' is not an object")
-            yield item
+    """The items of every page, fetched lazily (a caller that stops early reads no more pages);
+    the visited-URL set, page cap and origin check are :meth:`GitHubApi.pages`."""
+    return fetch.pages(url, key)
+
+
+def checked(item: dict[str, Any], fields: tuple, where: str) -> dict[str, Any]:
+    """``item`` once every field this module reads has its type (see RUN_FIELDS, JOB_FIELDS)."""
+    for key, kinds, required in fields:
+        value = field(item, key, *kinds, where=where, required=required)
+        if key.endswith("_at") and value is not None:
+            parse_time(value, f"{where}: '{key}'")
+    for i, step in enumerate(item.get("steps") or ()):
+        field(step, "status", str, _NULL, where=f"{where}: step {i}", required=False)
+    for i, label in enumerate(item.get("labels") or ()):
+        if type(label) is not str:
+            raise LivenessError(f"{where}: label {i} is {type(label).__name__}, expected a string")
+    return item
+
+
+def _run(run: dict[str, Any], url: str) -> dict[str, Any]:
+    return checked(run, RUN_FIELDS, f"a workflow run from {url.split('?')[0]}")
+
+
+def _job(job: dict[str, Any], run_id: int) -> dict[str, Any]:
+    return checked(job, JOB_FIELDS, f"a job of run {run_id}")
 
 
 def has_runner(job: Mapping[str, Any]) -> bool:
@@ -205,10 +244,11 @@ def _walk(fetch: Fetch, repo: str, exps: list[Expected], since: dt.datetime) -> 
     missing = {e.name for e in exps}
     history = _History([], [])
     for run in iter_pages(fetch, url, "workflow_runs"):
+        run = _run(run, url)
         if run.get("conclusion") == "startup_failure":
             history.startup_failures.append(run)
-        for job in iter_pages(fetch, jobs_url(repo, run.get("id")), "jobs"):
-            history.jobs.append(job)
+        for job in iter_pages(fetch, jobs_url(repo, run["id"]), "jobs"):
+            history.jobs.append(_job(job, run["id"]))
             if job.get("name") in missing and counts(job, schedule, since):
                 missing.discard(job["name"])
         if not missing:
@@ -306,16 +346,15 @@ def self_check(fetch: Fetch, repo: str, now: dt.datetime, days: int = SELF_CHECK
     """The scheduled workflows are active and liveness.yml completed a run on main in ``days`` days."""
     findings = []
     for workflow in SCHEDULED_WORKFLOWS:
-        data, _ = fetch(f"/repos/{repo}/actions/workflows/{workflow}")
-        state = data.get("state") if isinstance(data, dict) else None
-        if state is None:
-            raise LivenessError(f"GET /repos/{repo}/actions/workflows/{workflow}: no 'state' in the response")
+        url = f"/repos/{repo}/actions/workflows/{workflow}"
+        data, _ = fetch(url)
+        state = field(data, "state", str, where=f"GET {url}")
         findings.append(Finding(f"{workflow} schedule", state == "active", f"state {state}" if state == "active" else
                                 f"state {state}: GitHub does not run its schedule; re-enable it "
                                 f"(gh workflow enable {workflow}, or the Actions tab)"))
     since = now - dt.timedelta(days=days)
-    completed = [run for run in iter_pages(fetch, runs_url(repo, SELF_WORKFLOW, since, status="completed"),
-                                           "workflow_runs")
+    url = runs_url(repo, SELF_WORKFLOW, since, status="completed")
+    completed = [run for run in (_run(r, url) for r in iter_pages(fetch, url, "workflow_runs"))
                  if run.get("conclusion") in ("success", "failure")
                  and parse_time(run.get("updated_at") or run.get("created_at"), "updated_at") >= since]
     if completed:
@@ -331,68 +370,144 @@ def self_check(fetch: Fetch, repo: str, now: dt.datetime, days: int = SELF_CHECK
 
 # ---------------------------------------------------------------- command line
 
+class UsageError(Exception):
+    """A mistake on the command line: one line on stderr, exit 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message)
+
+
 def _timestamp(value: str) -> dt.datetime:
     try:
-        return parse_time(value)
-    except LivenessError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+        stamp = parse_time(value)
+    except LivenessError:
+        raise argparse.ArgumentTypeError(f"expected an ISO 8601 UTC timestamp or date, got {value[:60]!r}") from None
+    if stamp < EARLIEST_NOW:
+        raise argparse.ArgumentTypeError(f"expected a timestamp from {iso(EARLIEST_NOW)} on, got {value[:60]!r}")
+    return stamp
+
+
+def _hours(value: str) -> float:
+    try:
+        hours = float(value)
+    except ValueError:
+        hours = math.nan
+    if not (math.isfinite(hours) and 0 < hours <= MAX_QUEUED_LIMIT):
+        raise argparse.ArgumentTypeError(f"expected a number of hours > 0 and <= {MAX_QUEUED_LIMIT:g}, "
+                                         f"got {value[:60]!r}")
+    return hours
+
+
+def _days(value: str) -> int:
+    if not value.strip().isascii() or not value.strip().isdigit() or not 0 < int(value) <= MAX_DAYS:
+        raise argparse.ArgumentTypeError(f"expected a whole number of days from 1 to {MAX_DAYS}, got {value[:60]!r}")
+    return int(value)
+
+
+def _seconds(value: str) -> float:
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = math.nan
+    if not (math.isfinite(seconds) and 0 < seconds <= 86400):
+        raise argparse.ArgumentTypeError(f"expected seconds > 0 and <= 86400, got {value[:60]!r}")
+    return seconds
+
+
+EPILOG = """exit codes:
+  0  every job (or, with --self-check, every check) is alive
+  1  some job is DEAD
+  2  usage error, or the history cannot be read: no GITHUB_TOKEN, bad --repo or GITHUB_API_URL,
+     registry errors, HTTP errors, a deadline, a reset, an answer over the size cap, a body that
+     is not JSON, a field of the wrong type, a paging loop, a rate limit longer than the wait
+  3  internal error (a bug): one line; --debug prints the traceback
+The token goes only to the origin of GITHUB_API_URL (https unless loopback); a redirect to
+another origin is refused (docs/http-client.md)."""
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m ci.liveness", description=__doc__.split("\n\n")[0])
+    parser = _Parser(prog=PROG, description=__doc__.split("\n\n")[0], epilog=EPILOG,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repo", default=None, help="OWNER/NAME (default: $GITHUB_REPOSITORY)")
     parser.add_argument("--now", "--today", dest="now", type=_timestamp, default=None,
                         help="UTC timestamp (or date: midnight UTC) the windows end at (default: now)")
     parser.add_argument("--root", default=".")
-    parser.add_argument("--max-queued-hours", type=float, default=MAX_QUEUED_HOURS,
+    parser.add_argument("--max-queued-hours", type=_hours, default=MAX_QUEUED_HOURS,
                         help=f"a job queued with no runner longer than this is DEAD (default {MAX_QUEUED_HOURS:g})")
     parser.add_argument("--self-check", action="store_true",
                         help=f"check {SELF_WORKFLOW} itself: the scheduled workflows are active and it ran lately")
-    parser.add_argument("--days", type=int, default=SELF_CHECK_DAYS,
+    parser.add_argument("--days", type=_days, default=SELF_CHECK_DAYS,
                         help=f"with --self-check: the window in days (default {SELF_CHECK_DAYS})")
+    parser.add_argument("--deadline", type=_seconds, default=RUN_SECONDS,
+                        help=f"wall-clock seconds for the whole run, waits included (default {RUN_SECONDS:g})")
+    parser.add_argument("--debug", action="store_true", help="on an internal error (exit 3), print the traceback")
     return parser
+
+
+def one_line(text: object) -> str:
+    """Text from an answer, safe to print as one line of a CI log: control characters escaped."""
+    return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), str(text))
 
 
 def _report(findings: list[Finding]) -> int:
     width = max((len(f.name) for f in findings), default=10)
     for f in findings:
-        print(f"{'ok  ' if f.ok else 'DEAD'}  {f.name:<{width}}  {f.message}")
+        print(one_line(f"{'ok  ' if f.ok else 'DEAD'}  {f.name:<{width}}  {f.message}"))
     dead = [f for f in findings if not f.ok]
     print(f"liveness: {len(findings) - len(dead)} of {len(findings)} check(s) alive"
           + (f"; {len(dead)} dead" if dead else ""))
     return EXIT_DEAD if dead else EXIT_ALIVE
 
 
+def _repo(args: argparse.Namespace, env: Mapping[str, str]) -> str:
+    repo = args.repo or env.get("GITHUB_REPOSITORY")
+    if not repo or not re.fullmatch(r"[\w.-]+/[\w.-]+", repo, re.ASCII) or any(
+            part in (".", "..") for part in repo.split("/")):
+        raise UsageError(f"--repo must be OWNER/NAME (or set GITHUB_REPOSITORY), got {repo!r}")
+    return repo
+
+
+def _check(args: argparse.Namespace, repo: str, fetch: Fetch | None, env: Mapping[str, str]) -> int:
+    if fetch is None:
+        token = env.get("GITHUB_TOKEN", "")
+        if not token:
+            print("liveness: GITHUB_TOKEN is not set; it needs a token that may read Actions history "
+                  "(in a workflow: env GITHUB_TOKEN: ${{ github.token }} with permissions actions: read)",
+                  file=sys.stderr)
+            return EXIT_UNREADABLE
+        fetch = GitHubApi(token, api_base(env), Limits(run_seconds=args.deadline))
+    now = args.now or dt.datetime.now(dt.timezone.utc)
+    if args.self_check:
+        return _report(self_check(fetch, repo, now, args.days))
+    try:
+        registry = load_registry(Path(args.root).resolve())
+    except (CollectionError, CatalogError) as exc:
+        print(f"liveness: registry cannot be collected:\n{exc}", file=sys.stderr)
+        return EXIT_UNREADABLE
+    return _report(check_liveness(registry, fetch, repo, now, args.max_queued_hours))
+
+
 def main(argv: list[str] | None = None, fetch: Fetch | None = None, env: Mapping[str, str] | None = None) -> int:
     env = os.environ if env is None else env
-    parser = _parser()
-    args = parser.parse_args(argv)
-    repo = args.repo or env.get("GITHUB_REPOSITORY")
-    if not repo or not re.fullmatch(r"[\w.-]+/[\w.-]+", repo):
-        parser.error(f"--repo must be OWNER/NAME (or set GITHUB_REPOSITORY), got {repo!r}")
-    if args.max_queued_hours <= 0 or args.days <= 0:
-        parser.error("--max-queued-hours and --days must be positive")
     try:
-        if fetch is None:
-            token = env.get("GITHUB_TOKEN", "")
-            if not token:
-                print("liveness: GITHUB_TOKEN is not set; it needs a token that may read Actions history "
-                      "(in a workflow: env GITHUB_TOKEN: ${{ github.token }} with permissions actions: read)",
-                      file=sys.stderr)
-                return EXIT_UNREADABLE
-            fetch = GitHubApi(token, api_base(env))
-        now = args.now or dt.datetime.now(dt.timezone.utc)
-        if args.self_check:
-            return _report(self_check(fetch, repo, now, args.days))
-        try:
-            registry = load_registry(Path(args.root).resolve())
-        except (CollectionError, CatalogError) as exc:
-            print(f"liveness: registry cannot be collected:\n{exc}", file=sys.stderr)
-            return EXIT_UNREADABLE
-        return _report(check_liveness(registry, fetch, repo, now, args.max_queued_hours))
-    except LivenessError as exc:
-        print(f"liveness: cannot read the run history of {repo}: {exc}", file=sys.stderr)
+        args = _parser().parse_args(argv)
+        repo = _repo(args, env)
+    except UsageError as exc:
+        print(f"{PROG}: error: {one_line(exc)} (see --help)", file=sys.stderr)
         return EXIT_UNREADABLE
+    try:
+        return _check(args, repo, fetch, env)
+    except LivenessError as exc:
+        print(f"liveness: cannot read the run history of {repo}: {one_line(exc)}", file=sys.stderr)
+        return EXIT_UNREADABLE
+    except Exception as exc:          # a bug: its own exit code, never read as "dead" or "unreadable"
+        if args.debug:
+            traceback.print_exc()
+        print(f"liveness: internal error: {type(exc).__name__}: {one_line(exc)[:300]}"
+              + ("" if args.debug else " (run with --debug for the traceback)"), file=sys.stderr)
+        return EXIT_INTERNAL
 
 
 if __name__ == "__main__":

@@ -16,8 +16,13 @@ Paged answers carry a ``Link`` header whose ``next``/``last`` URLs are absolute 
 without ``Authorization: Bearer`` is a 401. The case's scripted ``responses`` (status, headers,
 body) are served, once each, before the real answer to the first request whose path contains
 their ``path``; :meth:`FakeGitHub.script` adds more, including ``mode`` ``"reset"`` (close the
-connection unanswered), ``"not_json"`` (a 200 HTML page) and ``"slow"`` (answer after ``delay`` s).
-Every request's path and query are recorded in ``requests``.
+connection unanswered), ``"not_json"`` (a 200 HTML page) and ``"slow"`` (answer after ``delay`` s),
+and the hostile ones a client must survive (docs/http-client.md): ``"drip"`` (one byte every
+``delay`` s, of the body or, with ``where="headers"``, of the header block), ``"big"`` (``size``
+bytes, with or without ``Content-Length``), ``"self_link"`` (a page whose ``Link: rel="next"`` is
+its own URL) and ``"endless"`` (every page links to one more). ``repeat=True`` keeps a scripted
+answer for every matching request. Every request's path and query are recorded in ``requests``,
+its ``Authorization`` header (or None) in ``tokens``.
 """
 from __future__ import annotations
 
@@ -76,6 +81,7 @@ class FakeGitHub:
         self.case = copy.deepcopy(case)
         self.prefix = prefix.rstrip("/")
         self.requests: list[str] = []
+        self.tokens: list[str | None] = []
         self.scripted: list[dict[str, Any]] = list(self.case.get("responses", []))
         fake = self
 
@@ -91,8 +97,12 @@ class FakeGitHub:
                                         daemon=True)
 
     @property
+    def origin(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    @property
     def base(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}{self.prefix}"
+        return self.origin + self.prefix
 
     def script(self, path: str, **response: Any) -> None:
         self.scripted.append({"path": path, **response})
@@ -110,9 +120,11 @@ class FakeGitHub:
     def _handle(self, req: http.server.BaseHTTPRequestHandler) -> None:
         parts = urllib.parse.urlsplit(req.path)
         self.requests.append(req.path)
+        self.tokens.append(req.headers.get("Authorization"))
         for i, scripted in enumerate(self.scripted):
             if scripted["path"] in parts.path:
-                del self.scripted[i]
+                if not scripted.get("repeat"):
+                    del self.scripted[i]
                 return self._scripted(req, scripted)
         if not req.headers.get("Authorization", "").startswith("Bearer "):
             return self._send(req, 401, {"message": "Requires authentication"})
@@ -158,7 +170,7 @@ class FakeGitHub:
             runs = [r for r in runs if query["status"] in (r["status"], r["conclusion"])]
         if "created" in query:
             runs = [r for r in runs if created_matches(r["created_at"], query["created"])]
-        runs.sort(key=lambda r: (r["created_at"], r["id"]), reverse=True)
+        runs.sort(key=lambda r: (r["created_at"], str(r.get("id"))), reverse=True)   # crafted ids may be strings
         self._page(req, parts, query, runs, "workflow_runs", f"actions/workflows/{flow['id']}/runs")
 
     def _jobs(self, req, parts, run_id: str, query) -> None:
@@ -200,10 +212,53 @@ class FakeGitHub:
             return
         if mode == "slow":
             time.sleep(float(scripted["delay"]))
+        if mode == "drip":
+            return self._drip(req, float(scripted["delay"]), scripted.get("where", "body"))
+        if mode == "big":
+            return self._big(req, int(scripted["size"]), bool(scripted.get("content_length")))
+        if mode in ("self_link", "endless"):
+            query = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(req.path).query))
+            query["page"] = str(int(query.get("page", "1")) + (mode == "endless"))
+            nxt = f"{self.origin}{urllib.parse.urlsplit(req.path).path}?{urllib.parse.urlencode(query)}"
+            if mode == "self_link":
+                nxt = self.origin + req.path
+            return self._send(req, 200, scripted.get("body", {}), {"Link": f'<{nxt}>; rel="next"'})
         if mode == "not_json":
             page = b"<html><body>Unicorn! GitHub is down</body></html>"
             return self._raw(req, 200, page, {"Content-Type": "text/html"})
         self._send(req, scripted.get("status", 200), scripted.get("body", {}), scripted.get("headers", {}))
+
+    @staticmethod
+    def _drip(req, delay: float, where: str) -> None:
+        body = b'{"total_count": 0, "workflow_runs": [], "jobs": []}'
+        head = (b"HTTP/1.0 200 OK\r\nContent-Type: application/json\r\n"
+                + f"Content-Length: {len(body)}\r\n\r\n".encode())
+        slow, rest = (head, body) if where == "headers" else (body, b"")
+        try:
+            if where != "headers":
+                req.wfile.write(head)
+            for i in range(len(slow)):
+                req.wfile.write(slow[i:i + 1])
+                time.sleep(delay)
+            req.wfile.write(rest)
+        except OSError:
+            pass       # the client hung up: what a deadline is for
+
+    @staticmethod
+    def _big(req, size: int, content_length: bool) -> None:
+        chunk = b" " * 65536
+        try:
+            req.send_response(200)
+            req.send_header("Content-Type", "application/json")
+            if content_length:
+                req.send_header("Content-Length", str(size))
+            req.end_headers()
+            sent = 0
+            while sent < size:
+                req.wfile.write(chunk[:size - sent])
+                sent += len(chunk)
+        except OSError:
+            pass       # the client stopped reading at its cap
 
     def _send(self, req, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
         self._raw(req, status, json.dumps(body).encode(), {"Content-Type": "application/json; charset=utf-8",

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from ci import liveness
-from ci.github_api import ApiError, GitHubApi
+from ci.github_api import ApiError, Clocks, GitHubApi, Limits
 from ci.jobs import load_registry
 from ci.registration import register
 from ci.workflows import WORKFLOW_DIR, generate
@@ -75,7 +75,7 @@ class Clock:
 
 def _api(gh: FakeGitHub, clock: Clock | None = None, **kw) -> GitHubApi:
     clock = clock or Clock()
-    return GitHubApi("test-token", gh.base, sleep=clock.sleep, clock=clock, **kw)
+    return GitHubApi("test-token", gh.base, Limits(**kw), Clocks(sleep=clock.sleep, wall=clock))
 
 
 def _main(root, gh: FakeGitHub, *extra: str, clock: Clock | None = None, **kw) -> int:
@@ -191,7 +191,7 @@ def _unreadable_cases():
 
     return [(not_json, "the response is not JSON"), (reset, "2 attempts"), (slow, "timed out"),
             (server_error, "HTTP 502"), (not_found, "needs `actions: read`"), (forbidden, "needs `actions: read`"),
-            (bad_shape, "'workflow_runs' list")]
+            (bad_shape, "'workflow_runs' is a string 'none', expected a list")]
 
 
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=3)
@@ -200,7 +200,7 @@ def test_an_unreadable_history_exits_2_not_1(fixture_root, capsys, break_it, wor
     """Item 2: timeouts, resets, non-JSON bodies and HTTP errors are 'cannot read', exit 2, one clear line."""
     with FakeGitHub(load_case("alive")) as gh:
         break_it(gh)
-        assert _main(fixture_root, gh, attempts=2, timeout=0.3) == 2
+        assert _main(fixture_root, gh, attempts=2, request_seconds=0.3) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"liveness: cannot read the run history of {REPO}: ") and words in err, err
 
