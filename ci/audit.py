@@ -1,17 +1,16 @@
 """The registry audit: prove every registered test runs, whole, where it says, and say so in tables.
 
-    python -m ci.audit [--root DIR] [--today YYYY-MM-DD] [--format text|json]
-                       [--adapter dspark|sglang] [--pytest-collection]
+    python -m ci.audit ARGS        # = dspark-audit ARGS = nox -s audit -- ARGS (ci/audit_cli.py: the options)
 
 Rules (ci/audit_rules.py; each printed PASS/FAIL with its findings as `severity [rule-id] message`;
 exit 1 on any error finding): dormant-suite, unknown-suite, runner-mismatch, ungated-value,
 non-native-gpu-backend, unregistered-test, suite-name-typo, op-without-reference,
 disabled-without-reason, masked-step, skip-debt, impossible-test, collection-parity (--pytest-collection).
-Another repository: ``--adapter sglang`` (see ci/audit_foreign.py).
+Another repository: ``--adapter sglang`` (see ci/audit_foreign.py). The command line, its JSON
+schema and SARIF live in ci/audit_cli.py; ``main`` here only delegates to it.
 """
 from __future__ import annotations
 
-import argparse
 import ast
 import datetime as dt
 import sys
@@ -22,17 +21,17 @@ from typing import Any
 import yaml
 
 from ci.catalog import CATALOG_PATH, CatalogError
-from ci.collect import CollectionError, names_mentioned
+from ci.collect import names_mentioned
 from ci.jobs import Job, Registry, load_registry, parse_job_id
 from ci.nox_check import suite_session_problems
 from ci.ops_audit import OP_TABLE_PATHS, impl_ops, reference_names
 from ci.skip_audit import SkipTable, condition_skips, load_skip_table, skip_uses
-from ci.audit_foreign import check_target  # noqa: F401  (re-exported: the CLI's usage check)
-from ci.audit_report import FindingCollector, findings_json, format_findings
+from ci.audit_foreign import masked_key, problem_key
+from ci.audit_report import FindingCollector, format_findings
 from ci.audit_rules import OWN_RULES
 from ci.findings import RULES as RULE_REGISTRY
 from ci.findings import Finding, Location
-from ci.table import format_table, print_report
+from ci.table import format_table
 from ci.workflow_scan import StepRun, WorkflowScan, describe_steps, events_needed, scan_workflows
 from impl.gates import GATES
 
@@ -126,11 +125,14 @@ def rule_dormant(report: AuditReport, plan: dict[str, tuple[int, list[str]]]) ->
         files = sorted({t.node_id.split("::")[0] for t in job.tests})
         live_job = [r for r in job_refs if not r.masks and r.events_for(files) & need]
         live_group = [r for r in group_refs if not r.masks and r.events_for(files) & need]
+        key = _key_fields(job)
         if any(r.shard is None for r in live_job + live_group):
+            report.run_suites.add((key["hardware"], key["suite"], key["schedule"]))
             continue
         job_ok, job_have, job_n = _complete({r.shard for r in live_job}, getattr(job, "shards", None))
         group_ok, group_have, group_n = _complete({r.shard for r in live_group}, plan.get(gid, (1,))[0])
         if job_ok or group_ok:
+            report.run_suites.add((key["hardware"], key["suite"], key["schedule"]))
             continue
         if live_group:
             if gid not in partial_groups:
@@ -140,14 +142,15 @@ def rule_dormant(report: AuditReport, plan: dict[str, tuple[int, list[str]]]) ->
                 report.add("dormant-suite",
                            f"PARTIAL group {gid}: {', '.join(places)} run(s) shards {group_have} of {group_n}: "
                            f"shard(s) {missing} never run ({len(plan.get(gid, (0, []))[1])} job(s) affected)",
-                           hardware=job.key.hardware, schedule=job.key.schedule, suite=f"group shards {missing}")
+                           hardware=job.key.hardware, schedule=job.key.schedule, suite=f"group shards {missing}",
+                           state="partial")
             continue
         if live_job:
             missing = sorted(set(range(1, (job_n or 1) + 1)) - set(job_have))
             places = sorted({f"{r.workflow}:{r.wf_job}" for r in live_job})
             verb = "runs" if len(places) == 1 else "run"
             report.add("dormant-suite", f"PARTIAL {job.id}: {', '.join(places)} {verb} shards {job_have} of {job_n}: "
-                       f"shard(s) {missing} never run", **_key_fields(job))
+                       f"shard(s) {missing} never run", state="partial", **key)
             continue
         where = job.tests[0].where
         need_text = "a schedule" if job.key.schedule == "nightly" else "pull_request/push"
@@ -155,7 +158,7 @@ def rule_dormant(report: AuditReport, plan: dict[str, tuple[int, list[str]]]) ->
         detail = (f"only referenced by {describe_steps(seen, files, undecided=UNDECIDED)}" if seen else
                   f"no workflow job runs it (as --job {job.id} or --group {gid})")
         report.add("dormant-suite", f"DORMANT {job.id} ({len(job.tests)} registration(s), first at {where}): "
-                   f"needs a workflow triggered by {need_text}; {detail}", **_key_fields(job))
+                   f"needs a workflow triggered by {need_text}; {detail}", state="dormant", **key)
 
 
 def _key_fields(job: Job) -> dict[str, str]:
@@ -175,34 +178,35 @@ def _runner_problem(report: AuditReport, ref: StepRun, label: str) -> str | None
 
 
 def rule_unknown_refs(report: AuditReport, plan: dict[str, tuple[int, list[str]]]) -> None:
-    report.extend("unknown-suite", report.scan.problems)
-    runner_problems: list[str] = []
+    for problem in report.scan.problems:
+        report.add("unknown-suite", problem, **problem_key(problem, report.scan))
     for ref in report.scan.refs:
         label = ref.target.split("/")[1] if ref.target.count("/") >= 1 else ""
         problem = _runner_problem(report, ref, label)
-        if problem and problem not in runner_problems:
-            runner_problems.append(problem)
-    report.extend("runner-mismatch", runner_problems)
+        if problem:
+            report.add("runner-mismatch", problem, hardware=label, suite=ref.target)
     for ref in report.scan.refs:
         place = f"{ref.workflow}:{ref.wf_job}"
         if ref.kind == "job":
             try:
                 parse_job_id(ref.target)
             except ValueError as exc:
-                report.add("unknown-suite", f"{place}: {exc}")
+                report.add("unknown-suite", f"{place}: {exc}", suite=ref.target)
                 continue
             if ref.target not in report.registry.jobs:
                 report.add("unknown-suite",
                     f"{place}: --job {ref.target} is not a registered job "
-                    "(renamed or removed suite? regenerate with nox -s workflows)")
+                    "(renamed or removed suite? regenerate with nox -s workflows)", suite=ref.target)
         elif ref.kind == "group":
             if ref.target not in plan:
                 report.add("unknown-suite",
-                    f"{place}: --group {ref.target} is not a registered group; groups: {sorted(plan)}")
+                    f"{place}: --group {ref.target} is not a registered group; groups: {sorted(plan)}",
+                    suite=ref.target)
             elif ref.shard is not None and ref.shard[1] != plan[ref.target][0]:
                 report.add("unknown-suite",
                     f"{place}: --group {ref.target} --shard {ref.shard[0]}/{ref.shard[1]}, but the plan splits "
-                    f"{ref.target} into {plan[ref.target][0]} shard(s) (regenerate with nox -s workflows)")
+                    f"{ref.target} into {plan[ref.target][0]} shard(s) (regenerate with nox -s workflows)",
+                    suite=f"{ref.target} --shard {ref.shard[0]}/{ref.shard[1]}")
 
 
 # ----------------------------------------------------------------- (c), (d), (e)
@@ -424,8 +428,8 @@ def rule_retries(report: AuditReport) -> None:
 
 
 def rule_masked(report: AuditReport) -> None:
-    for masked in report.scan.masked:
-        report.add("masked-step", f"MASKED {masked}", suite=masked.split(": ", 1)[0])
+    for masked in report.scan.masked:   # keyed by what the step runs, never by its job or step name
+        report.add("masked-step", f"MASKED {masked}", **masked_key(masked, report.scan))
     if any(r.kind in ("job", "group") for r in report.scan.refs) and _uses_nox(report.registry.root):
         report.extend("masked-step", [f"MASKED {p}" for p in suite_session_problems(report.registry.root)])
 
@@ -490,7 +494,7 @@ def run_audit(root: str | Path = ".", *, today: dt.date | None = None,
     return report
 
 
-def format_report(report: AuditReport, findings: list[Finding] | None = None) -> str:
+def format_report(report: AuditReport, findings: list[Finding] | None = None, **opts: Any) -> str:
     reg = report.registry
     lines = [f"registry: {registry_summary(reg)} -- {reg.root}", ""]
     lines.append(format_table(["job", "registrations", "est s", "shards", "workflow", "trigger", "backend"],
@@ -505,74 +509,35 @@ def format_report(report: AuditReport, findings: list[Finding] | None = None) ->
     if report.retry_rows:
         lines += ["", "tests that opted into retries (a pass on a retry is reported flaky):",
                   format_table(["test", "registration", "retries", "where"], report.retry_rows, right=(2,))]
-    lines += format_findings(OWN_RULES, report.findings if findings is None else findings, report.skipped_rules)
+    lines += format_findings(OWN_RULES, report.findings if findings is None else findings, report.skipped_rules,
+                             **opts)
     return "\n".join(lines)
 
 
-def format_text(report: AuditReport, findings: list[Finding] | None = None) -> str:
+def format_text(report: AuditReport, findings: list[Finding] | None = None, **opts: Any) -> str:
     """The text report: the job, group and gate tables, then ``severity [rule-id] message`` per finding
-    (``findings``: a filtered list, e.g. after a baseline; default all of the report's)."""
-    return format_report(report, findings)
+    (``findings``: a filtered list, e.g. after a baseline; default all of the report's; ``opts``:
+    format_findings' baselined, show_baselined, fail_on)."""
+    return format_report(report, findings, **opts)
 
 
-def report_json(report: AuditReport) -> dict[str, Any]:
+def report_tables(report: AuditReport) -> dict[str, list[dict[str, Any]]]:
+    """The text report's tables as JSON (``tables`` in ``--format json``)."""
     return {
-        "adapter": "dspark",
-        "root": str(report.registry.root),
-        "summary": registry_summary(report.registry),
         "jobs": [dict(zip(("id", "registrations", "est_s", "shards", "workflows", "triggers", "backend"), row))
                  for row in report.job_rows],
         "groups": [dict(zip(("id", "jobs", "est_s", "shards", "workflows", "triggers"), row))
                    for row in report.group_rows],
         "debt": [dict(zip(("test", "kind", "reason", "owner", "until", "where"), row)) for row in report.debt_rows],
         "retries": [dict(zip(("test", "registration", "retries", "where"), row)) for row in report.retry_rows],
-        "rules": {code: {"title": title, "ok": not report.violations[code],
-                         "checked": code not in report.skipped_rules or bool(report.violations[code])}
-                  for code, title in RULES.items()},
-        "findings": findings_json(report.findings),
-        "ok": report.ok,
     }
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m ci.audit", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--root", default=".")
-    parser.add_argument("--today", type=dt.date.fromisoformat, help="date for expiry checks (default: today)")
-    parser.add_argument("--format", choices=("text", "json"), default="text")
-    parser.add_argument("--adapter", default="dspark",
-                        help="how the repository registers tests: dspark (default), sglang")
-    parser.add_argument("--repo", "--repository", dest="repository", default=None, metavar="OWNER/NAME",
-                        help="the repository the workflows run in (`github.repository` in if:); default: the "
-                             "tree's git remote, else unknown")
-    parser.add_argument("--pytest-collection", action="store_true",
-                        help="also run pytest --collect-only on registered/ and compare (imports the tests)")
-    args = parser.parse_args(argv)
-    if args.adapter != "dspark":
-        from ci.audit_foreign import main_foreign
+    """``python -m ci.audit`` is ``dspark-audit`` (ci/audit_cli.py): the same flags, JSON and SARIF."""
+    from ci.audit_cli import main as audit_main
 
-        return main_foreign(args)
-    problem = check_target(args.root, args.adapter)
-    if problem:
-        print(f"audit: {problem}", file=sys.stderr)
-        return 2
-    try:
-        collected = None
-        if args.pytest_collection:
-            from ci.parity import ParityError, pytest_collected
-
-            try:
-                collected = pytest_collected(args.root)
-            except ParityError as exc:
-                print(f"audit: {exc}", file=sys.stderr)
-                return 2
-        report = run_audit(args.root, today=args.today, collected=collected)
-    except (CollectionError, CatalogError) as exc:
-        hint = ""
-        if (Path(args.root) / "test" / "registered").is_dir() and not (Path(args.root) / "registered").is_dir():
-            hint = "\n(this looks like an sglang tree: python -m ci.audit --root PATH --adapter sglang)"
-        print(f"audit: registry cannot be collected:\n{exc}{hint}", file=sys.stderr)
-        return 2
-    return print_report(report.ok, args.format, lambda: report_json(report), lambda: format_report(report))
+    return audit_main(argv)
 
 
 if __name__ == "__main__":
