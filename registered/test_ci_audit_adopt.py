@@ -167,7 +167,8 @@ def test_baseline_file_is_sorted_stable_and_keyed_without_lines():
     assert text == baseline_text(list(reversed(findings)), "sglang")
     assert text.splitlines() == [
         "{", '  "version": 2,', '  "adapter": "sglang",', '  "entries": [',
-        '    {"rule": "dormant-suite", "hardware": "amd", "suite": "alpha", "schedule": "nightly", "severity": "error"},',
+        '    {"rule": "dormant-suite", "hardware": "amd", "suite": "alpha", "schedule": "nightly", '
+        '"severity": "error"},',
         '    {"rule": "dormant-suite", "hardware": "amd", "suite": "zeta", "schedule": "nightly", "severity": "error",'
         ' "count": 2},',
         '    {"rule": "masked-step", "hardware": "amd", "suite": "alpha", "schedule": "nightly", "severity": "error"}',

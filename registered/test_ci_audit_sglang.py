@@ -251,7 +251,8 @@ def test_dispatch_only_is_a_warning_and_an_unresolved_step_is_a_warning(tmp_path
               - run: cd test && python3 run_suite.py --hw amd --suite ${{ needs.plan.outputs.suite }} --nightly
     """}))
     assert kinds(unresolved) == [("dormant-suite", "warning", DSPARK),
-                                 ("unresolved-step", "warning", "nightly/amd/run_suite.py --suite known only at run time")]
+                                 ("unresolved-step", "warning",
+                                  "nightly/amd/run_suite.py --suite known only at run time")]
     assert "unresolved step(s) could run it" in finding(unresolved, "dormant-suite").why_unproven
 
 
@@ -278,7 +279,7 @@ def test_masked_unknown_empty_and_nightly_flag_shapes(tmp_path):
     """}))
     assert kinds(report) == [("dormant-suite", "error", DSPARK),
                              ("empty-suite", "error", "per-commit/cuda/stage-b-test-1-gpu-small"),
-                             ("masked-step", "error", "nightly/amd/nightly-amd-8-gpu-mi35x-r1"),   # keyed by what it masks
+                             ("masked-step", "error", "nightly/amd/nightly-amd-8-gpu-mi35x-r1"),   # what it masks
                              ("unknown-suite", "error", DSPARK.replace("nightly/", "per-commit/", 1))]
     assert finding(report, "unknown-suite").message.endswith(
         f"registered as ['{DSPARK}'] (add --nightly: run_suite.py only picks nightly=True registrations with it)")
