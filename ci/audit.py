@@ -7,13 +7,12 @@ exit 1 on any error finding): dormant-suite, unknown-suite, runner-mismatch, ung
 non-native-gpu-backend, unregistered-test, suite-name-typo, op-without-reference,
 disabled-without-reason, masked-step, skip-debt, impossible-test, collection-parity (--pytest-collection).
 Another repository: ``--adapter sglang`` (see ci/audit_foreign.py). The command line, its JSON
-schema and SARIF live in ci/audit_cli.py; ``main`` here only delegates to it.
+schema and SARIF live in ci/audit_cli.py; ``python -m ci.audit`` runs it.
 """
 from __future__ import annotations
 
 import ast
 import datetime as dt
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -533,12 +532,11 @@ def report_tables(report: AuditReport) -> dict[str, list[dict[str, Any]]]:
     }
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``python -m ci.audit`` is ``dspark-audit`` (ci/audit_cli.py): the same flags, JSON and SARIF."""
-    from ci.audit_cli import main as audit_main
-
-    return audit_main(argv)
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    # ``python -m ci.audit`` is ``dspark-audit``: it runs the one command line (ci/audit_cli.py) as the main
+    # program, exactly as ``python -m ci.audit_cli`` does. This module, the project's own audit that the
+    # command line calls, never imports the command line (no import cycle); in-process callers use
+    # ci.audit_cli.main.
+    import runpy
+
+    runpy.run_module("ci.audit_cli", run_name="__main__", alter_sys=True)
