@@ -242,11 +242,11 @@ def rule_gates(report: AuditReport) -> None:
             hint = " (a cpu variant emulates it)" if gate == "platform" else ""
             report.add("ungated-value",
                 f"gate {gate}={value} is exercised only by nightly jobs {nightly}: add a per-commit job "
-                f"or variant that runs with {GATES[gate].env_var}={value}{hint}")
+                f"or variant that runs with {GATES[gate].env_var}={value}{hint}", suite=f"{gate}={value}")
         else:
             report.add("ungated-value",
                 f"gate {gate}={value} is exercised by no job: add a per-commit job or variant that runs "
-                f"with {GATES[gate].env_var}={value}")
+                f"with {GATES[gate].env_var}={value}", suite=f"{gate}={value}")
 
 
 NATIVE_GPU_BACKEND = "triton"
@@ -318,7 +318,8 @@ def declared_suites(root: str | Path) -> list[str]:
 def rule_unregistered(report: AuditReport) -> None:
     for test in report.registry.collection.unregistered:
         report.add("unregistered-test",
-            f"{test.file}:{test.line}: {test.node_id} belongs to no suite (decorate it with @register(...))")
+            f"{test.file}:{test.line}: {test.node_id} belongs to no suite (decorate it with @register(...))",
+            suite=test.node_id)
 
 
 OP_TABLE_NAMES = {"op_table", "registered.op_table", "impl.testing.op_table"}
@@ -342,10 +343,12 @@ def rule_ops(report: AuditReport) -> None:
     shown = " or ".join(OP_TABLE_PATHS)
     for op in ops:
         if op not in refs:
-            report.add("op-without-reference", f"op {op}: reference/__init__.py exports no {op!r}")
+            report.add("op-without-reference", f"op {op}: reference/__init__.py exports no {op!r}",
+                       suite=f"{op}: reference")
         if op not in mentioned:
             report.add("op-without-reference",
-                f"op {op}: no per-commit registered test file (nor the op table, {shown}, used by one) mentions it")
+                f"op {op}: no per-commit registered test file (nor the op table, {shown}, used by one) mentions it",
+                suite=f"{op}: per-commit test")
 
 
 # ----------------------------------------------------------------- (f), (h), (i)
@@ -354,12 +357,14 @@ def rule_disabled(report: AuditReport, today: dt.date, horizon: int) -> None:
         info = reg.disabled or {}
         label = f"{reg.where}: {reg.node_id} disabled in {reg.schedule} {reg.suite}"
         if not str(info.get("reason", "")).strip():
-            report.add("disabled-without-reason", f"{label}: no reason")
+            report.add("disabled-without-reason", f"{label}: no reason", suite=f"{reg.node_id}: reason",
+                       schedule=reg.schedule)
         problem = check_until(info.get("until"), today, horizon)
         if problem:
             suffix = f" (reason: {info.get('reason', '')!r}); fix the test or renew the date" \
                 if problem.startswith("expired") else ""
-            report.add("disabled-without-reason", f"{label}: {problem}{suffix}")
+            report.add("disabled-without-reason", f"{label}: {problem}{suffix}", suite=f"{reg.node_id}: until",
+                       schedule=reg.schedule)
         report.debt_rows.append((reg.node_id, "disabled", info.get("reason", "") or "-", "-",
                                  info.get("until", "-"), reg.where))
 
@@ -371,10 +376,10 @@ def rule_skips(report: AuditReport, table: SkipTable, today: dt.date, horizon: i
             continue
         label = f"registered/skips.py:{reason.line}: skip reason {reason.key!r} can skip on any machine"
         if not str(reason.owner or "").strip():
-            report.add("skip-debt", f"{label}: no `owner`")
+            report.add("skip-debt", f"{label}: no `owner`", suite=f"{reason.key}: owner")
         problem = check_until(reason.until, today, horizon)
         if problem:
-            report.add("skip-debt", f"{label}: {problem}")
+            report.add("skip-debt", f"{label}: {problem}", suite=f"{reason.key}: until")
 
 
 def rule_impossible(report: AuditReport, table: SkipTable, uses: dict[str, list]) -> None:
@@ -393,7 +398,7 @@ def rule_impossible(report: AuditReport, table: SkipTable, uses: dict[str, list]
                     message = (f"{use.where}: {use.how} skips {whom} with skip key {use.unknown_key!r}, which "
                                "registered/skips.py does not declare: add it to SKIP_REASONS in registered/skips.py "
                                "(text and skips_when), or use an existing key")
-                report.add("impossible-test", message)
+                report.add("impossible-test", message, suite=reg.node_id)
                 continue
             if use.key is None and not use.always:
                 continue
@@ -404,7 +409,7 @@ def rule_impossible(report: AuditReport, table: SkipTable, uses: dict[str, list]
             if use.always:
                 report.add("impossible-test",
                     f"{use.where}: {reg.node_id}: {use.how} skips it unconditionally: it never runs "
-                    "(register it with disabled={'reason': ..., 'until': ...} instead)")
+                    "(register it with disabled={'reason': ..., 'until': ...} instead)", suite=reg.node_id)
                 continue
             if reason is None:
                 continue
@@ -416,7 +421,8 @@ def rule_impossible(report: AuditReport, table: SkipTable, uses: dict[str, list]
                     and not reason.unconditional:
                 report.add("impossible-test",
                     f"{reg.where}: {reg.node_id} is registered only for {list(reg.hardware)}, where {use.how} "
-                    f"({use.where}) always skips it ({reason.key}: skips when {when}): it can never run")
+                    f"({use.where}) always skips it ({reason.key}: skips when {when}): it can never run",
+                    suite=reg.node_id)
 
 
 def rule_retries(report: AuditReport) -> None:

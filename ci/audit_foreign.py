@@ -113,8 +113,8 @@ def run_foreign_audit(root: str | Path, adapter: Adapter | str = "sglang", *,
     report = ForeignReport(adapter=adapter.name, root=root, suites=suites, scan=scan, repository=repository)
     jobs = _by_job(suites.registrations)
     refs = [r for r in scan.refs if r.kind == "suite"]
-    for problem in suites.problems:
-        report.add("unreadable-registration", problem)
+    for problem in suites.problems:   # "file:line: ...": keyed by the registered file
+        report.add("unreadable-registration", problem, suite=problem.split(":", 1)[0])
     for masked in scan.masked:
         key = masked_key(masked, scan)   # the baseline key: what the step runs, never its job or step name
         if masked in scan.masked_unproven:

@@ -307,3 +307,60 @@ def test_each_malformed_workflow_is_named_with_its_line_in_text_json_and_sarif(t
     assert where == [(".github/workflows/zz-broken-a.yml", 8), (".github/workflows/zz-broken-b.yml", 4)]
     prints = [r["partialFingerprints"][FINGERPRINT] for r in results]
     assert len(set(prints)) == 2 and not any(":" in p for p in prints)      # from the key, not the order
+
+
+# ---------------------------------------------------------------- the project's own adapter: same keys
+
+OWN_TESTS = """
+@register(suite="quick", hardware="cpu", schedule="per-commit", est_time=5)
+def test_quick(): pass
+
+@register(suite="steady", hardware="cpu", schedule="per-commit", est_time=5)
+def test_steady(): pass
+
+@register(suite="forgotten", hardware="cpu", schedule="nightly", est_time=5)
+def test_forgotten(): pass
+"""
+OWN_WORKFLOW = """
+name: per-commit
+on:
+  pull_request:
+  push:
+    branches: [main]
+jobs:
+  {job}:
+    runs-on: ubuntu-latest
+    steps:
+      - uses: actions/checkout@v5
+      - name: {step}
+        continue-on-error: true
+        run: python3 -m nox -s suite -- --job per-commit/cpu/quick
+      - name: {step} again
+        run: python3 -m nox -s suite -- --job per-commit/cpu/renamed-away
+      - run: python3 -m nox -s suite -- --job per-commit/cpu/steady
+"""
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=2)
+def test_own_adapter_keys_survive_renaming_the_workflow_file_job_and_step(tmp_path):
+    from ci.audit import run_audit
+    from ci.baseline import baseline_text, compare, parse_baseline
+    from registered.fixture_repo import FixtureRepo
+
+    def audit(root: Path, wf: str, job: str, step: str):
+        repo = FixtureRepo(root)
+        repo.test_file("test_own.py", OWN_TESTS)
+        repo.write(f".github/workflows/{wf}", OWN_WORKFLOW.format(job=job, step=step))
+        return run_audit(repo.root)
+
+    before = audit(tmp_path / "before", "per-commit.yml", "cpu-tests", "run the quick suite")
+    keys = {f.rule: f.key for f in before.findings if f.rule in ("masked-step", "unknown-suite")}
+    assert keys == {"masked-step": ("masked-step", "", "per-commit/cpu/quick", ""),
+                    "unknown-suite": ("unknown-suite", "", "per-commit/cpu/renamed-away", "")}
+    assert sorted(f.suite for f in before.findings if f.rule == "dormant-suite" and f.state == "dormant") == [
+        "forgotten", "quick"]                                      # a masked run is no run here
+    assert before.run_suites == {("cpu", "steady", "per-commit")}
+    base = parse_baseline(baseline_text(before.findings, "dspark", before.run_suites), "b.json")
+    after = audit(tmp_path / "after", "checks.yaml", "unit", "Tests")
+    result = compare(after.findings, base)
+    assert result.new == () and result.stale == () and len(result.suppressed) == len(before.findings)
