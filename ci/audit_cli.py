@@ -10,7 +10,8 @@ The one command line of the audit: ``python -m ci.audit`` and ``nox -s audit`` r
 findings it suppresses are counted per rule (``baselined (N)``) and ``--show-baselined`` lists them.
 
 Exit status: 0 clean; 1 when a finding at or above --fail-on (default error) is not in the
-baseline, or, with --strict-baseline, when a baseline entry matches nothing any more; 2 on a
+baseline, is worse than its entry, or is about a suite the baseline records as run (a regression:
+docs/audit-baseline.md), or, with --strict-baseline, when a baseline entry matches nothing any more; 2 on a
 usage error (one line on stderr). --write-baseline records every current finding and exits 0.
 --output writes the --format output to FILE and the text report to stdout (the Action's log).
 Needs pyyaml only: no torch, nothing of the tests.
