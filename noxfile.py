@@ -63,8 +63,10 @@ LOCAL_CPU_TORCH = "2.13.0"   # = ci/hardware.yaml cpu toolchain; on disk on the 
 OPTIONS: dict[str, dict[str, bool] | None] = {
     "pr": {"--root": True, "--hardware": True, "--as-shards": False, "--jobs": True},
     "lint": {"--fix": False},
-    "audit": {"--root": True, "--today": True, "--format": True, "--adapter": True, "--repository": True,
-              "--pytest-collection": False},
+    "audit": {"--root": True, "--today": True, "--format": True, "--adapter": True, "--repo": True,
+              "--repository": True, "--output": True, "--baseline": True, "--write-baseline": True,
+              "--strict-baseline": False, "--show-baselined": False, "--fail-on": True,
+              "--pytest-collection": False},   # = dspark-audit's options (a test compares them)
     "workflows": {"--check": False, "--no-linters": False, "--root": True},
     "nightly_mi35x": {"--emulate": False, "--job": True},
     "liveness": {"--repo": True, "--today": True, "--root": True, "--now": True, "--self-check": False,
@@ -301,11 +303,14 @@ def lint(session: nox.Session) -> None:
     run_in(session, [tools_env(session)], "-m", "ruff", "check", *args, ".")
 
 
+AUDIT_DEFAULTS = ("--adapter", "dspark")   # the own registry; a later --adapter in the arguments wins
+
+
 @nox.session
 def audit(session: nox.Session) -> None:
-    """Registry audit: job table, dormant suites, unknown job refs, gate coverage, ops, disabled."""
+    """Registry audit: dspark-audit itself (ci/audit_cli.py), on this project's registry unless told otherwise."""
     args = session_args(session)
-    run_in(session, [tools_env(session)], "-m", "ci.audit", *args)
+    run_in(session, [tools_env(session)], "-m", "ci.audit_cli", *AUDIT_DEFAULTS, *args)
 
 
 @nox.session

@@ -1,20 +1,18 @@
 """The registry audit: prove every registered test runs, whole, where it says, and say so in tables.
 
-    python -m ci.audit [--root DIR] [--today YYYY-MM-DD] [--format text|json]
-                       [--adapter dspark|sglang] [--pytest-collection]
+    python -m ci.audit ARGS        # = dspark-audit ARGS = nox -s audit -- ARGS (ci/audit_cli.py: the options)
 
 Rules (ci/audit_rules.py; each printed PASS/FAIL with its findings as `severity [rule-id] message`;
 exit 1 on any error finding): dormant-suite, unknown-suite, runner-mismatch, ungated-value,
 non-native-gpu-backend, unregistered-test, suite-name-typo, op-without-reference,
 disabled-without-reason, masked-step, skip-debt, impossible-test, collection-parity (--pytest-collection).
-Another repository: ``--adapter sglang`` (see ci/audit_foreign.py).
+Another repository: ``--adapter sglang`` (see ci/audit_foreign.py). The command line, its JSON
+schema and SARIF live in ci/audit_cli.py; ``python -m ci.audit`` runs it.
 """
 from __future__ import annotations
 
-import argparse
 import ast
 import datetime as dt
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,18 +20,18 @@ from typing import Any
 import yaml
 
 from ci.catalog import CATALOG_PATH, CatalogError
-from ci.collect import CollectionError, names_mentioned
+from ci.collect import names_mentioned
 from ci.jobs import Job, Registry, load_registry, parse_job_id
 from ci.nox_check import suite_session_problems
 from ci.ops_audit import OP_TABLE_PATHS, impl_ops, reference_names
 from ci.results import SkipTable, load_skip_table
 from ci.skip_audit import condition_skips, skip_uses
-from ci.audit_foreign import check_target  # noqa: F401  (re-exported: the CLI's usage check)
-from ci.audit_report import FindingCollector, findings_json, format_findings
+from ci.audit_foreign import masked_key, problem_key
+from ci.audit_report import FindingCollector, format_findings
 from ci.audit_rules import OWN_RULES
 from ci.findings import RULES as RULE_REGISTRY
 from ci.findings import Finding, Location
-from ci.table import format_table, print_report
+from ci.table import format_table
 from ci.workflow_scan import StepRun, WorkflowScan, describe_steps, events_needed, scan_workflows
 from impl.gates import GATES
 
@@ -127,11 +125,14 @@ def rule_dormant(report: AuditReport, plan: dict[str, tuple[int, list[str]]]) ->
         files = sorted({t.node_id.split("::")[0] for t in job.tests})
         live_job = [r for r in job_refs if not r.masks and r.events_for(files) & need]
         live_group = [r for r in group_refs if not r.masks and r.events_for(files) & need]
+        key = _key_fields(job)
         if any(r.shard is None for r in live_job + live_group):
+            report.run_suites.add((key["hardware"], key["suite"], key["schedule"]))
             continue
         job_ok, job_have, job_n = _complete({r.shard for r in live_job}, getattr(job, "shards", None))
         group_ok, group_have, group_n = _complete({r.shard for r in live_group}, plan.get(gid, (1,))[0])
         if job_ok or group_ok:
+            report.run_suites.add((key["hardware"], key["suite"], key["schedule"]))
             continue
         if live_group:
             if gid not in partial_groups:
@@ -141,14 +142,15 @@ def rule_dormant(report: AuditReport, plan: dict[str, tuple[int, list[str]]]) ->
                 report.add("dormant-suite",
                            f"PARTIAL group {gid}: {', '.join(places)} run(s) shards {group_have} of {group_n}: "
                            f"shard(s) {missing} never run ({len(plan.get(gid, (0, []))[1])} job(s) affected)",
-                           hardware=job.key.hardware, schedule=job.key.schedule, suite=f"group shards {missing}")
+                           hardware=job.key.hardware, schedule=job.key.schedule, suite=f"group shards {missing}",
+                           state="partial")
             continue
         if live_job:
             missing = sorted(set(range(1, (job_n or 1) + 1)) - set(job_have))
             places = sorted({f"{r.workflow}:{r.wf_job}" for r in live_job})
             verb = "runs" if len(places) == 1 else "run"
             report.add("dormant-suite", f"PARTIAL {job.id}: {', '.join(places)} {verb} shards {job_have} of {job_n}: "
-                       f"shard(s) {missing} never run", **_key_fields(job))
+                       f"shard(s) {missing} never run", state="partial", **key)
             continue
         where = job.tests[0].where
         need_text = "a schedule" if job.key.schedule == "nightly" else "pull_request/push"
@@ -156,7 +158,7 @@ def rule_dormant(report: AuditReport, plan: dict[str, tuple[int, list[str]]]) ->
         detail = (f"only referenced by {describe_steps(seen, files, undecided=UNDECIDED)}" if seen else
                   f"no workflow job runs it (as --job {job.id} or --group {gid})")
         report.add("dormant-suite", f"DORMANT {job.id} ({len(job.tests)} registration(s), first at {where}): "
-                   f"needs a workflow triggered by {need_text}; {detail}", **_key_fields(job))
+                   f"needs a workflow triggered by {need_text}; {detail}", state="dormant", **key)
 
 
 def _key_fields(job: Job) -> dict[str, str]:
@@ -176,34 +178,35 @@ def _runner_problem(report: AuditReport, ref: StepRun, label: str) -> str | None
 
 
 def rule_unknown_refs(report: AuditReport, plan: dict[str, tuple[int, list[str]]]) -> None:
-    report.extend("unknown-suite", report.scan.problems)
-    runner_problems: list[str] = []
+    for problem in report.scan.problems:
+        report.add("unknown-suite", problem, **problem_key(problem, report.scan))
     for ref in report.scan.refs:
         label = ref.target.split("/")[1] if ref.target.count("/") >= 1 else ""
         problem = _runner_problem(report, ref, label)
-        if problem and problem not in runner_problems:
-            runner_problems.append(problem)
-    report.extend("runner-mismatch", runner_problems)
+        if problem:
+            report.add("runner-mismatch", problem, hardware=label, suite=ref.target)
     for ref in report.scan.refs:
         place = f"{ref.workflow}:{ref.wf_job}"
         if ref.kind == "job":
             try:
                 parse_job_id(ref.target)
             except ValueError as exc:
-                report.add("unknown-suite", f"{place}: {exc}")
+                report.add("unknown-suite", f"{place}: {exc}", suite=ref.target)
                 continue
             if ref.target not in report.registry.jobs:
                 report.add("unknown-suite",
                     f"{place}: --job {ref.target} is not a registered job "
-                    "(renamed or removed suite? regenerate with nox -s workflows)")
+                    "(renamed or removed suite? regenerate with nox -s workflows)", suite=ref.target)
         elif ref.kind == "group":
             if ref.target not in plan:
                 report.add("unknown-suite",
-                    f"{place}: --group {ref.target} is not a registered group; groups: {sorted(plan)}")
+                    f"{place}: --group {ref.target} is not a registered group; groups: {sorted(plan)}",
+                    suite=ref.target)
             elif ref.shard is not None and ref.shard[1] != plan[ref.target][0]:
                 report.add("unknown-suite",
                     f"{place}: --group {ref.target} --shard {ref.shard[0]}/{ref.shard[1]}, but the plan splits "
-                    f"{ref.target} into {plan[ref.target][0]} shard(s) (regenerate with nox -s workflows)")
+                    f"{ref.target} into {plan[ref.target][0]} shard(s) (regenerate with nox -s workflows)",
+                    suite=f"{ref.target} --shard {ref.shard[0]}/{ref.shard[1]}")
 
 
 # ----------------------------------------------------------------- (c), (d), (e)
@@ -240,11 +243,11 @@ def rule_gates(report: AuditReport) -> None:
             hint = " (a cpu variant emulates it)" if gate == "platform" else ""
             report.add("ungated-value",
                 f"gate {gate}={value} is exercised only by nightly jobs {nightly}: add a per-commit job "
-                f"or variant that runs with {GATES[gate].env_var}={value}{hint}")
+                f"or variant that runs with {GATES[gate].env_var}={value}{hint}", suite=f"{gate}={value}")
         else:
             report.add("ungated-value",
                 f"gate {gate}={value} is exercised by no job: add a per-commit job or variant that runs "
-                f"with {GATES[gate].env_var}={value}")
+                f"with {GATES[gate].env_var}={value}", suite=f"{gate}={value}")
 
 
 NATIVE_GPU_BACKEND = "triton"
@@ -316,7 +319,8 @@ def declared_suites(root: str | Path) -> list[str]:
 def rule_unregistered(report: AuditReport) -> None:
     for test in report.registry.collection.unregistered:
         report.add("unregistered-test",
-            f"{test.file}:{test.line}: {test.node_id} belongs to no suite (decorate it with @register(...))")
+            f"{test.file}:{test.line}: {test.node_id} belongs to no suite (decorate it with @register(...))",
+            suite=test.node_id)
 
 
 OP_TABLE_NAMES = {"op_table", "registered.op_table", "impl.testing.op_table"}
@@ -340,10 +344,12 @@ def rule_ops(report: AuditReport) -> None:
     shown = " or ".join(OP_TABLE_PATHS)
     for op in ops:
         if op not in refs:
-            report.add("op-without-reference", f"op {op}: reference/__init__.py exports no {op!r}")
+            report.add("op-without-reference", f"op {op}: reference/__init__.py exports no {op!r}",
+                       suite=f"{op}: reference")
         if op not in mentioned:
             report.add("op-without-reference",
-                f"op {op}: no per-commit registered test file (nor the op table, {shown}, used by one) mentions it")
+                f"op {op}: no per-commit registered test file (nor the op table, {shown}, used by one) mentions it",
+                suite=f"{op}: per-commit test")
 
 
 # ----------------------------------------------------------------- (f), (h), (i)
@@ -352,12 +358,14 @@ def rule_disabled(report: AuditReport, today: dt.date, horizon: int) -> None:
         info = reg.disabled or {}
         label = f"{reg.where}: {reg.node_id} disabled in {reg.schedule} {reg.suite}"
         if not str(info.get("reason", "")).strip():
-            report.add("disabled-without-reason", f"{label}: no reason")
+            report.add("disabled-without-reason", f"{label}: no reason", suite=f"{reg.node_id}: reason",
+                       schedule=reg.schedule)
         problem = check_until(info.get("until"), today, horizon)
         if problem:
             suffix = f" (reason: {info.get('reason', '')!r}); fix the test or renew the date" \
                 if problem.startswith("expired") else ""
-            report.add("disabled-without-reason", f"{label}: {problem}{suffix}")
+            report.add("disabled-without-reason", f"{label}: {problem}{suffix}", suite=f"{reg.node_id}: until",
+                       schedule=reg.schedule)
         report.debt_rows.append((reg.node_id, "disabled", info.get("reason", "") or "-", "-",
                                  info.get("until", "-"), reg.where))
 
@@ -369,10 +377,10 @@ def rule_skips(report: AuditReport, table: SkipTable, today: dt.date, horizon: i
             continue
         label = f"registered/skips.py:{reason.line}: skip reason {reason.key!r} can skip on any machine"
         if not str(reason.owner or "").strip():
-            report.add("skip-debt", f"{label}: no `owner`")
+            report.add("skip-debt", f"{label}: no `owner`", suite=f"{reason.key}: owner")
         problem = check_until(reason.until, today, horizon)
         if problem:
-            report.add("skip-debt", f"{label}: {problem}")
+            report.add("skip-debt", f"{label}: {problem}", suite=f"{reason.key}: until")
 
 
 def rule_impossible(report: AuditReport, table: SkipTable, uses: dict[str, list]) -> None:
@@ -391,7 +399,7 @@ def rule_impossible(report: AuditReport, table: SkipTable, uses: dict[str, list]
                     message = (f"{use.where}: {use.how} skips {whom} with skip key {use.unknown_key!r}, which "
                                "registered/skips.py does not declare: add it to SKIP_REASONS in registered/skips.py "
                                "(text and skips_when), or use an existing key")
-                report.add("impossible-test", message)
+                report.add("impossible-test", message, suite=reg.node_id)
                 continue
             if use.key is None and not use.always:
                 continue
@@ -402,7 +410,7 @@ def rule_impossible(report: AuditReport, table: SkipTable, uses: dict[str, list]
             if use.always:
                 report.add("impossible-test",
                     f"{use.where}: {reg.node_id}: {use.how} skips it unconditionally: it never runs "
-                    "(register it with disabled={'reason': ..., 'until': ...} instead)")
+                    "(register it with disabled={'reason': ..., 'until': ...} instead)", suite=reg.node_id)
                 continue
             if reason is None:
                 continue
@@ -414,7 +422,8 @@ def rule_impossible(report: AuditReport, table: SkipTable, uses: dict[str, list]
                     and not reason.unconditional:
                 report.add("impossible-test",
                     f"{reg.where}: {reg.node_id} is registered only for {list(reg.hardware)}, where {use.how} "
-                    f"({use.where}) always skips it ({reason.key}: skips when {when}): it can never run")
+                    f"({use.where}) always skips it ({reason.key}: skips when {when}): it can never run",
+                    suite=reg.node_id)
 
 
 def rule_retries(report: AuditReport) -> None:
@@ -425,8 +434,8 @@ def rule_retries(report: AuditReport) -> None:
 
 
 def rule_masked(report: AuditReport) -> None:
-    for masked in report.scan.masked:
-        report.add("masked-step", f"MASKED {masked}", suite=masked.split(": ", 1)[0])
+    for masked in report.scan.masked:   # keyed by what the step runs, never by its job or step name
+        report.add("masked-step", f"MASKED {masked}", **masked_key(masked, report.scan))
     if any(r.kind in ("job", "group") for r in report.scan.refs) and _uses_nox(report.registry.root):
         report.extend("masked-step", [f"MASKED {p}" for p in suite_session_problems(report.registry.root)])
 
@@ -491,7 +500,7 @@ def run_audit(root: str | Path = ".", *, today: dt.date | None = None,
     return report
 
 
-def format_report(report: AuditReport, findings: list[Finding] | None = None) -> str:
+def format_report(report: AuditReport, findings: list[Finding] | None = None, **opts: Any) -> str:
     reg = report.registry
     lines = [f"registry: {registry_summary(reg)} -- {reg.root}", ""]
     lines.append(format_table(["job", "registrations", "est s", "shards", "workflow", "trigger", "backend"],
@@ -506,75 +515,35 @@ def format_report(report: AuditReport, findings: list[Finding] | None = None) ->
     if report.retry_rows:
         lines += ["", "tests that opted into retries (a pass on a retry is reported flaky):",
                   format_table(["test", "registration", "retries", "where"], report.retry_rows, right=(2,))]
-    lines += format_findings(OWN_RULES, report.findings if findings is None else findings, report.skipped_rules)
+    lines += format_findings(OWN_RULES, report.findings if findings is None else findings, report.skipped_rules,
+                             **opts)
     return "\n".join(lines)
 
 
-def format_text(report: AuditReport, findings: list[Finding] | None = None) -> str:
+def format_text(report: AuditReport, findings: list[Finding] | None = None, **opts: Any) -> str:
     """The text report: the job, group and gate tables, then ``severity [rule-id] message`` per finding
-    (``findings``: a filtered list, e.g. after a baseline; default all of the report's)."""
-    return format_report(report, findings)
+    (``findings``: a filtered list, e.g. after a baseline; default all of the report's; ``opts``:
+    format_findings' baselined, show_baselined, fail_on)."""
+    return format_report(report, findings, **opts)
 
 
-def report_json(report: AuditReport) -> dict[str, Any]:
+def report_tables(report: AuditReport) -> dict[str, list[dict[str, Any]]]:
+    """The text report's tables as JSON (``tables`` in ``--format json``)."""
     return {
-        "adapter": "dspark",
-        "root": str(report.registry.root),
-        "summary": registry_summary(report.registry),
         "jobs": [dict(zip(("id", "registrations", "est_s", "shards", "workflows", "triggers", "backend"), row))
                  for row in report.job_rows],
         "groups": [dict(zip(("id", "jobs", "est_s", "shards", "workflows", "triggers"), row))
                    for row in report.group_rows],
         "debt": [dict(zip(("test", "kind", "reason", "owner", "until", "where"), row)) for row in report.debt_rows],
         "retries": [dict(zip(("test", "registration", "retries", "where"), row)) for row in report.retry_rows],
-        "rules": {code: {"title": title, "ok": not report.violations[code],
-                         "checked": code not in report.skipped_rules or bool(report.violations[code])}
-                  for code, title in RULES.items()},
-        "findings": findings_json(report.findings),
-        "ok": report.ok,
     }
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m ci.audit", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--root", default=".")
-    parser.add_argument("--today", type=dt.date.fromisoformat, help="date for expiry checks (default: today)")
-    parser.add_argument("--format", choices=("text", "json"), default="text")
-    parser.add_argument("--adapter", default="dspark",
-                        help="how the repository registers tests: dspark (default), sglang")
-    parser.add_argument("--repo", "--repository", dest="repository", default=None, metavar="OWNER/NAME",
-                        help="the repository the workflows run in (`github.repository` in if:); default: the "
-                             "tree's git remote, else unknown")
-    parser.add_argument("--pytest-collection", action="store_true",
-                        help="also run pytest --collect-only on registered/ and compare (imports the tests)")
-    args = parser.parse_args(argv)
-    if args.adapter != "dspark":
-        from ci.audit_foreign import main_foreign
-
-        return main_foreign(args)
-    problem = check_target(args.root, args.adapter)
-    if problem:
-        print(f"audit: {problem}", file=sys.stderr)
-        return 2
-    try:
-        collected = None
-        if args.pytest_collection:
-            from ci.parity import ParityError, pytest_collected
-
-            try:
-                collected = pytest_collected(args.root)
-            except ParityError as exc:
-                print(f"audit: {exc}", file=sys.stderr)
-                return 2
-        report = run_audit(args.root, today=args.today, collected=collected)
-    except (CollectionError, CatalogError) as exc:
-        hint = ""
-        if (Path(args.root) / "test" / "registered").is_dir() and not (Path(args.root) / "registered").is_dir():
-            hint = "\n(this looks like an sglang tree: python -m ci.audit --root PATH --adapter sglang)"
-        print(f"audit: registry cannot be collected:\n{exc}{hint}", file=sys.stderr)
-        return 2
-    return print_report(report.ok, args.format, lambda: report_json(report), lambda: format_report(report))
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    # ``python -m ci.audit`` is ``dspark-audit``: it runs the one command line (ci/audit_cli.py) as the main
+    # program, exactly as ``python -m ci.audit_cli`` does. This module, the project's own audit that the
+    # command line calls, never imports the command line (no import cycle); in-process callers use
+    # ci.audit_cli.main.
+    import runpy
+
+    runpy.run_module("ci.audit_cli", run_name="__main__", alter_sys=True)

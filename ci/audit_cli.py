@@ -1,11 +1,17 @@
 """``dspark-audit``: the audit as a command for any repository (console script, pre-commit, Action).
 
     dspark-audit [--root DIR] [--adapter auto|dspark|sglang] [--repo OWNER/NAME] [--today YYYY-MM-DD]
-                 [--format text|json|sarif] [--output FILE]
-                 [--baseline FILE [--strict-baseline] | --write-baseline FILE] [--fail-on error|warning|note]
+                 [--format text|json|sarif] [--output FILE] [--pytest-collection]
+                 [--baseline FILE [--strict-baseline] [--show-baselined] | --write-baseline FILE]
+                 [--fail-on error|warning|note]
+
+The one command line of the audit: ``python -m ci.audit`` and ``nox -s audit`` run this ``main``
+(same flags, same JSON, SARIF from all; nox only passes its arguments). With a baseline, the
+findings it suppresses are counted per rule (``baselined (N)``) and ``--show-baselined`` lists them.
 
 Exit status: 0 clean; 1 when a finding at or above --fail-on (default error) is not in the
-baseline, or, with --strict-baseline, when a baseline entry matches nothing any more; 2 on a
+baseline, is worse than its entry, or is about a suite the baseline records as run (a regression:
+docs/audit-baseline.md), or, with --strict-baseline, when a baseline entry matches nothing any more; 2 on a
 usage error (one line on stderr). --write-baseline records every current finding and exits 0.
 --output writes the --format output to FILE and the text report to stdout (the Action's log).
 Needs pyyaml only: no torch, nothing of the tests.
@@ -70,8 +76,13 @@ def build_parser() -> argparse.ArgumentParser:
                         help="record every current finding as the baseline and exit 0")
     parser.add_argument("--strict-baseline", action="store_true",
                         help="also fail when a baseline entry matches no finding any more")
+    parser.add_argument("--show-baselined", action="store_true",
+                        help="list the findings the baseline suppresses (default: a count per rule)")
     parser.add_argument("--fail-on", choices=SEVERITIES, default="error",
                         help="the lowest severity that fails the run (default: error)")
+    parser.add_argument("--pytest-collection", action="store_true",
+                        help="also run pytest --collect-only on registered/ and compare (--adapter dspark only; "
+                             "imports the tests)")
     return parser
 
 
@@ -98,15 +109,39 @@ def collect_findings(args: argparse.Namespace) -> tuple[object, list[Finding], C
     problem = check_target(args.root, args.adapter)
     if problem:
         raise UsageError(problem)
+    if args.pytest_collection and args.adapter != "dspark":
+        raise UsageError("--pytest-collection: only for this project's own registry (--adapter dspark)")
     if args.adapter == "dspark":
         from ci.audit import format_text, run_audit
 
-        report = run_audit(args.root, today=args.today)
+        collected = None
+        if args.pytest_collection:
+            from ci.parity import ParityError, pytest_collected
+
+            try:
+                collected = pytest_collected(args.root)
+            except ParityError as exc:
+                raise UsageError(f"--pytest-collection: {exc}") from None
+        report = run_audit(args.root, today=args.today, collected=collected)
     else:
         from ci.audit_foreign import format_text, run_foreign_audit
 
         report = run_foreign_audit(args.root, args.adapter, repository=args.repository)
     return report, list(report.findings), format_text
+
+
+def report_tables(report) -> dict:
+    """The text report's tables (jobs, ...) for ``--format json``."""
+    from ci.audit import AuditReport, report_tables as own_tables
+    from ci.audit_foreign import foreign_tables
+
+    return own_tables(report) if isinstance(report, AuditReport) else foreign_tables(report)
+
+
+def rule_ids(adapter: str) -> tuple[str, ...]:
+    from ci.audit_rules import FOREIGN_RULES, OWN_RULES
+
+    return OWN_RULES if adapter == "dspark" else FOREIGN_RULES
 
 
 def fallback_location(root: Path) -> Location:
@@ -133,7 +168,9 @@ def failing(comparison: BaselineComparison, fail_on: str, strict: bool) -> list[
     blocking = [f for f in comparison.new if SEVERITY_RANK[f.severity] >= level]
     why = []
     if blocking:
-        why.append(f"{len(blocking)} new finding(s) at or above {fail_on}")
+        worse = sum(1 for f, _was in comparison.worse if SEVERITY_RANK[f.severity] >= level)
+        why.append(f"{len(blocking)} new finding(s) at or above {fail_on}"
+                   + (f" ({worse} worse than the baseline)" if worse else ""))
     if strict and comparison.stale:
         why.append(f"{len(comparison.stale)} stale baseline entr(ies) (--strict-baseline)")
     return why
@@ -155,7 +192,9 @@ def text_report(report, comparison: BaselineComparison, format_text, args: argpa
     if args.baseline:
         head += f"; {len(comparison.new)} not in the baseline ({_counts(comparison.new)})"
     lines = [head]
-    body = format_text(report, list(comparison.new))
+    baselined = list(comparison.suppressed) if args.baseline else []
+    body = format_text(report, list(comparison.new), baselined=baselined, show_baselined=args.show_baselined,
+                       fail_on=args.fail_on)
     if body:
         lines.append(body)
     if written is not None:
@@ -163,10 +202,13 @@ def text_report(report, comparison: BaselineComparison, format_text, args: argpa
     elif args.baseline:
         lines.append(f"baseline {args.baseline}: {len(comparison.suppressed)} known finding(s) suppressed, "
                      f"{len(comparison.stale)} stale entr(ies)")
+        lines += [f"  worse {key_text(f.key)}: the baseline knows it as {was}, now "
+                  f"{' '.join(filter(None, (f.severity, f.state)))}" for f, was in comparison.worse]
         lines += [f"  stale {key_text(key)} (nothing finds it any more: delete the entry)" for key in comparison.stale]
         lines += [f"  grown {key_text(key)}: {now} finding(s), the baseline knows {known}; all {now} are shown"
                   for key, known, now in comparison.grown]
-    lines.append(f"{PROG}: FAILED: {'; '.join(why)}" if why else f"{PROG}: OK")
+    known = f" ({len(baselined)} baselined)" if baselined else ""
+    lines.append(f"{PROG}: FAILED: {'; '.join(why)}{known}" if why else f"{PROG}: OK{known}")
     return "\n".join(lines)
 
 
@@ -175,7 +217,9 @@ def render(fmt: str, report, comparison: BaselineComparison, format_text, args: 
     shown = list(comparison.new)
     if fmt == "json":
         doc = findings_document(shown, adapter=args.adapter, tool_version=tool_version(), fail_on=args.fail_on,
-                                ok=not why, comparison=comparison, baseline_path=args.baseline)
+                                ok=not why, comparison=comparison, baseline_path=args.baseline,
+                                rules=rule_ids(args.adapter), skipped=getattr(report, "skipped_rules", {}),
+                                tables=report_tables(report))
         return json.dumps(doc, indent=2, ensure_ascii=False)
     if fmt == "sarif":
         root = Path(args.root)
@@ -201,11 +245,13 @@ def run(args: argparse.Namespace) -> int:
         if baseline.adapter != args.adapter:
             raise UsageError(f"--baseline {args.baseline}: written for --adapter {baseline.adapter}, "
                              f"not {args.adapter}")
+    if args.show_baselined and not args.baseline:
+        raise UsageError("--show-baselined: needs --baseline FILE")
     report, findings, format_text = collect_findings(args)
     written = None
     if args.write_baseline:
         try:
-            written = write_baseline(args.write_baseline, findings, args.adapter)
+            written = write_baseline(args.write_baseline, findings, args.adapter, getattr(report, "run_suites", ()))
         except BaselineError as exc:
             raise UsageError(str(exc)) from None
         comparison = BaselineComparison((), tuple(findings), ())

@@ -1,4 +1,4 @@
-"""The audit for another repository, through an adapter (``python -m ci.audit --adapter sglang``).
+"""The audit for another repository, through an adapter (``dspark-audit --adapter sglang``).
 
 Rules (ci/audit_rules.py; the same ids as the project's own audit): dormant-suite,
 unknown-suite, unresolved-step, disabled-without-reason, empty-suite, masked-step,
@@ -14,18 +14,17 @@ from __future__ import annotations
 import configparser
 import difflib
 import re
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ci.adapters import Adapter, get_adapter
 from ci.adapters.sglang import SuiteCollection, SuiteRegistration, expected_runner, runner_mismatch
-from ci.audit_report import FindingCollector, findings_json, format_findings
+from ci.audit_report import FindingCollector, format_findings
 from ci.audit_rules import FOREIGN_RULES
 from ci.findings import RULES as RULE_REGISTRY
 from ci.findings import Finding, Location
-from ci.table import format_table, print_report
+from ci.table import format_table
 from ci.workflow_scan import (MANUAL_TRIGGERS, StepRun, WorkflowScan, describe_steps, events_needed,
                               scan_workflows)
 
@@ -114,22 +113,24 @@ def run_foreign_audit(root: str | Path, adapter: Adapter | str = "sglang", *,
     report = ForeignReport(adapter=adapter.name, root=root, suites=suites, scan=scan, repository=repository)
     jobs = _by_job(suites.registrations)
     refs = [r for r in scan.refs if r.kind == "suite"]
-    for problem in suites.problems:
-        report.add("unreadable-registration", problem)
+    for problem in suites.problems:   # "file:line: ...": keyed by the registered file
+        report.add("unreadable-registration", problem, suite=problem.split(":", 1)[0])
     for masked in scan.masked:
-        step = masked.split(": ", 1)[0]   # the baseline key: the step, never a line number
+        key = masked_key(masked, scan)   # the baseline key: what the step runs, never its job or step name
         if masked in scan.masked_unproven:
             report.add("masked-step", f"MASKED {masked}", severity="warning", locations=_step_location(masked, scan),
-                       why_unproven="the condition is known only at run time", suite=step)
+                       why_unproven="the condition is known only at run time", **key)
         else:
-            report.add("masked-step", f"MASKED {masked}", locations=_step_location(masked, scan), suite=step)
+            report.add("masked-step", f"MASKED {masked}", locations=_step_location(masked, scan), **key)
     for step in scan.unresolved:
-        report.add("unresolved-step", f"{step.where}: {step.problem}", suite=step.where,
+        known = dict(step.known)
+        report.add("unresolved-step", f"{step.where}: {step.problem}", hardware=known.get("--hw", ""),
+                   schedule="nightly" if "--nightly" in known else "", suite=step.problem,
                    locations=(Location(step.where.split(":")[0], step.line),),
                    why_unproven="the step's suite is computed at run time; the suites it could run are warnings")
     problems = [p for p in scan.problems if not any(p == f"{u.where}: {u.problem}" for u in scan.unresolved)]
     for problem in problems:
-        report.add("unknown-suite", problem)
+        report.add("unknown-suite", problem, **problem_key(problem, scan))
     direct: dict[str, list[StepRun]] = {}
     for ref in scan.refs:
         if ref.kind == "file":
@@ -140,6 +141,25 @@ def run_foreign_audit(root: str | Path, adapter: Adapter | str = "sglang", *,
     _check_unknown_suites(report, refs, jobs)
     _check_typos(report, jobs)
     return report
+
+
+def masked_key(masked: str, scan: WorkflowScan) -> dict[str, str]:
+    """The key of a masked step: the target(s) it runs (one suite: its schedule, hardware and suite), so
+    renaming the workflow file, the job or the step keeps it; "" when the step's target is unknown."""
+    where = masked.split(": ", 1)[0]
+    refs = [r for r in scan.refs if r.where == where]
+    targets = sorted({r.target for r in refs})
+    if len(targets) == 1 and refs[0].kind == "suite" and targets[0].count("/") >= 2:
+        return _key(targets[0])
+    return {"suite": ",".join(targets)}
+
+
+def problem_key(problem: str, scan: WorkflowScan) -> dict[str, Any]:
+    """A workflow-level problem: a broken workflow is keyed and located by its file and line."""
+    broken = scan.broken.get(problem)
+    if broken is None:
+        return {}
+    return {"suite": broken[0], "locations": (Location(*broken),)}
 
 
 def _step_location(text: str, scan: WorkflowScan) -> tuple[Location, ...]:
@@ -195,6 +215,9 @@ def _audit_job(report: ForeignReport, job_id: str, regs: list[SuiteRegistration]
     location = (Location(first.file, first.line),)
     if enabled and not (whole or complete or by_path):
         _dormant(report, job_id, enabled, mine, live, maybe, manual, parts, files, expected, location)
+    elif enabled:
+        key = _key(job_id)
+        report.run_suites.add((key["hardware"], key["suite"], key["schedule"]))
     if mine and not enabled:
         report.add("empty-suite",
                    f"EMPTY {job_id}: {', '.join(sorted({r.where for r in mine}))} runs it, but all {len(regs)} "
@@ -219,7 +242,8 @@ def _dormant(report: ForeignReport, job_id: str, enabled: list[SuiteRegistration
     where = location + tuple(Location(r.workflow, r.line) for r in (live or maybe or mine)[:1])
     if live and not any(r.shard_unknown for r in live):
         places = ", ".join(sorted({f"{r.workflow}:{r.wf_job}" for r in live}))
-        report.add("dormant-suite", f"PARTIAL {job_id}: {places} {parts}", locations=where, **_key(job_id))
+        report.add("dormant-suite", f"PARTIAL {job_id}: {places} {parts}", locations=where, state="partial",
+                   **_key(job_id))
         return
     need = "a schedule" if schedule == "nightly" else "pull_request/push"
     hint = f" (runner {expected})" if expected else ""
@@ -230,23 +254,26 @@ def _dormant(report: ForeignReport, job_id: str, enabled: list[SuiteRegistration
             why += list(r.why_maybe) + ([r.shard_unknown] if r.shard_unknown else [])
         places = ", ".join(sorted({f"{r.workflow}:{r.wf_job}" for r in maybe + live}))
         report.add("dormant-suite", f"UNPROVEN {job_id}{hint}: may run in {places}", severity="warning",
-                   locations=where, why_unproven="; ".join(dict.fromkeys(why)) or "a run-time value", **_key(job_id))
+                   locations=where, why_unproven="; ".join(dict.fromkeys(why)) or "a run-time value",
+                   state="unproven", **_key(job_id))
         return
     if manual:
         places = ", ".join(sorted({f"{r.workflow}:{r.wf_job}" for r in manual}))
         report.add("dormant-suite", head + f"runs only by workflow_dispatch ({places})", severity="warning",
-                   locations=where, why_unproven="runs only when someone dispatches it by hand", **_key(job_id))
+                   locations=where, why_unproven="runs only when someone dispatches it by hand",
+                   state="manual-only", **_key(job_id))
         return
     could = _could_run(report, job_id)
     if could:
         report.add("dormant-suite", head + f"needs a workflow triggered by {need}; no step is proven to run it",
                    severity="warning", locations=where,
-                   why_unproven=f"unresolved step(s) could run it: {'; '.join(could[:3])}", **_key(job_id))
+                   why_unproven=f"unresolved step(s) could run it: {'; '.join(could[:3])}", state="unproven",
+                   **_key(job_id))
         return
     detail = (f"only referenced by {describe_steps(mine, files, undecided=UNDECIDED)}" if mine
               else "no workflow step runs it")
     report.add("dormant-suite", head + f"needs a workflow triggered by {need}; {detail}", locations=where,
-               **_key(job_id))
+               state="dormant", **_key(job_id))
 
 
 def _note_disabled(report: ForeignReport, regs: list[SuiteRegistration]) -> None:
@@ -309,7 +336,7 @@ def _check_typos(report: ForeignReport, jobs: dict[str, list[SuiteRegistration]]
                    why_unproven="a name this close may be intended", **_key(job_id))
 
 
-def format_foreign(report: ForeignReport, findings: list[Finding] | None = None) -> str:
+def format_foreign(report: ForeignReport, findings: list[Finding] | None = None, **opts: Any) -> str:
     regs = report.suites.registrations
     disabled = sum(1 for r in regs if r.disabled is not None)
     try:
@@ -324,42 +351,21 @@ def format_foreign(report: ForeignReport, findings: list[Finding] | None = None)
     if report.disabled_rows:
         lines += ["", "disabled registrations:",
                   format_table(["file", "suite", "reason", "where"], report.disabled_rows)]
-    lines += format_findings(FOREIGN_RULES, report.findings if findings is None else findings)
+    lines += format_findings(FOREIGN_RULES, report.findings if findings is None else findings, **opts)
     return "\n".join(lines)
 
 
-def format_text(report: ForeignReport, findings: list[Finding] | None = None) -> str:
+def format_text(report: ForeignReport, findings: list[Finding] | None = None, **opts: Any) -> str:
     """The text report (tables, then ``severity [rule-id] message`` per finding of ``findings``)."""
-    return format_foreign(report, findings)
+    return format_foreign(report, findings, **opts)
 
 
-def foreign_json(report: ForeignReport) -> dict[str, Any]:
+def foreign_tables(report: ForeignReport) -> dict[str, list[dict[str, Any]]]:
+    """The text report's tables as JSON (``tables`` in ``--format json``)."""
     return {
-        "adapter": report.adapter,
-        "root": str(report.root),
-        "repository": report.repository,
         "jobs": [{**dict(zip(("id", "registrations", "est_s", "partitions", "workflows", "triggers", "runner"), row)),
                   "registrations": int(str(row[1]).split()[0]),
                   "disabled": int(str(row[1]).split("+")[1].split()[0]) if "+" in str(row[1]) else 0}
                  for row in report.job_rows],
         "disabled": [dict(zip(("file", "suite", "reason", "where"), row)) for row in report.disabled_rows],
-        "rules": {code: {"title": title, "ok": not report.violations[code]} for code, title in RULES.items()},
-        "findings": findings_json(report.findings),
-        "ok": report.ok,
     }
-
-
-def main_foreign(args) -> int:
-    """``python -m ci.audit --adapter NAME`` (arguments parsed by ci.audit.main)."""
-    try:
-        adapter = get_adapter(args.adapter)
-        if getattr(args, "pytest_collection", False):
-            raise ValueError("--pytest-collection: only for this project's own registry (--adapter dspark)")
-        problem = check_target(args.root, adapter)
-        if problem:
-            raise ValueError(problem)
-        report = run_foreign_audit(args.root, adapter, repository=args.repository)
-    except ValueError as exc:
-        print(f"audit: {exc}", file=sys.stderr)
-        return 2
-    return print_report(report.ok, args.format, lambda: foreign_json(report), lambda: format_foreign(report))

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
 import ci.audit_rules  # noqa: F401  (fills RULES)
-from ci.findings import RULES, Finding, Location, Severity
+from ci.findings import RULES, Finding, Location, Severity, SuiteKey, severity_rank
 
 LOCATION_RE = re.compile(r"(?P<path>[\w./-]+\.(?:py|ya?ml|toml|json|cfg)):(?P<line>\d+)")
 
@@ -30,10 +30,11 @@ def locations_in(*texts: str) -> tuple[Location, ...]:
 class FindingCollector:
     """Mixin: ``findings`` plus the rule-keyed view older callers read (``violations[rule_id]``)."""
     findings: list[Finding] = field(default_factory=list)
+    run_suites: set[SuiteKey] = field(default_factory=set)   # (hardware, suite, schedule) in state "run"
 
     def add(self, rule: str, message: str, *, severity: Severity | None = None, hardware: str = "",
             suite: str = "", schedule: str = "", locations: Iterable[Location] = (),
-            why_unproven: str | None = None) -> Finding | None:
+            why_unproven: str | None = None, state: str = "") -> Finding | None:
         """Record a finding once (same rule, severity and message); ``severity`` defaults to the rule's."""
         severity = severity or RULES[rule].default_severity
         if severity == "warning" and not why_unproven:
@@ -41,7 +42,7 @@ class FindingCollector:
         if any(f.rule == rule and f.message == message and f.severity == severity for f in self.findings):
             return None
         finding = Finding(rule, severity, message, hardware, suite, schedule,
-                          tuple(locations) or locations_in(message), why_unproven)
+                          tuple(locations) or locations_in(message), why_unproven, state)
         self.findings.append(finding)
         return finding
 
@@ -75,37 +76,66 @@ class _Violations(dict):
 
 
 def format_findings(rule_ids: Sequence[str], findings: Sequence[Finding],
-                    skipped: Mapping[str, str] | None = None) -> list[str]:
-    """The closing lines of an audit's text: each rule's status with its findings, then the verdict."""
+                    skipped: Mapping[str, str] | None = None, *, baselined: Sequence[Finding] = (),
+                    show_baselined: bool = False, fail_on: str = "error") -> list[str]:
+    """The closing lines of an audit's text: each rule's status with its findings, then the verdict.
+    ``findings`` are those to report (new ones under a baseline); ``baselined`` the ones a baseline
+    suppressed: never a silent PASS, each rule says ``baselined (N)`` (``show_baselined`` lists them).
+    The verdict is OK only when no finding is at or above ``fail_on``."""
     skipped = skipped or {}
     lines = ["", "rules:"]
     counts = {s: 0 for s in ("error", "warning", "note")}
     for rule_id in rule_ids:
         mine = [f for f in findings if f.rule == rule_id]
+        known = [f for f in baselined if f.rule == rule_id]
         title = RULES[rule_id].title
-        if rule_id in skipped and not mine:
+        if rule_id in skipped and not mine and not known:
             lines.append(f"  [----] [{rule_id}] {title}: {skipped[rule_id]}")
             continue
-        status = "FAIL" if any(f.severity == "error" for f in mine) else "WARN" if mine else "PASS"
+        status = ("FAIL" if any(f.severity == "error" for f in mine) else "WARN" if mine
+                  else "BASE" if known else "PASS")
         lines.append(f"  [{status}] [{rule_id}] {title}")
         for f in mine:
             counts[f.severity] += 1
             lines.append(f"         {f.severity:7} [{f.rule}] {f.message}")
             if f.why_unproven:
                 lines.append(f"                 not proven: {f.why_unproven}")
+        lines += _baselined_lines(rule_id, known, show_baselined)
     others = [f for f in findings if f.rule not in rule_ids]
     for f in others:
         counts[f.severity] += 1
         lines.append(f"         {f.severity:7} [{f.rule}] {f.message}")
-    failed = sorted({f.rule for f in findings if f.severity == "error"})
+    lines += _baselined_lines("", [f for f in baselined if f.rule not in rule_ids], show_baselined)
+    level = severity_rank(fail_on)
+    blocking = [f for f in findings if severity_rank(f.severity) >= level]
+    failed = sorted({f.rule for f in blocking})
     tail = ", ".join(f"{n} {s}(s)" for s, n in counts.items() if n)
+    known_text = f"{len(baselined)} baselined" if baselined else ""
     if failed:
         rest = ", ".join(f"{n} {s}(s)" for s, n in counts.items() if n and s != "error")
-        verdict = f"{counts['error']} error(s) in {len(failed)} of {len(rule_ids)} rule(s)"
-        verdict += f"; {rest}" if rest else ""
+        if fail_on == "error":
+            verdict = f"{counts['error']} error(s) in {len(failed)} of {len(rule_ids)} rule(s)"
+        else:
+            verdict = f"{len(blocking)} finding(s) at or above {fail_on} in {len(failed)} of {len(rule_ids)} rule(s)"
+            rest = ""
+        verdict += "; ".join(["", *(t for t in (rest, known_text) if t)])
     else:
-        verdict = "OK" + (f" ({tail})" if tail else "")
+        inside = "; ".join(t for t in (tail, known_text) if t)
+        verdict = "OK" + (f" ({inside})" if inside else "")
     lines += ["", f"audit: {verdict}"]
+    return lines
+
+
+def _baselined_lines(rule_id: str, known: Sequence[Finding], show: bool) -> list[str]:
+    if not known:
+        return []
+    label = f" [{rule_id}]" if rule_id else ""
+    by_severity = ", ".join(f"{n} {s}" for s in ("error", "warning", "note")
+                            if (n := sum(1 for f in known if f.severity == s)))
+    lines = [f"         baselined ({len(known)}){label}: {by_severity} known to the baseline"
+             + ("" if show else " (--show-baselined lists them)")]
+    if show:
+        lines += [f"           baselined {f.severity:7} [{f.rule}] {f.message}" for f in known]
     return lines
 
 

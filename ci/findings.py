@@ -19,6 +19,27 @@ from typing import Literal
 Severity = Literal["error", "warning", "note"]
 SEVERITIES: tuple[Severity, ...] = ("error", "warning", "note")
 
+# The one vocabulary of a registered suite's run state, best first (``Finding.state``, baselines):
+#   run          a triggered step runs all of it on its schedule (per-commit: pull_request/push; nightly:
+#                a schedule); no finding, but a baseline records it (so losing it is a regression)
+#   unproven     a step may run it, on a run-time value (an if:, a computed matrix, an unresolved step)
+#   manual-only  only workflow_dispatch runs it
+#   partial      triggered steps run some of its partitions (shards), never all
+#   dormant      no triggered step runs it
+# A finding that is not about a suite's run state has state "".
+STATES: tuple[str, ...] = ("run", "unproven", "manual-only", "partial", "dormant")
+SuiteKey = tuple[str, str, str]     # (hardware, suite, schedule)
+
+
+def severity_rank(severity: str) -> int:
+    """note 1 < warning 2 < error 3 (0: unknown)."""
+    return len(SEVERITIES) - SEVERITIES.index(severity) if severity in SEVERITIES else 0
+
+
+def state_rank(state: str) -> int:
+    """"" and run 0 < unproven 1 < manual-only 2 < partial 3 < dormant 4."""
+    return STATES.index(state) if state in STATES else 0
+
 
 @dataclass(frozen=True)
 class Location:
@@ -48,10 +69,13 @@ class Finding:
     schedule: str = ""
     locations: tuple[Location, ...] = ()
     why_unproven: str | None = None     # required for warnings: which run-time value the verdict hangs on
+    state: str = ""                     # a suite's run state (STATES) for dormant-suite; "" otherwise
 
     @property
     def key(self) -> tuple[str, str, str, str]:
-        """The baseline key: never a line number, so edits elsewhere do not break a baseline."""
+        """The baseline key: never a line number, nor a job, step or workflow-file name where a target
+        (suite, run target, registered file) identifies the finding, so edits and renames elsewhere do
+        not break a baseline. Severity and state are not in it: a baseline compares them."""
         return (self.rule, self.hardware, self.suite, self.schedule)
 
 

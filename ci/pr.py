@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from ci import audit, workflows
+from ci import audit_cli, workflows
 from ci.catalog import CatalogError, load_catalog
 from ci.jobs import JobFilter, load_registry
 from ci.run_many import default_concurrency, run_jobs, summary_table
@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
 
     t0 = time.monotonic()
     print("=== registry audit ===", flush=True)
-    audit_rc = audit.main(["--root", str(root)])
+    audit_rc = audit_cli.main(["--root", str(root)])
     checks.append(("audit", audit_rc == 0, time.monotonic() - t0))
 
     t0 = time.monotonic()

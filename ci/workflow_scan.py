@@ -119,6 +119,7 @@ class WorkflowScan:
     masked_unproven: set[str] = field(default_factory=set)   # the masked entries that hang on a run-time value
     runs_on: dict[tuple[str, str], tuple[str, ...]] = field(default_factory=dict)
     job_lines: dict[tuple[str, str], int] = field(default_factory=dict)
+    broken: dict[str, tuple[str, int]] = field(default_factory=dict)   # problem -> (file, line) of a broken workflow
 
 
 @dataclass
@@ -149,12 +150,21 @@ def _load(path: Path, root: Path, scan: WorkflowScan) -> dict[str, Any] | None:
     try:
         doc = load_yaml(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
-        scan.problems.append(f"{rel}: not valid YAML: {exc}")
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        line = mark.line + 1 if mark is not None else 1
+        what = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        _broken(scan, rel, line, f"{rel}:{line}: not valid YAML: {what}")
         return None
     if not isinstance(doc, dict) or not isinstance(doc.get("jobs"), dict):
-        scan.problems.append(f"{rel}: no jobs: mapping")
+        _broken(scan, rel, 1, f"{rel}:1: no jobs: mapping")
         return None
     return doc
+
+
+def _broken(scan: WorkflowScan, rel: str, line: int, problem: str) -> None:
+    """A workflow the scan cannot read: the problem names its file and line (its finding's location and key)."""
+    scan.problems.append(problem)
+    scan.broken[problem] = (rel, line)
 
 
 def _key_lines(text: str) -> dict[str, int]:

@@ -319,8 +319,9 @@ def test_audit_cli_prints_the_table_and_fails_on_the_incident(tmp_path):
     assert data["ok"] is False and data["adapter"] == "dspark"
     assert [f["rule"] for f in data["findings"]] == ["dormant-suite"]
     assert data["findings"][0]["message"].startswith("DORMANT nightly/mi35x-8/dspark-unified-kv")
-    assert {j["id"]: j["workflows"] for j in data["jobs"]}["nightly/mi35x-8/dspark-unified-kv"] == "-"
-    assert data["rules"]["collection-parity"] == {"title": RULES["collection-parity"], "ok": True, "checked": False}
+    assert {j["id"]: j["workflows"] for j in data["tables"]["jobs"]}["nightly/mi35x-8/dspark-unified-kv"] == "-"
+    assert data["rules"]["collection-parity"] == {"title": RULES["collection-parity"], "checked": False,
+                                                  "new": 0, "baselined": 0}
     repo.test_file("test_bad.py",
                    "@register(suite='s', hardware='mi99', schedule='nightly', est_time=1)\ndef test_x(): pass\n")
     proc = repo.run_module("ci.audit")
@@ -352,7 +353,7 @@ def test_bench_registry_and_the_audit_count_in_the_same_words(tmp_path):
     audit = repo.run_module("ci.audit", "--today", "2026-06-01")
     bench = repo.run_module("ci.bench_registry", "--repeat", "1")
     assert bench.returncode == 0, bench.stderr
-    audit_line = audit.stdout.splitlines()[0].partition(" -- ")[0]
+    audit_line = next(line for line in audit.stdout.splitlines() if line.startswith("registry:")).partition(" -- ")[0]
     bench_line = bench.stdout.splitlines()[0]
     assert audit_line == bench_line == ("registry: 1 test file(s), 3 registration(s) (0 disabled), "
                                         "5 job(s) in 3 group(s)")

@@ -93,15 +93,19 @@ def test_a_suite_registered_after_the_baseline_is_the_one_new_finding(tmp_path):
     wrote = cli("--root", str(before), "--write-baseline", str(base))
     assert wrote.returncode == 0, wrote.stdout + wrote.stderr
     assert f"baseline {base}: wrote 1 entr(ies)" in wrote.stdout.splitlines()
-    assert json.loads(base.read_text())["entries"] == [
-        {"rule": "dormant-suite", "hardware": "amd", "suite": OLD, "schedule": "nightly"}]
+    written = json.loads(base.read_text())
+    assert written["entries"] == [{"rule": "dormant-suite", "hardware": "amd", "suite": OLD, "schedule": "nightly",
+                                   "severity": "error", "state": "dormant"}]
+    assert written["run"] == [{"hardware": "cuda", "suite": LIVE, "schedule": "per-commit"}]
 
     added = write_tree(tmp_path / "added", with_new=True)
     proc = cli("--root", str(added), "--baseline", str(base), "--format", "json")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert json_findings(proc) == [("dormant-suite", "error", "nightly", "amd", NEW)]
     data = json.loads(proc.stdout)
-    assert data["baseline"] == {"path": str(base), "suppressed": 1, "stale": [], "grown": []} and data["ok"] is False
+    assert {k: v for k, v in data["baseline"].items() if k != "baselined"} == {
+        "path": str(base), "suppressed": 1, "stale": [], "grown": [], "worse": []} and data["ok"] is False
+    assert [f["suite"] for f in data["baseline"]["baselined"]] == [OLD]
     assert data["findings"][0]["locations"] == [{"path": "test/registered/amd/test_new_model.py", "line": 4}]
 
     text = cli("--root", str(added), "--baseline", str(base))
@@ -113,7 +117,7 @@ def test_a_suite_registered_after_the_baseline_is_the_one_new_finding(tmp_path):
     assert [words[:3] for words in shown] == [["error", "[dormant-suite]", "DORMANT"]]
     assert f"nightly/amd/{NEW}" in shown[0]
     assert lines[-2:] == [f"baseline {base}: 1 known finding(s) suppressed, 0 stale entr(ies)",
-                          "dspark-audit: FAILED: 1 new finding(s) at or above error"]
+                          "dspark-audit: FAILED: 1 new finding(s) at or above error (1 baselined)"]
 
 
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=4)
@@ -162,10 +166,13 @@ def test_baseline_file_is_sorted_stable_and_keyed_without_lines():
     text = baseline_text(findings, "sglang")
     assert text == baseline_text(list(reversed(findings)), "sglang")
     assert text.splitlines() == [
-        "{", '  "version": 1,', '  "adapter": "sglang",', '  "entries": [',
-        '    {"rule": "dormant-suite", "hardware": "amd", "suite": "alpha", "schedule": "nightly"},',
-        '    {"rule": "dormant-suite", "hardware": "amd", "suite": "zeta", "schedule": "nightly", "count": 2},',
-        '    {"rule": "masked-step", "hardware": "amd", "suite": "alpha", "schedule": "nightly"}', "  ]", "}"]
+        "{", '  "version": 2,', '  "adapter": "sglang",', '  "entries": [',
+        '    {"rule": "dormant-suite", "hardware": "amd", "suite": "alpha", "schedule": "nightly", '
+        '"severity": "error"},',
+        '    {"rule": "dormant-suite", "hardware": "amd", "suite": "zeta", "schedule": "nightly", "severity": "error",'
+        ' "count": 2},',
+        '    {"rule": "masked-step", "hardware": "amd", "suite": "alpha", "schedule": "nightly", "severity": "error"}',
+        "  ],", '  "run": []', "}"]
     baseline = parse_baseline(text, "b.json")
     now = [_finding(suite="zeta", line=1), _finding(suite="beta")]
     result = compare(now, baseline)
@@ -198,16 +205,24 @@ def test_one_more_finding_under_a_shared_key_fails_the_whole_key():
 
 @pytest.mark.parametrize("text, expected", [
     ("{", r"b\.json: not JSON \(line 1"),
-    ('{"version": 2, "adapter": "x", "entries": []}', r"version 2 is not supported \(expected 1\)"),
-    ('{"version": 1, "entries": []}', r"'adapter' must be a non-empty string"),
-    ('{"version": 1, "adapter": "x", "entries": {}}', r"'entries' must be a list"),
-    ('{"version": 1, "adapter": "x", "entries": [{"rule": "r", "suite": "s"}]}', r"entries\[0\] must be an object"),
-    ('{"version": 1, "adapter": "x", "entries": [{"rule": "r", "hardware": "", "suite": "s", "schedule": 3}]}',
-     r"entries\[0\]"),
-    ('{"version": 1, "adapter": "x", "entries": [{"rule": "r", "hardware": "", "suite": "s", "schedule": "",'
-     ' "count": 0}]}', r"entries\[0\]\.count must be a positive integer"),
-    ('{"version": 1, "adapter": "x", "entries": [{"rule": "r", "hardware": "", "suite": "s", "schedule": ""},'
-     ' {"rule": "r", "hardware": "", "suite": "s", "schedule": ""}]}', r"entries\[1\] repeats"),
+    ('{"version": 3, "adapter": "x", "entries": []}', r"version 3 is not supported \(expected 2\)"),
+    ('{"version": 1, "adapter": "x", "entries": []}', r"b\.json: version 1 records no severities.*--write-baseline"),
+    ('{"version": 2, "entries": []}', r"'adapter' must be a non-empty string"),
+    ('{"version": 2, "adapter": "x", "entries": {}}', r"'entries' must be a list"),
+    ('{"version": 2, "adapter": "x", "entries": [], "run": {}}', r"'run' must be a list"),
+    ('{"version": 2, "adapter": "x", "entries": [], "run": [{"suite": "s"}]}', r"run\[0\] must be an object"),
+    ('{"version": 2, "adapter": "x", "entries": [{"rule": "r", "suite": "s"}]}', r"entries\[0\] must be an object"),
+    ('{"version": 2, "adapter": "x", "entries": [{"rule": "r", "hardware": "", "suite": "s", "schedule": 3,'
+     ' "severity": "error"}]}', r"entries\[0\]"),
+    ('{"version": 2, "adapter": "x", "entries": [{"rule": "r", "hardware": "", "suite": "s", "schedule": "",'
+     ' "severity": "fatal"}]}', r"entries\[0\]\.severity must be one of"),
+    ('{"version": 2, "adapter": "x", "entries": [{"rule": "r", "hardware": "", "suite": "s", "schedule": "",'
+     ' "severity": "error", "state": "asleep"}]}', r"entries\[0\]\.state must be one of"),
+    ('{"version": 2, "adapter": "x", "entries": [{"rule": "r", "hardware": "", "suite": "s", "schedule": "",'
+     ' "severity": "error", "count": 0}]}', r"entries\[0\]\.count must be a positive integer"),
+    ('{"version": 2, "adapter": "x", "entries": [{"rule": "r", "hardware": "", "suite": "s", "schedule": "",'
+     ' "severity": "note"}, {"rule": "r", "hardware": "", "suite": "s", "schedule": "", "severity": "note"}]}',
+     r"entries\[1\] repeats"),
 ])
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
 def test_a_malformed_baseline_is_refused_naming_the_file(text, expected):

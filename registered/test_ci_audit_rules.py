@@ -72,8 +72,8 @@ def test_text_prints_rule_ids_and_why_a_warning_is_unproven_for_a_filtered_list(
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
 def test_the_audit_imports_no_torch():
     code = ("import sys; sys.modules['torch'] = None; sys.modules['triton'] = None\n"
-            "import ci.audit, ci.audit_foreign, ci.audit_rules, ci.workflow_scan\n"
-            "print(ci.audit.main(['--root', 'registered/fixtures/sglang/base', '--adapter', 'sglang',"
+            "import ci.audit, ci.audit_cli, ci.audit_foreign, ci.audit_rules, ci.workflow_scan\n"
+            "print(ci.audit_cli.main(['--root', 'registered/fixtures/sglang/base', '--adapter', 'sglang',"
             " '--format', 'json']))")
     proc = subprocess.run([sys.executable, "-c", code], cwd=REAL_ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr

@@ -82,7 +82,8 @@ def test_before_the_fix_the_dspark_nightly_suite_is_the_one_error_and_after_it_p
     assert lines == [f"error   [dormant-suite] DORMANT {DSPARK} (runner linux-mi35x-gpu-8): 1 registered file(s), "
                      "first at test/registered/amd/accuracy/test_dspark_mi35x.py:5; needs a workflow triggered by "
                      "a schedule; no workflow step runs it"]
-    assert before.stdout.rstrip().endswith("audit: 1 error(s) in 1 of 9 rule(s)")
+    assert before.stdout.rstrip().splitlines()[-2:] == ["audit: 1 error(s) in 1 of 9 rule(s)",
+                                                        "dspark-audit: FAILED: 1 new finding(s) at or above error"]
     after = audit_cli(materialize("after", tmp_path / "after"))
     assert after.returncode == 0, after.stdout + after.stderr
     assert after.stdout.rstrip().endswith("audit: OK")
@@ -100,7 +101,7 @@ def test_json_findings_carry_rule_severity_key_and_locations():
         ("dormant-suite", "error", "nightly", "amd", "nightly-amd-8-gpu-mi35x-deepseek-v4-pro-dspark")]
     assert data["findings"][0]["locations"] == [{"path": "test/registered/amd/accuracy/test_dspark_mi35x.py",
                                                  "line": 5}]
-    jobs = {j["id"]: j for j in data["jobs"]}
+    jobs = {j["id"]: j for j in data["tables"]["jobs"]}
     assert jobs["per-commit/amd/stage-b-test-1-gpu-small-amd"]["partitions"] == "2"
     assert jobs[CORE]["partitions"] == "2" and jobs[CORE]["runner"] == "linux-h100-gpu-1"
 
@@ -250,7 +251,8 @@ def test_dispatch_only_is_a_warning_and_an_unresolved_step_is_a_warning(tmp_path
               - run: cd test && python3 run_suite.py --hw amd --suite ${{ needs.plan.outputs.suite }} --nightly
     """}))
     assert kinds(unresolved) == [("dormant-suite", "warning", DSPARK),
-                                 ("unresolved-step", "warning", "//.github/workflows/planned.yml:planned:step 1")]
+                                 ("unresolved-step", "warning",
+                                  "nightly/amd/run_suite.py --suite known only at run time")]
     assert "unresolved step(s) could run it" in finding(unresolved, "dormant-suite").why_unproven
 
 
@@ -277,7 +279,7 @@ def test_masked_unknown_empty_and_nightly_flag_shapes(tmp_path):
     """}))
     assert kinds(report) == [("dormant-suite", "error", DSPARK),
                              ("empty-suite", "error", "per-commit/cuda/stage-b-test-1-gpu-small"),
-                             ("masked-step", "error", "//.github/workflows/extra.yml:masked:step 1"),
+                             ("masked-step", "error", "nightly/amd/nightly-amd-8-gpu-mi35x-r1"),   # what it masks
                              ("unknown-suite", "error", DSPARK.replace("nightly/", "per-commit/", 1))]
     assert finding(report, "unknown-suite").message.endswith(
         f"registered as ['{DSPARK}'] (add --nightly: run_suite.py only picks nightly=True registrations with it)")
@@ -363,8 +365,13 @@ def test_a_wrong_root_is_a_usage_error_not_a_silent_pass(tmp_path):
 
 
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
-def test_the_default_adapter_on_an_sglang_tree_refuses_and_names_the_adapter():
-    proc = subprocess.run([sys.executable, "-m", "ci.audit", "--root", str(FIXTURES / "base")],
+def test_the_own_adapter_on_an_sglang_tree_refuses_and_names_the_adapter():
+    """nox -s audit passes --adapter dspark (this project's registry); on an sglang tree that is refused
+    with the adapter to use, while the default --adapter auto audits it as sglang."""
+    own = subprocess.run([sys.executable, "-m", "ci.audit", "--adapter", "dspark", "--root", str(FIXTURES / "base")],
+                         cwd=REAL_ROOT, capture_output=True, text=True, timeout=120)
+    assert own.returncode == 2 and own.stdout == ""
+    assert "--adapter sglang" in own.stderr and own.stderr.count("\n") == 1
+    auto = subprocess.run([sys.executable, "-m", "ci.audit", "--root", str(FIXTURES / "base")],
                           cwd=REAL_ROOT, capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 2
-    assert "--adapter sglang" in proc.stderr
+    assert auto.returncode == 1 and auto.stdout.startswith("dspark-audit: sglang adapter, "), auto.stderr
