@@ -49,6 +49,7 @@ class MetadataAdapter:
     layout_attrs: tuple[tuple[str, str], ...] = ()  # (attribute of the engine's ragged layout, our key)
     values: tuple[tuple[str, str], ...] = ()  # ("stubbed.module.attribute", rule of metadata.VALUE_RULES)
     count_arg: str = "num_tokens"  # the entry's keyword that carries the token count to the builder
+    lens_arg: str = "extend_seq_lens"  # ... and the one that carries the per-request lens it expands
     stubs: tuple[str, ...] = ()  # on top of the engine's shared stubs
     platforms: tuple[str, ...] = ("cuda", "hip")  # emulated platforms the cells run under
     notes: str = ""

@@ -131,7 +131,7 @@ def run_builder_here(engine: EngineAdapter, adapter: MetadataAdapter, root: str,
                 for sample in SAMPLES:
                     case = make_case(adapter, path, sample, device)
                     with emulate(platform), tree_imports(root, engine.package, stubs, values):
-                        out = call_path(adapter, entries[path.name], builder, path, case, device, adapter.count_arg)
+                        out = call_path(adapter, entries[path.name], builder, path, case, device)
                     states.append("raises" if out.error and not out.written else
                                   "not built" if not out.written else "kept" if out.expand_sync else "elided")
                     if not out.written and not out.error:
