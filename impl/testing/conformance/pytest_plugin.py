@@ -6,16 +6,23 @@ One test per op the adapter maps (``test_conformance[<op>]``): it fails on a cor
 (printing the report's lines for that op: the case, the first differing element, the shrunk
 call), passes with the out-of-contract differences printed, and is skipped when the engine does
 not provide the op at this commit. Without explicit paths the plugin collects only its own
-tests (``engine_tests.py``), never the engine's test suite. This module is the kit's only
-pytest import; pytest loads it, nothing in impl/ does.
+tests (``engine_tests.py``), never the engine's test suite. The tests are collected from a copy in
+a temporary folder, not from this package's folder: under an editable install that folder lies
+inside this project's checkout, whose root ``conftest.py`` (the project's own CI plugin) pytest
+would otherwise load into the engine's session. The kit executes the engine's code: the engine
+root must be trusted (docs/conformance.md). This module is the kit's only pytest import; pytest
+loads it, nothing in impl/ does.
 """
 from __future__ import annotations
 
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
 
 TESTS = Path(__file__).with_name("engine_tests.py")
+_COPY = pytest.StashKey[Path]()
 
 
 def pytest_addoption(parser):
@@ -24,7 +31,8 @@ def pytest_addoption(parser):
     group.addoption("--engine-root", default=None, help="the engine's source root (sglang: its python/ directory)")
     group.addoption("--engine-ops", default="", help="comma-separated op names (default: every mapped op)")
     group.addoption("--engine-no-isolate", action="store_true",
-                    help="run the cases in the pytest process (faster; a crashing kernel then ends the session)")
+                    help="load and run the engine's code in the pytest process (faster; a crashing kernel then "
+                         "ends the session)")
 
 
 def pytest_configure(config):
@@ -32,10 +40,20 @@ def pytest_configure(config):
         return
     if config.getoption("engine_root") is None:
         raise pytest.UsageError("--engine needs --engine-root PATH (the engine's source root)")
+    folder = Path(tempfile.mkdtemp(prefix="dspark-conformance-"))
+    config.stash[_COPY] = folder
+    tests = folder / "test_dspark_conformance.py"
+    shutil.copyfile(TESTS, tests)
     if not _paths_given(config):  # no paths given: our tests only, never the engine's suite
-        config.args[:] = [str(TESTS)]
-    elif str(TESTS) not in config.args:
-        config.args.append(str(TESTS))
+        config.args[:] = [str(tests)]
+    else:
+        config.args.append(str(tests))
+
+
+def pytest_unconfigure(config):
+    folder = config.stash.get(_COPY, None)
+    if folder is not None:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _paths_given(config) -> bool:
