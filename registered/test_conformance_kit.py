@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import subprocess
 import sys
 import types
@@ -174,6 +175,9 @@ CRASHY = '''
 import os
 import torch
 
+with open(os.path.join(os.path.dirname(__file__), "pids.txt"), "a") as _f:  # which process ran the module
+    _f.write(f"{os.getpid()}\\n")
+
 
 def put_rows(*, kv, loc, unified):
     if kv.shape[1] == 40:      # the odd-width sample: the process dies, as on a segfault
@@ -202,3 +206,5 @@ def test_isolated_runs_survive_a_crash_and_a_device_fault(tmp_path):
     others = [c for c in result.cases if c.name not in ("odd-width-D40", "uint8")]
     assert others and all(c.status == "agree" for c in others), [(c.name, c.detail) for c in others]
     assert result.verdict == "raises differently"
+    pids = {int(p) for p in (tmp_path / "crashy" / "pids.txt").read_text().split()}
+    assert len(pids) >= 3 and os.getpid() not in pids, pids  # loaded in the children only, never in the kit
