@@ -36,7 +36,7 @@ def _cells(result, verdict):
     return {(c.path, c.platform, c.algorithm) for c in result.cells if c.verdict == verdict}
 
 
-@register(suite="kernels", hardware="cpu", schedule="per-commit", est_time=6)
+@register(suite="kernels", hardware="cpu", schedule="per-commit", est_time=3)
 def test_correct_builder_agrees_with_the_oracle_and_the_policy():
     result = _run(fixture.RING_META_BUILDER)
     assert result.verdict == "agree" and not result.failed, (result.value_failures, _cells(result, "FAIL"))
@@ -51,7 +51,7 @@ def test_correct_builder_agrees_with_the_oracle_and_the_policy():
                                       ("verify ragged graph", "hip", "mtp"), ("verify ragged graph", "hip", "dspark")}
 
 
-@register(suite="kernels", hardware="cpu", schedule="per-commit", est_time=6)
+@register(suite="kernels", hardware="cpu", schedule="per-commit", est_time=3)
 def test_sync_dropped_on_the_hip_target_path_fails_the_hip_mtp_cells_naming_function_path_and_row():
     result = _run(_mistake("sync-dropped-on-hip-target"))
     assert result.failed and result.verdict == "sync-policy", result.verdict
@@ -62,7 +62,7 @@ def test_sync_dropped_on_the_hip_target_path_fails_the_hip_mtp_cells_naming_func
     assert not result.value_failures  # the values are right: the sync contract alone catches it
 
 
-@register(suite="kernels", hardware="cpu", schedule="per-commit", est_time=6)
+@register(suite="kernels", hardware="cpu", schedule="per-commit", est_time=3)
 def test_a_padded_tier_passed_as_the_exact_count_is_a_value_failure_on_the_smallest_sample():
     result = _run(_mistake("padded-tier-as-count"))
     assert result.failed and "differ" in result.verdict
@@ -74,7 +74,7 @@ def test_a_padded_tier_passed_as_the_exact_count_is_a_value_failure_on_the_small
     assert "token count fed to the builder 4, the lens fed with it sum to 2" in text  # HIP cells: kept sync, same lie
 
 
-@register(suite="kernels", hardware="cpu", schedule="per-commit", est_time=6)
+@register(suite="kernels", hardware="cpu", schedule="per-commit", est_time=3)
 def test_an_off_by_one_chunk_start_is_a_value_failure_naming_the_field():
     result = _run(_mistake("chunk-start-off-by-one"))
     assert result.failed and "differ" in result.verdict

@@ -36,7 +36,7 @@ def _marked_tree(tmp_path: Path) -> tuple[Path, Path]:
     return root, marker
 
 
-@register(suite="kernels", hardware="cpu", schedule="per-commit", est_time=15)
+@register(suite="kernels", hardware="cpu", schedule="per-commit", est_time=8)
 def test_metadata_builders_run_only_in_a_child_process_by_default(tmp_path):
     """(The op cases: registered/test_conformance_kit.py::test_isolated_runs_survive_a_crash_and_a_device_fault.)"""
     root, marker = _marked_tree(tmp_path)
@@ -47,7 +47,7 @@ def test_metadata_builders_run_only_in_a_child_process_by_default(tmp_path):
     assert not any(name.startswith("toyengine") for name in sys.modules)
 
 
-@register(suite="kernels", hardware="cpu", schedule="per-commit", est_time=3)
+@register(suite="kernels", hardware="cpu", schedule="per-commit", est_time=1)
 def test_help_says_the_root_is_executed_and_lists_exit_codes(capsys):
     with pytest.raises(SystemExit) as done:
         main(["--help"])
@@ -61,7 +61,7 @@ def test_help_says_the_root_is_executed_and_lists_exit_codes(capsys):
     assert TRUST in docs  # the same sentence where the README and SECURITY.md link
 
 
-@register(suite="kernels", hardware="cpu", schedule="per-commit", est_time=3)
+@register(suite="kernels", hardware="cpu", schedule="per-commit", est_time=1)
 def test_nothing_compared_is_not_a_pass_and_json_to_a_missing_folder_fails_up_front(tmp_path, capsys):
     code = main(["--engine", "fixture", "--root", str(TREE), "--ops", "unified_inject_loc", "--in-process"])
     out, err = capsys.readouterr()
