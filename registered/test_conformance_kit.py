@@ -165,7 +165,8 @@ def test_pytest_entry_runs_only_the_kit_tests_in_an_engine_ci():
               "--rootdir", str(TREE), "--engine-root", str(TREE))
     good = _python(*common, "--engine", "fixture", "--engine-no-isolate")
     assert good.returncode == 0, good.stdout[-3000:]
-    assert "3 passed, 1 skipped" in good.stdout and "not found at this commit" in good.stdout, good.stdout[-2000:]
+    # 4 passed: the three ops and the metadata builder ring_meta (values and the sync table per cell)
+    assert "4 passed, 1 skipped" in good.stdout and "not found at this commit" in good.stdout, good.stdout[-2000:]
     bad = _python(*common, "--engine", "fixture-buggy", "--engine-ops", "scatter_into_unified")
     assert bad.returncode == 1 and "1 failed" in bad.stdout
     assert "scatter_into_unified [sample all-locs-minus-1] differ" in bad.stdout

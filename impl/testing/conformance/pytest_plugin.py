@@ -2,7 +2,7 @@
 
     pytest -p impl.testing.conformance.pytest_plugin --engine sglang --engine-root PATH [--engine-ops a,b]
 
-One test per op the adapter maps (``test_conformance[<op>]``): it fails on a core difference
+One test per op and metadata builder the adapter maps (``test_conformance[<op>]``): it fails on a core difference
 (printing the report's lines for that op: the case, the first differing element, the shrunk
 call), passes with the out-of-contract differences printed, and is skipped when the engine does
 not provide the op at this commit. Without explicit paths the plugin collects only its own
@@ -29,7 +29,8 @@ def pytest_addoption(parser):
     group = parser.getgroup("conformance", "run the dspark-suite op table against an engine's kernels")
     group.addoption("--engine", default=None, help="engine adapter name (sglang, fixture, fixture-buggy)")
     group.addoption("--engine-root", default=None, help="the engine's source root (sglang: its python/ directory)")
-    group.addoption("--engine-ops", default="", help="comma-separated op names (default: every mapped op)")
+    group.addoption("--engine-ops", default="",
+                    help="comma-separated op or metadata builder names (default: every mapped one)")
     group.addoption("--engine-no-isolate", action="store_true",
                     help="load and run the engine's code in the pytest process (faster; a crashing kernel then "
                          "ends the session)")
@@ -75,7 +76,8 @@ def pytest_generate_tests(metafunc):
     except ValueError as exc:
         raise pytest.UsageError(str(exc)) from None
     wanted = [o for o in metafunc.config.getoption("engine_ops").split(",") if o]
-    ops = [a.op for a in engine.ops if not wanted or a.op in wanted]
+    ops = [name for name in [a.op for a in engine.ops] + [m.name for m in engine.metadata]
+           if not wanted or name in wanted]
     metafunc.parametrize("conformance_op", ops, ids=ops)
 
 
