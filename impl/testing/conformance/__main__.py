@@ -12,6 +12,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from impl.testing.conformance.engines import resolve_root
+
 TRUST = ("The kit executes the engine's code (the modules the adapter names and the engine modules they "
          "import): --root must be a tree you trust. By default that code runs only in spawned child "
          "processes, never in the kit's own process (--in-process changes that).")
@@ -45,14 +47,6 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 def _fail(message: str) -> int:
     print(f"error: {message}", file=sys.stderr)
     return 2
-
-
-def resolve_root(root: Path, package: str) -> Path | None:
-    """The folder holding ``package``: ``root`` itself, or its ``python/`` folder (an engine's repository root)."""
-    for candidate in (root, root / "python"):
-        if (candidate / package).is_dir():
-            return candidate
-    return None
 
 
 def main(argv: list[str] | None = None) -> int:

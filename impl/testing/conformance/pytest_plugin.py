@@ -28,7 +28,9 @@ _COPY = pytest.StashKey[Path]()
 def pytest_addoption(parser):
     group = parser.getgroup("conformance", "run the dspark-suite op table against an engine's kernels")
     group.addoption("--engine", default=None, help="engine adapter name (sglang, fixture, fixture-buggy)")
-    group.addoption("--engine-root", default=None, help="the engine's source root (sglang: its python/ directory)")
+    group.addoption("--engine-root", default=None,
+                    help="the engine's source root, trusted: its code is executed (sglang: its repository root "
+                         "or its python/ directory)")
     group.addoption("--engine-ops", default="",
                     help="comma-separated op or metadata builder names (default: every mapped one)")
     group.addoption("--engine-no-isolate", action="store_true",
@@ -83,9 +85,9 @@ def pytest_generate_tests(metafunc):
 
 @pytest.fixture(scope="session")
 def conformance_engine(request):
-    from impl.testing.conformance.engines import get_engine
-    root = Path(request.config.getoption("engine_root"))
+    from impl.testing.conformance.engines import get_engine, resolve_root
     engine = get_engine(request.config.getoption("engine"))
-    if not (root / engine.package).is_dir():
+    root = resolve_root(Path(request.config.getoption("engine_root")), engine.package)
+    if root is None:
         raise pytest.UsageError(f"--engine-root must hold the {engine.package} package ({engine.root_hint})")
     return engine, str(root), not request.config.getoption("engine_no_isolate")
