@@ -12,6 +12,7 @@ on the smallest sample.
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -91,3 +92,20 @@ def test_an_off_by_one_chunk_start_is_a_value_failure_naming_the_field():
     ("not built", "keep sync", "n/a")])
 def test_cell_judgement(state, policy, verdict):
     assert metadata.judge(state, policy) == verdict
+
+
+@register(suite="kernels", hardware="cpu", schedule="per-commit", est_time=3)
+def test_cli_reports_the_builder_and_its_sync_table_in_text_and_json(tmp_path, capsys):
+    from impl.testing.conformance.__main__ import main
+    out_json = tmp_path / "report.json"
+    code = main(["--engine", "fixture", "--root", str(TREE), "--ops", "ring_meta", "--in-process",
+                 "--json", str(out_json)])
+    text = capsys.readouterr().out
+    assert code == 0 and "sync contract per policy cell (ring_meta" in text and "result: pass" in text, text
+    assert "verify uniform       hip       mtp        uniform       kept    keep sync" in text
+    (builder,) = json.loads(out_json.read_text())["metadata"]
+    assert builder["builder"] == "ring_meta" and builder["verdict"] == "agree" and builder["values_agree"] == 36
+    cells = {(c["path"], c["platform"], c["algorithm"]): (c["engine"], c["policy"], c["verdict"])
+             for c in builder["sync_cells"]}
+    assert cells[("verify ragged eager", "hip", "mtp")] == ("kept", "keep sync", "agree")
+    assert cells[("verify ragged eager", "cuda", "dspark")] == ("elided", "pass output_size", "agree")
