@@ -72,3 +72,22 @@ def token_metadata(prefix_lens, extend_lens, req_pool_indices, *, window, tier=N
     out["seq_lens"] = [p + e for p, e in zip(prefix, ext)]
     out["num_tokens"] = len(out["positions"])
     return out
+
+
+def unified_extend_fields(prefix_lens, extend_lens, req_pool_indices):
+    """Per token of a prefill / extend / verify step, the unified-KV fields an engine's builder writes:
+    ``state_slot`` (the request's slot), ``chunk_start`` (its prefix: the first position of this step),
+    ``cu_q`` (its first row in the packed layout), ``final_pos`` (its last position after the step); and
+    ``num_tokens``, the rows laid out (= the sum of the lengths, the only exact ``output_size``)."""
+    out = {"state_slot": [], "chunk_start": [], "cu_q": [], "final_pos": []}
+    row = 0
+    for prefix, ext, slot in zip(prefix_lens, extend_lens, req_pool_indices):
+        prefix, ext, slot = int(prefix), int(ext), int(slot)
+        for _ in range(ext):
+            out["state_slot"].append(slot)
+            out["chunk_start"].append(prefix)
+            out["cu_q"].append(row)
+            out["final_pos"].append(prefix + ext - 1)
+        row += ext
+    out["num_tokens"] = row
+    return out

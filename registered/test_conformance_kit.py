@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import subprocess
 import sys
 import types
@@ -164,7 +165,8 @@ def test_pytest_entry_runs_only_the_kit_tests_in_an_engine_ci():
               "--rootdir", str(TREE), "--engine-root", str(TREE))
     good = _python(*common, "--engine", "fixture", "--engine-no-isolate")
     assert good.returncode == 0, good.stdout[-3000:]
-    assert "3 passed, 1 skipped" in good.stdout and "not found at this commit" in good.stdout, good.stdout[-2000:]
+    # 4 passed: the three ops and the metadata builder ring_meta (values and the sync table per cell)
+    assert "4 passed, 1 skipped" in good.stdout and "not found at this commit" in good.stdout, good.stdout[-2000:]
     bad = _python(*common, "--engine", "fixture-buggy", "--engine-ops", "scatter_into_unified")
     assert bad.returncode == 1 and "1 failed" in bad.stdout
     assert "scatter_into_unified [sample all-locs-minus-1] differ" in bad.stdout
@@ -173,6 +175,9 @@ def test_pytest_entry_runs_only_the_kit_tests_in_an_engine_ci():
 CRASHY = '''
 import os
 import torch
+
+with open(os.path.join(os.path.dirname(__file__), "pids.txt"), "a") as _f:  # which process ran the module
+    _f.write(f"{os.getpid()}\\n")
 
 
 def put_rows(*, kv, loc, unified):
@@ -202,3 +207,5 @@ def test_isolated_runs_survive_a_crash_and_a_device_fault(tmp_path):
     others = [c for c in result.cases if c.name not in ("odd-width-D40", "uint8")]
     assert others and all(c.status == "agree" for c in others), [(c.name, c.detail) for c in others]
     assert result.verdict == "raises differently"
+    pids = {int(p) for p in (tmp_path / "crashy" / "pids.txt").read_text().split()}
+    assert len(pids) >= 3 and os.getpid() not in pids, pids  # loaded in the children only, never in the kit

@@ -1,10 +1,10 @@
 """``python -m impl.testing.conformance --engine sglang --root PATH [--ops a,b] [--format text|json]``.
 
-Runs the op table (samples, error inputs, bad-value inputs) against an engine's own functions,
-through the engine's adapter (``impl/testing/conformance/engines/``). On CPU the engine's Triton
-kernels run in Triton's interpreter; on a GPU they are compiled. Exit 0: every in-contract case
-agrees (ops not found at this commit are reported, not failed); 1: a core difference; 2: a bad
-argument (one line on stderr).
+Runs the op table (samples, error inputs, bad-value inputs) and the metadata builders (values
+against reference/, and the sync contract per cell of the sync policy, docs/design.md §4.3)
+against an engine's own functions, through the engine's adapter
+(``impl/testing/conformance/engines/``). On CPU the engine's Triton kernels run in Triton's
+interpreter; on a GPU they are compiled. docs/conformance.md explains the report.
 """
 from __future__ import annotations
 
@@ -12,18 +12,34 @@ import argparse
 import sys
 from pathlib import Path
 
+from impl.testing.conformance.engines import resolve_root
+
+TRUST = ("The kit executes the engine's code (the modules the adapter names and the engine modules they "
+         "import): --root must be a tree you trust. By default that code runs only in spawned child "
+         "processes, never in the kit's own process (--in-process changes that).")
+EXIT_CODES = """exit status:
+  0  every compared case agrees and every sync cell keeps what the policy requires
+  1  a core difference, a sync-policy failure (a cell elides a sync the policy keeps), or a load error
+  2  a bad argument (one line on stderr, before anything runs)
+  5  nothing was compared (every op and builder not provided, or every case not applicable)"""
+NOTHING_COMPARED = 5
+
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m impl.testing.conformance", description=__doc__.split("\n\n")[1])
+    parser = argparse.ArgumentParser(prog="python -m impl.testing.conformance",
+                                     description=__doc__.split("\n\n")[1] + "\n\n" + TRUST,
+                                     epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--engine", required=True, help="adapter name (sglang, fixture, fixture-buggy)")
-    parser.add_argument("--root", required=True, help="the engine's source root (sglang: its python/ directory)")
-    parser.add_argument("--ops", default="", help="comma-separated op names (default: every op the adapter maps)")
+    parser.add_argument("--root", required=True,
+                        help="the engine's source root, trusted (sglang: its repository root or its python/ folder)")
+    parser.add_argument("--ops", default="", help="comma-separated op or metadata builder names (default: all mapped)")
     parser.add_argument("--format", choices=("text", "json"), default="text")
-    parser.add_argument("--json", default=None, metavar="PATH", help="also write the JSON report to PATH")
+    parser.add_argument("--json", default=None, metavar="PATH",
+                        help="also write the JSON report to PATH (its folder must exist)")
     parser.add_argument("--large", action="store_true", help="GPU-sized samples")
-    parser.add_argument("--no-isolate", action="store_true",
-                        help="run every case in this process (faster; a kernel that segfaults or faults the GPU "
-                             "then ends the run)")
+    parser.add_argument("--in-process", "--no-isolate", dest="in_process", action="store_true",
+                        help="load and run the engine's code in this process (faster; a kernel that segfaults or "
+                             "faults the GPU then ends the run, and the engine's imports stay in this process)")
     parser.add_argument("--kinds", default="sample,error,bad-value", help="case kinds to run")
     return parser.parse_args(argv)
 
@@ -40,30 +56,44 @@ def main(argv: list[str] | None = None) -> int:
         engine = get_engine(args.engine)
     except ValueError as exc:
         return _fail(str(exc))
-    root = Path(args.root)
-    if not (root / engine.package).is_dir():
-        return _fail(f"--root must hold the {engine.package} package ({engine.root_hint}); {root} does not")
-    ops = [o for o in args.ops.split(",") if o]
-    unknown = [o for o in ops if engine.op(o) is None]
+    root = resolve_root(Path(args.root), engine.package)
+    if root is None:
+        return _fail(f"--root must hold the {engine.package} package ({engine.root_hint}); {args.root} does not")
+    names = [o for o in args.ops.split(",") if o]
+    mapped = [a.op for a in engine.ops] + [m.name for m in engine.metadata]
+    unknown = [o for o in names if o not in mapped]
     if unknown:
         return _fail(f"--ops: {', '.join(unknown)} not mapped by the {engine.name} adapter "
-                     f"(mapped: {', '.join(a.op for a in engine.ops)})")
+                     f"(mapped: {', '.join(mapped)})")
     kinds = tuple(k for k in args.kinds.split(",") if k)
     bad_kinds = [k for k in kinds if k not in ("sample", "error", "bad-value")]
     if bad_kinds:
         return _fail(f"--kinds must be from sample,error,bad-value, got {','.join(bad_kinds)}")
+    if args.json is not None and not Path(args.json).resolve().parent.is_dir():
+        return _fail(f"--json: the folder of {args.json} does not exist (create it first)")
 
     from impl.platform import default_device
-    from impl.testing.conformance.report import as_json, format_text
+    from impl.testing.conformance.metadata import run_metadata
+    from impl.testing.conformance.report import Report, as_json, format_text
     from impl.testing.conformance.runner import run_engine
     device = default_device()
-    results = run_engine(engine, str(root), device, ops or None, kinds=kinds, large=args.large,
-                         isolate=not args.no_isolate)
-    render = as_json if args.format == "json" else format_text
-    print(render(engine.name, str(root), str(device), results))
+    isolate = not args.in_process
+    ops = [o for o in names if engine.op(o) is not None]
+    builders = [o for o in names if o not in ops]
+    results = run_engine(engine, str(root), device, ops, kinds=kinds, large=args.large, isolate=isolate) \
+        if ops or not names else []
+    metadata = run_metadata(engine, str(root), str(device), builders, isolate=isolate) if builders or not names else []
+    report = Report(engine.name, str(root), str(device), results, metadata)
+    print(as_json(report) if args.format == "json" else format_text(report))
     if args.json:
-        Path(args.json).write_text(as_json(engine.name, str(root), str(device), results) + "\n")
-    return 1 if any(r.failed for r in results) else 0
+        Path(args.json).write_text(as_json(report) + "\n")
+    if report.failed:
+        return 1
+    if report.compared == 0:
+        print(f"error: nothing was compared ({report.why_nothing_compared()}); a run that compares nothing "
+              "is not a pass", file=sys.stderr)
+        return NOTHING_COMPARED
+    return 0
 
 
 if __name__ == "__main__":

@@ -113,6 +113,7 @@ class EngineAdapter:
     stubs: tuple[str, ...] = ()  # shared by every op (the server stack around the kernels)
     root_hint: str = ""  # what --root points at, for messages
     notes: str = ""
+    metadata: tuple[Any, ...] = ()  # meta_adapter.MetadataAdapter: the engine's metadata builders
 
     def op(self, name: str) -> OpAdapter | None:
         return next((a for a in self.ops if a.op == name), None)

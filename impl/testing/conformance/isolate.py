@@ -1,29 +1,55 @@
 """Run one op's cases in child processes (spawned), one fresh child after any case that faults the device.
 
+The engine's code runs only in the children: the parent (the kit's own process) never imports an
+engine module, it receives the load outcome (found, not found, load error) and the case results
+through a pipe (issue 30: the engine's tree is code we execute, the kit's process stays clean).
 A wrong address in an engine's kernel can fault the GPU (``illegal memory access``); the fault is
-sticky, so every later CUDA call of that process fails. The parent streams case results from a
-child; after a faulting case the child stops and the next one starts at the following case. A
-child that dies without a word (a segfault) gets its current case reported as crashed.
-Imports the kit's runner and loader.
+sticky, so every later CUDA call of that process fails. After a faulting case the child stops and
+the next one starts at the following case. A child that dies without a word (a segfault) gets its
+current case reported as crashed. Imports the kit's cases and adapter types (the loader only in
+the child).
 """
 from __future__ import annotations
 
 import multiprocessing as mp
+from dataclasses import dataclass, field
 
 from impl.testing.conformance.adapter import EngineAdapter, OpAdapter
 from impl.testing.conformance.cases import CaseResult, case_list, claimed, device_fault
+
+
+@dataclass
+class IsolatedRun:
+    """What the children reported: the load outcome, then the cases."""
+
+    load: str = "loaded"  # "loaded", "not provided", "load error"
+    detail: str = ""
+    stubs: list[str] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
+    cases: list[CaseResult] = field(default_factory=list)
+
 
 def _worker(engine: EngineAdapter, adapter: OpAdapter, root: str, device: str, kinds, large: bool, start: int,
             out) -> None:
     import torch
 
     import impl.kernels  # noqa: F401 - Triton's mode (interpreter on CPU) is fixed before the engine loads
-    from impl.testing.conformance.loader import load_function
     from impl.testing.conformance.cases import _exc_text, run_case
+    from impl.testing.conformance.loader import NotFound, load_function
     from impl.testing.op_table import OPS_BY_NAME
 
     op = OPS_BY_NAME[adapter.op]
-    fn, _ = load_function(root, adapter.module, adapter.function, engine.stubs_for(adapter))
+    try:
+        fn, log = load_function(root, adapter.module, adapter.function, engine.stubs_for(adapter))
+    except NotFound as exc:
+        out.send(("load", "not provided", f"not found at this commit: {exc}", [], []))
+        out.send(None)
+        return
+    except Exception as exc:  # noqa: BLE001 - a module that fails to import is reported, not raised
+        out.send(("load", "load error", _exc_text(exc), [], []))
+        out.send(None)
+        return
+    out.send(("load", "loaded", "", list(log.stubs), list(log.files)))
     cases = case_list(op, kinds, large)
     for index in range(start, len(cases)):
         kind, case = cases[index]
@@ -38,18 +64,18 @@ def _worker(engine: EngineAdapter, adapter: OpAdapter, root: str, device: str, k
 
 
 def run_cases_isolated(engine: EngineAdapter, adapter: OpAdapter, root: str, device: str, kinds, large: bool
-                       ) -> list[CaseResult]:
+                       ) -> IsolatedRun:
     from impl.testing.op_table import OPS_BY_NAME
     cases = case_list(OPS_BY_NAME[adapter.op], kinds, large)
     ctx = mp.get_context("spawn")
-    results: list[CaseResult] = []
-    start = 0
-    while start < len(cases):
+    run = IsolatedRun()
+    start, first = 0, True
+    while first or start < len(cases):
         receive, send = ctx.Pipe(duplex=False)
         child = ctx.Process(target=_worker, args=(engine, adapter, root, device, kinds, large, start, send))
         child.start()
         send.close()  # the child holds the only writer: its death ends the pipe
-        finished = False
+        finished = loaded = False
         while True:
             try:
                 message = receive.recv()
@@ -58,18 +84,30 @@ def run_cases_isolated(engine: EngineAdapter, adapter: OpAdapter, root: str, dev
             if message is None:
                 finished = True
                 break
+            if message[0] == "load":
+                _, run.load, run.detail, stubs, files = message
+                loaded = True
+                if first:
+                    run.stubs, run.files = stubs, files
+                continue
             index, result = message
             if device_fault(result):
                 result.detail = f"faulted the device (later cases ran in a fresh process): {result.detail}"
-            results.append(result)
+            run.cases.append(result)
             start = index + 1
         receive.close()
         child.join()
+        first = False
+        if run.load != "loaded":
+            return run
+        if not loaded:  # died while loading the engine's module
+            run.load, run.detail = "load error", f"loading crashed the process (exit code {child.exitcode})"
+            return run
         if finished and start < len(cases):  # stopped after a fault: go on in a fresh child
             continue
         if not finished and start < len(cases):  # died without a word on case `start`
             kind, case = cases[start]
-            results.append(CaseResult(kind, case.name, "raises", claimed(adapter, kind, case),
-                                      f"crashed the process (exit code {child.exitcode})"))
+            run.cases.append(CaseResult(kind, case.name, "raises", claimed(adapter, kind, case),
+                                        f"crashed the process (exit code {child.exitcode})"))
             start += 1
-    return results
+    return run

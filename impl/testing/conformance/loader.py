@@ -14,6 +14,7 @@ through the engine's own code.
 """
 from __future__ import annotations
 
+import contextlib
 import importlib.abc
 import importlib.machinery
 import importlib.util
@@ -84,14 +85,20 @@ def _installed(name: str) -> bool:
 class _TreeFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     """Resolves the engine's own package by path (no __init__), stubs, and leaves the rest to Python."""
 
-    def __init__(self, root: Path, package: str, stubs: tuple[str, ...], log: LoadLog):
+    def __init__(self, root: Path, package: str, stubs: tuple[str, ...], log: LoadLog, exempt: str = "",
+                 values: dict[str, object] | None = None):
         self.root, self.package, self.stubs, self.log = root, package, stubs, log
+        self.exempt = exempt  # the module asked for: its own file runs even inside a stubbed package
+        self.values = values or {}  # "module.attribute" of a stub -> the object it holds (instead of a placeholder)
 
     def in_tree(self, name: str) -> bool:
         return name == self.package or name.startswith(self.package + ".")
 
     def stubbed(self, name: str) -> bool:
-        """A stub replaces ``name``: always inside the engine's tree, outside it only when not installed."""
+        """A stub replaces ``name``: always inside the engine's tree, outside it only when not installed;
+        never the module asked for, nor a package on its way."""
+        if self.exempt and (name == self.exempt or self.exempt.startswith(name + ".")):
+            return False
         return _stub_for(name, self.stubs) is not None and (self.in_tree(name) or not _installed(name))
 
     def find_spec(self, name, path=None, target=None):
@@ -114,8 +121,13 @@ class _TreeFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         return None
 
     def create_module(self, spec):
-        if _stub_for(spec.name, self.stubs) is not None:
-            return StubModule(spec.name)
+        if self.stubbed(spec.name):
+            stub = StubModule(spec.name)
+            for key, value in self.values.items():
+                owner, _, attr = key.rpartition(".")
+                if owner == spec.name:
+                    setattr(stub, attr, value)
+            return stub
         module = types.ModuleType(spec.name, "conformance placeholder package (its __init__ was not run)")
         module.__path__ = list(spec.submodule_search_locations or [])
         return module
@@ -128,7 +140,8 @@ _LOCK = threading.Lock()
 _CACHE: dict[tuple[str, str], tuple[types.ModuleType, LoadLog]] = {}
 
 
-def load_module(root: str | Path, module: str, stubs: tuple[str, ...] = ()) -> tuple[types.ModuleType, LoadLog]:
+def load_module(root: str | Path, module: str, stubs: tuple[str, ...] = (),
+                values: dict[str, object] | None = None) -> tuple[types.ModuleType, LoadLog]:
     """Execute ``root/<module as path>.py`` (and the engine modules it imports) and return it.
 
     Raises :class:`NotFound` when the file is not in the tree, or when it imports an engine
@@ -138,14 +151,14 @@ def load_module(root: str | Path, module: str, stubs: tuple[str, ...] = ()) -> t
     root = Path(root).resolve()
     key = (str(root), module)
     with _LOCK:
-        if key in _CACHE:
+        if key in _CACHE and not values:
             return _CACHE[key]
         file = root / Path(*module.split(".")).with_suffix(".py")
         if not file.is_file():
             raise NotFound(f"{file.relative_to(root)} is not in this tree")
         package = module.split(".")[0]
         log = LoadLog()
-        finder = _TreeFinder(root, package, stubs, log)
+        finder = _TreeFinder(root, package, stubs, log, exempt=module, values=values)
         ours = [name for name in sys.modules if finder.in_tree(name) or finder.stubbed(name)]
         saved = {name: sys.modules[name] for name in ours}
         for name in saved:
@@ -170,13 +183,32 @@ def load_module(root: str | Path, module: str, stubs: tuple[str, ...] = ()) -> t
                     del sys.modules[name]
             sys.modules.update(saved)
         log.files.sort()
-        _CACHE[key] = (loaded, log)
+        if not values:
+            _CACHE[key] = (loaded, log)
         return loaded, log
 
 
-def load_function(root: str | Path, module: str, name: str, stubs: tuple[str, ...] = ()):
+@contextlib.contextmanager
+def tree_imports(root: str | Path, package: str, stubs: tuple[str, ...] = (),
+                 values: dict[str, object] | None = None):
+    """While inside, the engine's package imports by path with the same stubs (for an engine function that
+    imports inside its body, at call time); every module imported meanwhile is dropped on the way out."""
+    finder = _TreeFinder(Path(root).resolve(), package, stubs, LoadLog(), values=values)
+    before = set(sys.modules)
+    sys.meta_path.insert(0, finder)
+    try:
+        yield
+    finally:
+        sys.meta_path.remove(finder)
+        for name in set(sys.modules) - before:
+            if finder.in_tree(name) or finder.stubbed(name):
+                del sys.modules[name]
+
+
+def load_function(root: str | Path, module: str, name: str, stubs: tuple[str, ...] = (),
+                  values: dict[str, object] | None = None):
     """``module.name`` (dotted names reach into classes); :class:`NotFound` when absent."""
-    mod, log = load_module(root, module, stubs)
+    mod, log = load_module(root, module, stubs, values)
     obj = mod
     for part in name.split("."):
         if not hasattr(obj, part):

@@ -39,6 +39,11 @@ class OpResult:
         return [c for c in self.cases if not c.in_contract and c.bad]
 
     @property
+    def compared(self) -> int:
+        """Cases that ran against the oracle (not-applicable ones left out)."""
+        return sum(c.status != "not-applicable" for c in self.cases)
+
+    @property
     def failed(self) -> bool:
         return self.verdict in ("differ", "raises differently", "load error")
 
@@ -58,21 +63,24 @@ def run_op(engine: EngineAdapter, adapter: OpAdapter, root: str, device: torch.d
     """Every case of one op. ``isolate`` (default: yes) runs them in spawned child processes, a fresh one after
     a case that faults the device or kills the process: an engine kernel given a wild address can fault a GPU
     (sticky for the process) or segfault even Triton's interpreter, and one such case must not take the other
-    cases (or ops) with it. ``isolate=False`` runs in this process (faster; for trusted kernels)."""
+    cases (or ops) with it; the engine's module is then loaded in the children only. ``isolate=False`` loads
+    and runs the engine's code in this process (``--in-process``: faster; for trusted trees)."""
     op = OPS_BY_NAME.get(adapter.op)
     if op is None:
         return OpResult(adapter.op, adapter.where, "load error", detail=f"no op {adapter.op!r} in the op table")
+    if isolate:  # the engine's module is loaded in the children only, never in this process
+        from impl.testing.conformance.isolate import run_cases_isolated
+        run = run_cases_isolated(engine, adapter, root, str(device), kinds, large)
+        if run.load != "loaded":
+            return OpResult(op.name, adapter.where, run.load, detail=run.detail)
+        return OpResult(op.name, adapter.where, _verdict(run.cases), run.cases, run.stubs, run.files)
     try:
         fn, log = load_function(root, adapter.module, adapter.function, engine.stubs_for(adapter))
     except NotFound as exc:
         return OpResult(op.name, adapter.where, "not provided", detail=f"not found at this commit: {exc}")
     except Exception as exc:  # noqa: BLE001 - a module that fails to import is reported, not raised
         return OpResult(op.name, adapter.where, "load error", detail=_exc_text(exc))
-    if isolate:
-        from impl.testing.conformance.isolate import run_cases_isolated
-        cases = run_cases_isolated(engine, adapter, root, str(device), kinds, large)
-    else:
-        cases = [run_case(op, adapter, fn, kind, case, device) for kind, case in case_list(op, kinds, large)]
+    cases = [run_case(op, adapter, fn, kind, case, device) for kind, case in case_list(op, kinds, large)]
     return OpResult(op.name, adapter.where, _verdict(cases), cases, list(log.stubs), list(log.files))
 
 

@@ -1,6 +1,8 @@
 """The engine adapters the kit knows, by name (``--engine NAME``). Each module holds data only."""
 from __future__ import annotations
 
+from pathlib import Path
+
 from impl.testing.conformance.adapter import EngineAdapter
 
 
@@ -14,3 +16,11 @@ def get_engine(name: str) -> EngineAdapter:
     if name not in known:
         raise ValueError(f"--engine must be one of {', '.join(sorted(known))}, got {name!r}")
     return known[name]
+
+
+def resolve_root(root: Path, package: str) -> Path | None:
+    """The folder holding ``package``: ``root`` itself, or its ``python/`` folder (an engine's repository root)."""
+    for candidate in (root, root / "python"):
+        if (candidate / package).is_dir():
+            return candidate
+    return None
