@@ -18,6 +18,7 @@ import torch
 from impl.engine.drafting import DraftSource
 from impl.engine.engine import SpecEngine
 from impl.engine.prompts import make_prompts
+from impl.engine.verdict import Verdict, lossless_verdict
 from impl.model.tiny_config import TinyConfig
 from impl.model.weights import target_weights
 from impl.run_options import RunOptions
@@ -49,6 +50,11 @@ class E2EResult:
     @property
     def lossless(self) -> bool:
         return not self.mismatches and set(self.outputs) == set(self.references)
+
+    @property
+    def verdict(self) -> Verdict:
+        """The one lossless rule (docs/design.md §7.3): yes, near-tie or no."""
+        return lossless_verdict(self.mismatches, self.mismatch_margins)
 
     @property
     def min_margin(self) -> float:
