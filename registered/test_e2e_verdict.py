@@ -1,0 +1,55 @@
+"""One lossless rule for the CLI, the tests and the bench (docs/design.md §7.3, issue 35).
+
+A first mismatch where the reference's top-two gap is within the near-tie margin is a near-tie
+(consistent with the contract, exit 0); above it, or where no gap is known, a defect (exit 1).
+The margin comes from the measured engine-vs-reference logit error, which a CPU run re-measures
+here: if the engine drifts further from the reference than the recorded floor, this fails."""
+from __future__ import annotations
+
+import pytest
+
+from ci.registration import register
+from impl.engine.verdict import MEASURED_LOGIT_ERROR, NEAR_TIE_MARGIN, full_check, lossless_verdict
+
+
+@register(suite="e2e", hardware="cpu", schedule="per-commit", est_time=1)
+def test_verdict_rule():
+    assert lossless_verdict({}, {}).word == "yes" and lossless_verdict({}, {}).exit_code == 0
+    near = lossless_verdict({7: 2}, {7: NEAR_TIE_MARGIN / 2})
+    assert near.word == "near-tie" and near.exit_code == 0 and near.near_ties == {7: (2, NEAR_TIE_MARGIN / 2)}
+    assert "request 7 token 2" in near.line and near.line.startswith("lossless: yes up to reference near-ties")
+    real = lossless_verdict({7: 2, 3: 5}, {7: NEAR_TIE_MARGIN / 2, 3: 2 * NEAR_TIE_MARGIN})
+    assert real.word == "no" and real.exit_code == 1 and set(real.defects) == {3} and set(real.near_ties) == {7}
+    assert real.line.startswith("lossless: no (first mismatch at request 3 token 5")
+    unknown = lossless_verdict({0: 0}, {})  # a reference without gaps (plain engine): never excused
+    assert unknown.word == "no" and "gap unknown" in unknown.line
+    assert lossless_verdict({0: 0}, {0: NEAR_TIE_MARGIN}).word == "near-tie"  # the margin itself is a near-tie
+    assert full_check(NEAR_TIE_MARGIN * 1.01) and not full_check(NEAR_TIE_MARGIN)
+
+
+@register(suite="e2e", hardware="cpu", schedule="per-commit", est_time=8)
+def test_cpu_logit_error_is_within_the_recorded_floor():
+    """The engine's verify logits (torch kernels, oracle draft) against the reference on the CPU."""
+    from impl.engine.logit_error import engine_error
+    from impl.model.tiny_config import cpu_small
+    from impl.run_options import RunOptions
+
+    options = RunOptions.resolve({}, batch=2, num_slots=2, max_new_tokens=4, seed=0, device="cpu",
+                                 kernel_backend="torch")
+    err = engine_error(cpu_small(), options)
+    assert err["rows"] >= 2 * 4 and err["steps"] == len(err["per_step"]) >= 2
+    assert 0 < err["max"] <= MEASURED_LOGIT_ERROR, err["max"]  # zero would mean nothing was compared
+
+
+@register(suite="e2e", hardware="cpu", schedule="per-commit", est_time=6)
+@pytest.mark.parametrize("word, code", [("no", 1), ("near-tie", 0)])
+def test_cli_exit_code_and_line_follow_the_verdict(monkeypatch, capsys, word, code):
+    from impl import e2e
+    from impl.engine import run
+    from impl.engine.verdict import Verdict
+
+    made = Verdict(word, near_ties={1: (3, 1e-9)} if word == "near-tie" else {},
+                   defects={1: (3, 0.5)} if word == "no" else {})
+    monkeypatch.setattr(run.E2EResult, "verdict", property(lambda self: made))
+    assert e2e.main(["--batch", "1", "--steps", "1", "--kernel-backend", "torch"]) == code
+    assert made.line in capsys.readouterr().out.splitlines()
