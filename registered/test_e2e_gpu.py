@@ -8,7 +8,6 @@ import pytest
 
 from ci.registration import register
 from impl.engine.run import run_case
-from impl.engine.verdict import full_check
 from impl.model.tiny_config import dsv4_geometry
 from impl.run_options import RunOptions
 from registered.skips import requires_gpu
@@ -27,8 +26,9 @@ def test_gpu_lossless_dsv4_geometry(algorithm, kv_backend):
         res = run_case(cfg, RunOptions.resolve(algorithm=algorithm, gamma=GAMMA, kv_backend=kv_backend, batch=6,
                                                num_slots=4, draft=draft, max_new_tokens=24, seed=1, checked=True,
                                                device="cuda"))
-        assert full_check(res.min_margin), f"near-tie in the reference (margin {res.min_margin})"
-        assert res.verdict.word == "yes", f"{draft}: {res.verdict.line}"
+        # the one rule (docs/design.md §7.3): near-ties excused, and rare enough that the check covers the run
+        assert res.verdict.exit_code == 0, f"{draft}: {res.verdict.line}"
+        assert len(res.verdict.near_ties) <= 1, f"{draft}: {res.verdict.line}"
         assert max(len(r.prompt) for r in res.engine.finished.values()) > 2 * cfg.window
 
 
@@ -48,7 +48,7 @@ def test_graph_decode_matches_eager(algorithm, kv_backend):
     assert len(graph.engine.graph_runner.used_tiers) >= 2, "batch sizes should hit more than one captured tier"
     assert graph.engine.graph_runner.eager_steps == 0
     assert graph.outputs == eager.outputs
-    assert graph.verdict.word == eager.verdict.word == "yes", (graph.verdict.line, eager.verdict.line)
+    assert graph.verdict.exit_code == 0 and graph.verdict.word == eager.verdict.word, graph.verdict.line
 
 
 @register(suite="e2e-gpu", hardware="h200-1", schedule="per-commit", est_time=60)

@@ -18,7 +18,7 @@ import torch
 from impl.engine.drafting import DraftSource
 from impl.engine.engine import SpecEngine
 from impl.engine.prompts import make_prompts
-from impl.engine.verdict import Verdict, lossless_verdict
+from impl.engine.verdict import Verdict, lossless_verdict, margin_for
 from impl.model.tiny_config import TinyConfig
 from impl.model.weights import target_weights
 from impl.run_options import RunOptions
@@ -55,7 +55,12 @@ class E2EResult:
     @property
     def verdict(self) -> Verdict:
         """The one lossless rule (docs/design.md §7.3): yes, near-tie or no."""
-        return lossless_verdict(self.mismatches, self.mismatch_margins)
+        return lossless_verdict(self.mismatches, self.mismatch_margins, margin=margin_for(self.engine.cfg))
+
+    @property
+    def full_check(self) -> bool:
+        """Every reference token decided by more than the near-tie margin (equality checked everywhere)."""
+        return self.min_margin > margin_for(self.engine.cfg)
 
     @property
     def min_margin(self) -> float:
