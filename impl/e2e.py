@@ -3,7 +3,8 @@
     python -m impl.e2e [--algo dspark|mtp|none] [--gamma N] [--kv unified|paged]
                        [--platform cuda|hip|cpu] [--kernel-backend triton|triton-interpret|torch]
                        [--batch N] [--slots N] [--preset cpu-small|dsv4]
-                       [--draft model|oracle|noisy:0.3|random] [--sampling] [--graph]
+                       [--draft model|oracle|noisy:0.3|random] [--sampling]
+                       [--graph [--capture-sizes 1,2,4,...]] [--profile]
                        [--steps N] [--seed S] [--checked]
                        [--world-size N [--fault RANK:STEP[:CALL[:MODE]]] [--timeout S]]
 
@@ -12,8 +13,16 @@ than the window join as slots free up (``--slots``, default half the batch,
 so slots are reused) and each generates ``--steps`` tokens. Prints the
 configuration first, progress lines on stderr while it runs, then the tokens
 per request (abbreviated), the average accept length, engine steps, tokens/s,
-and whether the output equals the reference decoder's (greedy); exits 1 when
-it does not. ``--world-size N`` (N > 1) runs the same requests on N ranks --
+and the lossless verdict against the reference decoder (greedy; one rule,
+:mod:`impl.engine.verdict`, docs/design.md §7.3). Exit codes: 0 lossless
+(``yes``, or ``near-tie``: requests diverge only where the reference's top-two
+gap is within the measured logit error's margin), 1 not lossless (a mismatch
+above that margin; for ``--sampling``, an invalid token), 2 a usage error.
+``--graph`` captures one CUDA graph per batch size up front, derived from the
+slots (``--capture-sizes`` names them instead; a step with more requests than
+the largest size runs eagerly and is counted). ``--profile`` prints the median
+per-step host and GPU time per component (metadata, draft, model, writes,
+renorm, accept; docs/design.md §7.6). ``--world-size N`` (N > 1) runs the same requests on N ranks --
 DP attention, tensor-parallel MLP (``impl.distributed``; gloo on CPU, NCCL
 with one GPU per rank), ``--slots`` per rank -- and also compares with the
 single-rank engine and prints each rank's accept length.
@@ -31,6 +40,8 @@ checked before any work starts: a mistake is one line on stderr and exit 2.
 """
 from __future__ import annotations
 
+import argparse
+import contextlib
 import os
 import sys
 
@@ -44,6 +55,20 @@ MAX_BATCH = 256
 MAX_STEPS = 1024
 MAX_WORLD = 8
 INTERPRETER_NOTE = "Triton interpreter: exact but slow on CPU; --kernel-backend torch is ~40x faster"
+
+
+def _capture_sizes(text: str) -> tuple[int, ...]:
+    from impl.engine.graph_plan import parse_capture_sizes
+
+    try:
+        return parse_capture_sizes(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def slots_for(options: RunOptions) -> int:
+    """Single-rank slots: ``--slots``, else half the batch (so slots are reused)."""
+    return options.num_slots or max(1, (options.batch + 1) // 2)
 
 
 def build_parser() -> CliParser:
@@ -61,6 +86,9 @@ def build_parser() -> CliParser:
     ap.add_argument("--draft", default="model", help="model | oracle | noisy:Q | random")
     ap.add_argument("--sampling", action="store_true", help="sampling verify (temperature 1, top-k 20, top-p 0.9)")
     ap.add_argument("--graph", action="store_true", help="CUDA graphs for the verify step (GPU only)")
+    ap.add_argument("--capture-sizes", type=_capture_sizes, default=None,
+                    help="with --graph: batch sizes to capture, e.g. 1,2,4,8 (default: derived from --slots)")
+    ap.add_argument("--profile", action="store_true", help="print per-step host/GPU time per component")
     ap.add_argument("--steps", type=bounded_int(1, MAX_STEPS), default=16, help="new tokens per request")
     ap.add_argument("--seed", type=bounded_int(0, 2**31 - 1), default=0)
     ap.add_argument("--checked", action="store_true", help="verify pool contents after every step")
@@ -88,9 +116,19 @@ def validate(args, environ) -> tuple[RunOptions, object, object]:
         options = RunOptions.resolve(
             environ, algorithm=args.algo, gamma=args.gamma, kv_backend=args.kv, platform=args.platform,
             kernel_backend=args.kernel_backend, batch=args.batch, num_slots=args.slots, draft=args.draft,
-            sampling=sampling, graph=args.graph, max_new_tokens=args.steps, seed=args.seed, checked=args.checked)
+            sampling=sampling, graph=args.graph, max_new_tokens=args.steps, seed=args.seed, checked=args.checked,
+            capture_sizes=args.capture_sizes)
     except GateError as err:
         fail(PROG, str(err))
+    if args.capture_sizes is not None:
+        from impl.engine.graph_plan import plan_graphs
+
+        if not args.graph:
+            fail(PROG, "argument --capture-sizes: only applies with --graph")
+        try:
+            plan_graphs(slots_for(options), args.capture_sizes)
+        except ValueError as err:
+            fail(PROG, f"argument --capture-sizes: {err}")
     if options.algorithm == "none" and source.kind != "model":
         fail(PROG, f"argument --draft: {args.draft!r} needs --algo dspark or mtp (algorithm 'none' drafts nothing)")
     cfg = preset(args.preset, args.seed)
@@ -112,8 +150,8 @@ def validate(args, environ) -> tuple[RunOptions, object, object]:
         if fault.rank >= args.world_size:
             fail(PROG, f"{where}: rank {fault.rank} is out of range for --world-size {args.world_size} "
                        f"(ranks 0..{args.world_size - 1})")
-    if args.world_size > 1 and (args.sampling or args.graph):
-        fail(PROG, "--world-size > 1 supports greedy eager decoding only (no --sampling / --graph)")
+    if args.world_size > 1 and (args.sampling or args.graph or args.profile):
+        fail(PROG, "--world-size > 1 supports greedy eager decoding only (no --sampling / --graph / --profile)")
     return options, cfg, fault
 
 
@@ -171,16 +209,22 @@ def _main_single(args, cfg, options: RunOptions) -> int:
     print(f"config: preset={args.preset} algo={options.algorithm}{spec} "
           f"kv={options.kv_backend} platform={platform_for(options.platform).backend} "
           f"sampling={bool(options.sampling)} graph={options.graph} batch={options.batch} "
-          f"slots={options.num_slots or max(1, (options.batch + 1) // 2)} device={device} "
+          f"slots={slots_for(options)} device={device} "
           f"kernel_backend={describe_backend(options)}", flush=True)
     progress = Progress("e2e")
+    timer = None
+    if args.profile:
+        from impl.step_timing import StepTimer
+
+        timer = StepTimer(device)
 
     def on_step(eng) -> None:
         done = len(eng.finished)
         progress(f"step {eng.step_index}: requests {done}/{options.batch} done, {eng.generated_tokens} tokens, "
                  f"{eng.tokens_per_second:.1f} tokens/s")
 
-    res = run_case(cfg, options, on_step=on_step, log=lambda text: progress(text, force=True))
+    with timer.active() if timer is not None else contextlib.nullcontext():
+        res = run_case(cfg, options, on_step=on_step, log=lambda text: progress(text, force=True))
     eng = res.engine
     progress(f"done: {eng.step_index} steps, {eng.generated_tokens} tokens", force=True)
     for rid, toks in res.outputs.items():
@@ -190,17 +234,22 @@ def _main_single(args, cfg, options: RunOptions) -> int:
     if options.algorithm != "none":   # without drafts every step emits one token: nothing was accepted
         print(f"accept length: {res.accept_length:.3f} tokens/step ({eng.stats.summary()})")
     print(f"engine steps: {eng.step_index}, tokens/s: {eng.tokens_per_second:.1f}")
+    if eng.graph_runner is not None:
+        gr = eng.graph_runner
+        print(f"graphs: {len(gr.graphs)} captured ({gr.plan.describe()}) in {eng.capture_seconds:.2f} s; "
+              f"{gr.replays} replayed steps, {gr.eager_steps} eager steps (more requests than the largest size)")
+    if timer is not None:
+        from impl.step_timing import format_summary
+
+        print(format_summary(timer.summary()))
     if options.sampling is not None:
         valid = all(len(t) == args.steps and all(0 <= x < cfg.vocab for x in t) for t in res.outputs.values())
         print(f"lossless: n/a (sampling); tokens valid: {'yes' if valid else 'no'}")
         return 0 if valid else 1
     print(f"min top-2 logit margin (reference): {res.min_margin:.4g}")
-    detail = ""
-    if not res.lossless:
-        detail = f" (first mismatch per request: {res.mismatches}; reference top-2 margin there: " + \
-            ", ".join(f"{rid}: {m:.3g}" for rid, m in res.mismatch_margins.items()) + ")"
-    print(f"lossless: {'yes' if res.lossless else 'no'}{detail}")
-    return 0 if res.lossless else 1
+    verdict = res.verdict
+    print(verdict.line)
+    return verdict.exit_code
 
 
 def _main_distributed(args, cfg, options: RunOptions, fault) -> int:

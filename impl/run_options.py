@@ -50,6 +50,7 @@ class RunOptions:
     draft: str = "model"
     sampling: SamplingParams | None = None
     graph: bool = False
+    capture_sizes: tuple[int, ...] | None = None  # graph mode; None: derived from the slots (impl.engine.graph_plan)
     checked: bool = False  # verify the pools after every step (and run under check mode)
     seed: int = 0
     device: str | None = None  # None: the real device (cuda when there is one, else cpu)
@@ -67,6 +68,11 @@ class RunOptions:
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < low):
                 raise ValueError(f"RunOptions.{name} must be an int >= {low} or None, got {value!r}")
+        if self.capture_sizes is not None and (
+                not isinstance(self.capture_sizes, tuple) or not self.capture_sizes
+                or any(not isinstance(b, int) or isinstance(b, bool) or b < 1 for b in self.capture_sizes)):
+            raise ValueError(f"RunOptions.capture_sizes must be a non-empty tuple of positive ints or None, "
+                             f"got {self.capture_sizes!r}")
         for name, low in (("batch", 0), ("max_new_tokens", 1), ("seed", 0)):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < low:

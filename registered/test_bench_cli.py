@@ -116,3 +116,21 @@ def test_host_cost_rows_table_and_plot(tmp_path):
         assert not written and "matplotlib" in why
     else:
         assert written and (tmp_path / "host.png").stat().st_size > 1000
+
+
+@register(suite="components", hardware="cpu", schedule="per-commit", est_time=8)
+def test_e2e_table_smoke_rows_and_table():
+    """The end-to-end table (issue 35 §3) in its CPU smoke mode: one row per case with tokens/s,
+    per-step component times that fit in the step and the lossless verdict; the printed table."""
+    from impl.bench import e2e_table
+    from impl.step_timing import COMPONENTS, OTHER
+
+    rows = e2e_table.measure("cpu", smoke=True)
+    assert [(r["batch"], r["variant"]) for r in rows] == [(1, "eager oracle"), (2, "eager model")]
+    for r in rows:
+        assert r["op"] == r["metric"] == "e2e" and r["tokens_per_s"] > 0 and r["verdict"] == "yes"
+        assert set(r["host_us"]) == {*COMPONENTS, OTHER} and r["host_us"]["model"] > 0
+        assert r["host_us"]["metadata"] > 0 and r["host_us"]["draft"] > 0 and r["host_us"]["renorm"] == 0
+    assert rows[0]["accept_length"] == 1 + e2e_table.preset("cpu-small").gamma  # the oracle's every draft kept
+    text = e2e_table.format_table(rows)
+    assert "host metadata" in text and "eager oracle" in text and text.count("\n1/1 ") + text.count("\n2/2 ") == 2

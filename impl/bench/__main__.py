@@ -24,7 +24,7 @@ from impl.cli_args import CliParser
 
 GRAPH_REPLAY_MAX_ROWS = 1024
 REPO_ROOT = Path(__file__).resolve().parents[2]
-SELECTIONS = [*cases.GPU_SWEEP, "verify_step", "host"]
+SELECTIONS = [*cases.GPU_SWEEP, "verify_step", "host", "e2e"]
 
 
 def _device_name() -> str:
@@ -112,6 +112,11 @@ def main(argv: list[str] | None = None) -> int:
     if not only or "verify_step" in only:
         from impl.bench.verify_step_case import measure_verify_step
         step_rows = measure_verify_step(64 if gpu else 2, 5, device)
+    e2e_rows = []
+    if not only or "e2e" in only:  # the end-to-end table (impl/bench/e2e_table.py)
+        from impl.bench import e2e_table
+        e2e_rows = e2e_table.measure(device, smoke=sweep is cases.CPU_SMOKE_SWEEP)
+    rows_now = rows + step_rows + host_rows + e2e_rows
     name = _device_name()
     meta = {
         "device": name, "torch": torch.__version__, "triton": __import__("triton").__version__,
@@ -119,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     out = args.out or default_results_dir(meta["mode"], meta["date"], name)
     out.mkdir(parents=True, exist_ok=True)
-    all_rows, kept = report.merge_json(out / "bench.json", meta, rows + step_rows + host_rows)
+    all_rows, kept = report.merge_json(out / "bench.json", meta, rows_now)
     plot_rows = [r for r in all_rows if "gbps" in r]
     plotted, why_not = report.write_plot(out / "bench.png", plot_rows,
                                          f"{name} - torch {meta['torch']}, triton {meta['triton']}")
@@ -138,7 +143,9 @@ def main(argv: list[str] | None = None) -> int:
     for r in step_rows:
         print(f"verify step {r['shape']} ({r['variant']}): {r['us']:.1f} us, "
               f"host syncs in eager run: {r['host_syncs']}")
-    print(f"wrote {out / 'bench.json'} ({len(rows) + len(step_rows) + len(host_rows)} rows measured now, "
+    if e2e_rows:
+        print(e2e_table.format_table(e2e_rows))
+    print(f"wrote {out / 'bench.json'} ({len(rows_now)} rows measured now, "
           f"{kept} kept from before)")
     print(f"wrote {out / 'bench.png'}" if plotted else f"no plot: {why_not}")
     print(f"wrote {out / 'host.png'}" if host_plotted else f"no host plot: {host_why_not}")

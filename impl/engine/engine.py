@@ -35,6 +35,7 @@ import torch
 
 from impl.engine.checker import PoolChecker
 from impl.engine.drafting import DraftSource
+from impl.engine.graph_plan import plan_graphs
 from impl.engine.state import RankState, Request
 from impl.engine.stores import TargetStore, rows_from_metadata
 from impl.gates import gates_in_effect
@@ -48,6 +49,7 @@ from impl.run_options import RunOptions, SamplingParams  # noqa: F401 (SamplingP
 from impl.spec.acceptance import AcceptanceStats
 from impl.spec.greedy_verify import VerifyResult, greedy_verify
 from impl.spec.sampling_verify import sample_from, sampling_probs, sampling_verify
+from impl.step_timing import active_timer, section
 from impl.verify_metadata import build_verify_metadata
 
 
@@ -86,7 +88,9 @@ class SpecEngine:
                                                          options.checked, options.graph, options.seed)
         num_slots = num_slots or options.num_slots or 4
         self.cfg = cfg
-        self.spec = cfg.spec_config(gamma, num_slots)
+        self.graph_plan = plan_graphs(num_slots, options.capture_sizes) if graph else None
+        self.spec = cfg.spec_config(gamma, num_slots, **(
+            {"capture_batch_sizes": self.graph_plan.capture_batch_sizes} if graph else {}))
         self.gamma = self.spec.gamma if self.algorithm != "none" else 0
         self.source = self._draft_source(draft)
         self.sampling = sampling
@@ -101,12 +105,17 @@ class SpecEngine:
             raise ValueError(f"draft source {self.source.kind!r} needs the target's continuations")
         self.generator = torch.Generator(device=self.device).manual_seed(seed) if sampling else None
         self.checker = PoolChecker(self.state.pools(), cfg.window) if checked else None
+        self.observer = None  # observer(reqs, tokens [bs, g+1], prefix, logits [bs, g+1, V]) after each verify
+        self._start_bookkeeping()
         self.graph_runner = None
+        self.capture_seconds = 0.0
         if graph:
             from impl.engine.graph import VerifyGraphRunner
 
-            self.graph_runner = VerifyGraphRunner(self)
-        self._start_bookkeeping()
+            start = time.perf_counter()
+            with self.applied(), torch.no_grad():
+                self.graph_runner = VerifyGraphRunner(self, self.graph_plan)
+            self.capture_seconds = time.perf_counter() - start
 
     def _draft_source(self, draft: DraftSource | str) -> DraftSource:
         source = DraftSource.parse(draft) if isinstance(draft, str) else draft
@@ -169,6 +178,9 @@ class SpecEngine:
     # ---- one step ----
     def step(self) -> StepRecord:
         start = time.perf_counter()
+        timer = active_timer()
+        if timer is not None:
+            timer.begin_step()
         with self.applied(), torch.no_grad():
             record = StepRecord(self.step_index, [], [], [], [], None)
             joining = []
@@ -202,6 +214,8 @@ class SpecEngine:
         if self.device.type == "cuda":
             torch.cuda.synchronize()
         self.elapsed += time.perf_counter() - start
+        if timer is not None:
+            timer.end_step()
         self.records.append(record)
         self.step_index += 1
         return record
@@ -223,13 +237,16 @@ class SpecEngine:
         rpi = torch.tensor([r.slot for r in reqs], dtype=torch.int64, device=dev)
         ext = torch.tensor([len(r.prompt) for r in reqs], dtype=torch.int64, device=dev)
         prefix = torch.zeros_like(ext)
-        md = build_prefill_metadata(prefix, ext, rpi, window=self.cfg.window, path="ragged-eager",
-                                    platform=self.platform, algorithm=self.algorithm)
+        with section("metadata"):
+            md = build_prefill_metadata(prefix, ext, rpi, window=self.cfg.window, path="ragged-eager",
+                                        platform=self.platform, algorithm=self.algorithm)
+            loc = pool.locate(md.state_slot, md.positions, final_pos=md.final_pos)
+            rows = rows_from_metadata(md, prefix)
         tokens = torch.tensor([t for r in reqs for t in r.prompt], dtype=torch.int64, device=dev)
-        loc = pool.locate(md.state_slot, md.positions, final_pos=md.final_pos)
         store = TargetStore(pool, positions=md.positions, loc=loc, cos=self.target.cos, sin=self.target.sin,
                             eps=self.cfg.eps)
-        out = self.target.forward_extend(tokens, rows_from_metadata(md, prefix), store)
+        with section("model"):
+            out = self.target.forward_extend(tokens, rows, store)
         last = (md.extend_start_loc.to(torch.int64) + ext - 1)
         first = self._pick(out.logits[last])
         if self.checker:
@@ -241,8 +258,9 @@ class SpecEngine:
                 rows = self._expected_draft_rows(out.hidden, md.positions)[keep]
                 self.checker.expect("draft", 0, slots, positions, rows)
         if self.state.injector is not None:
-            self.state.injector.inject_prefill(out.hidden, positions=md.positions, state_slot=md.state_slot,
-                                               final_pos=md.final_pos)
+            with section("writes"):
+                self.state.injector.inject_prefill(out.hidden, positions=md.positions, state_slot=md.state_slot,
+                                                   final_pos=md.final_pos)
         first = first.tolist()
         for i, r in enumerate(reqs):
             r.generated = [first[i]]
@@ -294,7 +312,8 @@ class SpecEngine:
         prefix = torch.tensor([r.seq_len for r in reqs], dtype=torch.int64, device=dev)
         slots = torch.tensor([r.slot for r in reqs], dtype=torch.int64, device=dev)
         if g:
-            drafts, draft_logits = self._propose(reqs, anchors, prefix, slots)
+            with section("draft"):
+                drafts, draft_logits = self._propose(reqs, anchors, prefix, slots)
         else:
             drafts, draft_logits = torch.empty(bs, 0, dtype=torch.int64, device=dev), None
         tokens = torch.cat([anchors.view(-1, 1), drafts], dim=1).reshape(-1)
@@ -303,7 +322,10 @@ class SpecEngine:
         else:
             out, decision = self._verify_forward(tokens, prefix, slots)
         record.sync_decision = decision
-        res = self.verify_drafts(out.logits.view(bs, g + 1, -1), drafts, prefix, draft_logits=draft_logits)
+        if self.observer is not None:
+            self.observer(reqs, tokens.view(bs, g + 1), prefix, out.logits.view(bs, g + 1, -1))
+        with section("accept"):
+            res = self.verify_drafts(out.logits.view(bs, g + 1, -1), drafts, prefix, draft_logits=draft_logits)
         if self.checker:
             rows = prefix.view(-1, 1) + torch.arange(g + 1, device=dev)
             row_slots = slots.view(-1, 1).expand_as(rows).reshape(-1).contiguous()
@@ -314,8 +336,9 @@ class SpecEngine:
                 expected = self._expected_draft_rows(out.hidden, rows.reshape(-1))[committed]
                 self.checker.expect("draft", 0, row_slots[committed], rows.reshape(-1)[committed], expected)
         if self.state.injector is not None:
-            self.state.injector.inject_verify(out.hidden, req_pool_indices=slots, prefix_lens=prefix,
-                                              commit_lens=res.commit_len, stride=g + 1)
+            with section("writes"):
+                self.state.injector.inject_verify(out.hidden, req_pool_indices=slots, prefix_lens=prefix,
+                                                  commit_lens=res.commit_len, stride=g + 1)
         self.stats.update(res.correct_len)
         commit = res.commit_len.tolist()
         out_tokens = res.output_tokens.tolist()
@@ -358,12 +381,15 @@ class SpecEngine:
                                      platform=self.platform, algorithm=self.algorithm)
 
     def _verify_forward(self, tokens, prefix, slots):
-        md = self.verify_metadata(prefix, slots)
         pool = self.state.target_pool
-        loc = pool.locate(md.state_slot, md.positions)  # every verify row (the target has no commit gate)
+        with section("metadata"):
+            md = self.verify_metadata(prefix, slots)
+            loc = pool.locate(md.state_slot, md.positions)  # every verify row (the target has no commit gate)
+            rows = rows_from_metadata(md, prefix)
         store = TargetStore(pool, positions=md.positions, loc=loc, cos=self.target.cos, sin=self.target.sin,
                             eps=self.cfg.eps)
-        return self.target.forward_extend(tokens, rows_from_metadata(md, prefix), store), md.decision
+        with section("model"):
+            return self.target.forward_extend(tokens, rows, store), md.decision
 
     # ---- reporting ----
     def accept_lengths_per_step(self) -> list[list[int]]:

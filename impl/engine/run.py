@@ -18,6 +18,7 @@ import torch
 from impl.engine.drafting import DraftSource
 from impl.engine.engine import SpecEngine
 from impl.engine.prompts import make_prompts
+from impl.engine.verdict import Verdict, lossless_verdict, margin_for
 from impl.model.tiny_config import TinyConfig
 from impl.model.weights import target_weights
 from impl.run_options import RunOptions
@@ -48,7 +49,18 @@ class E2EResult:
 
     @property
     def lossless(self) -> bool:
-        return not self.mismatches and set(self.outputs) == set(self.references)
+        """Every request's tokens equal the reference's (the verdict ``yes``)."""
+        return self.verdict.word == "yes" and set(self.outputs) == set(self.references)
+
+    @property
+    def verdict(self) -> Verdict:
+        """The one lossless rule (docs/design.md §7.3): yes, near-tie or no."""
+        return lossless_verdict(self.mismatches, self.mismatch_margins, margin=margin_for(self.engine.cfg))
+
+    @property
+    def full_check(self) -> bool:
+        """Every reference token decided by more than the near-tie margin (equality checked everywhere)."""
+        return self.min_margin > margin_for(self.engine.cfg)
 
     @property
     def min_margin(self) -> float:
@@ -84,11 +96,14 @@ def run_case(
     prompts: list[list[int]] | None = None,
     with_reference: bool = True,
     reference: str = "decoder",
+    reference_run: ReferenceRun | None = None,
     on_step: Callable[[SpecEngine], None] | None = None,
     log: Callable[[str], None] | None = None,
 ) -> E2EResult:
     """Run one configuration; ``reference`` = "decoder" (full recompute, reports margins) or
     "plain-engine" (non-speculative batched decode with this engine: fast, for long runs).
+    ``reference_run``: a reference already computed for these prompts (at least
+    ``max_new_tokens + gamma + 1`` tokens per request), reused instead of recomputed.
     ``on_step(engine)`` is called after every engine step and ``log(text)`` at each phase
     (progress reports)."""
     from impl.model.target import TargetModel
@@ -102,8 +117,8 @@ def run_case(
     max_new = options.max_new_tokens
     prompts = make_prompts(cfg, options.batch, g, options.seed) if prompts is None else prompts
     weights = target_weights(cfg, device)
-    ref = ReferenceRun({})
-    if with_reference or DraftSource.parse(options.draft).needs_continuation:
+    ref = ReferenceRun({}) if reference_run is None else reference_run
+    if reference_run is None and (with_reference or DraftSource.parse(options.draft).needs_continuation):
         # gamma + 1 extra tokens so an oracle can propose past the last one kept
         if log is not None:
             log(f"reference ({reference}): {len(prompts)} request(s) x {max_new + g + 1} tokens")

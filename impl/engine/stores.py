@@ -6,6 +6,7 @@ import torch
 from impl.model.attention import ExtendRows
 from impl.model.dspark_draft import PoolReader
 from impl.prefill_metadata import TokenMetadata
+from impl.step_timing import section
 
 
 class TargetStore(PoolReader):
@@ -17,8 +18,9 @@ class TargetStore(PoolReader):
         self.cos, self.sin, self.eps = cos, sin, eps
 
     def write(self, layer, kv, norm_weight):
-        self.pool.write(layer, kv, self.loc, positions=self.positions, norm_weight=norm_weight, eps=self.eps,
-                        cos=self.cos, sin=self.sin)
+        with section("writes"):
+            self.pool.write(layer, kv, self.loc, positions=self.positions, norm_weight=norm_weight, eps=self.eps,
+                            cos=self.cos, sin=self.sin)
         return kv
 
 

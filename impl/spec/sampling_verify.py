@@ -21,6 +21,7 @@ from __future__ import annotations
 import torch
 
 from impl.spec.greedy_verify import VerifyResult, accept_prefix_len, check_verify_inputs
+from impl.step_timing import section
 from impl.validation import check_tensor
 
 
@@ -55,11 +56,12 @@ def sampling_probs(
             raise ValueError("temperature must be > 0 for sampling verify (use greedy verify for 0), "
                              f"got {temperature}")
         temp = float(temperature)
-    probs = torch.softmax(logits.float() / temp, dim=-1).reshape(bs * rows, vocab).contiguous()
-    if top_k is not None:
-        probs = top_k_renorm(probs, _per_row(top_k, bs, rows, torch.int64, logits.device))
-    if top_p is not None:
-        probs = top_p_renorm(probs, _per_row(top_p, bs, rows, torch.float32, logits.device))
+    with section("renorm"):  # per-step timing, impl.step_timing (a no-op unless a timer is active)
+        probs = torch.softmax(logits.float() / temp, dim=-1).reshape(bs * rows, vocab).contiguous()
+        if top_k is not None:
+            probs = top_k_renorm(probs, _per_row(top_k, bs, rows, torch.int64, logits.device))
+        if top_p is not None:
+            probs = top_p_renorm(probs, _per_row(top_p, bs, rows, torch.float32, logits.device))
     return probs.view(bs, rows, vocab)
 
 
