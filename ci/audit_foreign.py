@@ -116,6 +116,7 @@ def run_foreign_audit(root: str | Path, adapter: Adapter | str = "sglang", *,
     refs = [r for r in scan.refs if r.kind == "suite"]
     for problem in suites.problems:
         report.add("unreadable-registration", problem)
+    report.add_input_findings(scan.input_findings)
     for masked in scan.masked:
         step = masked.split(": ", 1)[0]   # the baseline key: the step, never a line number
         if masked in scan.masked_unproven:

@@ -45,6 +45,11 @@ class FindingCollector:
         self.findings.append(finding)
         return finding
 
+    def add_input_findings(self, items: Iterable[tuple[str, str, str, int]]) -> None:
+        """The workflow scan's findings about its input, (rule, message, path, line): keyed by the path."""
+        for rule, message, path, line in items:
+            self.add(rule, message, suite=path, locations=(Location(path, line),))
+
     def extend(self, rule: str, messages: Iterable[str]) -> None:
         for message in messages:
             self.add(rule, message)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ci.pyast import dotted_name
+from ci.safe_files import read_inside
 
 SKIPS_FILE = "registered/skips.py"
 CONDITION_RE = re.compile(r"^(?:always|gpus<(?:\d+|N)|vendor!=(?:cpu|nvidia|amd))$")
@@ -80,7 +81,7 @@ def load_skip_table(root: str | Path) -> SkipTable:
     path = Path(root) / SKIPS_FILE
     if not path.is_file():
         return table
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=SKIPS_FILE)
+    tree = ast.parse(read_inside(root, path), filename=SKIPS_FILE)
     found = _literal_assign(tree, "SKIP_REASONS")
     if found is None:
         table.problems.append(f"{SKIPS_FILE}:1: no SKIP_REASONS = {{...}} literal")
@@ -223,7 +224,7 @@ def skip_uses(root: str | Path, test_files: Iterable[str], table: SkipTable) -> 
     """Skip uses per test node id (module-level ``pytestmark`` and helper calls attach to every test)."""
     out: dict[str, list[SkipUse]] = {}
     for rel in test_files:
-        tree = ast.parse((Path(root) / rel).read_text(encoding="utf-8"), filename=rel)
+        tree = ast.parse(read_inside(root, Path(root) / rel), filename=rel)
         module_uses: list[SkipUse] = []
         found = _literal_assign(tree, "pytestmark")
         if found is not None:

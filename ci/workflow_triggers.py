@@ -10,16 +10,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-import yaml
-
 from ci.gh_expr import UNKNOWN
-
-YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)   # libyaml when present: 10x faster on big trees
-
-
-def load_yaml(text: str) -> Any:
-    """``yaml.safe_load`` through libyaml when available (same documents, same errors)."""
-    return yaml.load(text, Loader=YAML_LOADER)
+from ci.safe_yaml import YAML_LOADER, load_yaml  # noqa: F401  (re-exported: bounded aliases and nesting)
 
 PER_COMMIT_TRIGGERS = frozenset({"pull_request", "push", "merge_group", "pull_request_target"})
 NIGHTLY_TRIGGERS = frozenset({"schedule"}) | PER_COMMIT_TRIGGERS
