@@ -4,11 +4,13 @@
                  [--format text|json|sarif] [--output FILE]
                  [--baseline FILE [--strict-baseline] | --write-baseline FILE] [--fail-on error|warning|note]
 
-Exit status: 0 clean; 1 when a finding at or above --fail-on (default error) is not in the
-baseline, or, with --strict-baseline, when a baseline entry matches nothing any more; 2 on a
-usage error (one line on stderr). --write-baseline records every current finding and exits 0.
---output writes the --format output to FILE and the text report to stdout (the Action's log).
-Needs pyyaml only: no torch, nothing of the tests.
+Exit status (docs/audit-exit-codes.md): 0 clean; 1 when a finding at or above --fail-on (default
+error) is not in the baseline, or, with --strict-baseline, when a baseline entry matches nothing
+any more; 2 on a usage error or input that cannot be read (one line on stderr); 3 on an internal
+error (one line; the traceback only with --debug). --write-baseline records every current
+finding and exits 0. --output writes the --format output to FILE (atomically, never through a
+symlink) and the text report to stdout (the Action's log), where no line can start a workflow
+command (ci/log_escape.py). Needs pyyaml only: no torch, nothing of the tests.
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import datetime as dt
 import json
 import re
 import sys
+import traceback
 from pathlib import Path
 from typing import Callable, NoReturn
 
@@ -26,10 +29,17 @@ from ci.audit_json import findings_document
 from ci.audit_sarif import sarif_log
 from ci.baseline import BaselineComparison, BaselineError, compare, load_baseline, write_baseline
 from ci.findings import RULES, SEVERITIES, Finding, Location
+from ci.log_escape import log_safe
+from ci.safe_files import UnreadableFile, UnsafeOutput, write_atomic
 
 PROG = "dspark-audit"
 REPO_NAME = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 SEVERITY_RANK = {s: len(SEVERITIES) - i for i, s in enumerate(SEVERITIES)}   # error 3, warning 2, note 1
+EXIT_CODES = """exit status:
+  0  clean: no finding at or above --fail-on outside the baseline
+  1  findings at or above --fail-on (or stale entries with --strict-baseline)
+  2  usage error, or input that cannot be read (one line on stderr)
+  3  internal error (one line on stderr; --debug prints the traceback)"""
 
 
 class UsageError(Exception):
@@ -55,7 +65,8 @@ def _repo(text: str) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog=PROG, description=__doc__.split("\n\n")[0])
+    parser = _Parser(prog=PROG, description=__doc__.split("\n\n")[0], epilog=EXIT_CODES,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--root", default=".", help="the repository to audit (default: .)")
     parser.add_argument("--adapter", default="auto", choices=("auto", *ADAPTER_NAMES),
                         help="how the repository registers tests (default auto: sglang when the root has "
@@ -72,6 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="also fail when a baseline entry matches no finding any more")
     parser.add_argument("--fail-on", choices=SEVERITIES, default="error",
                         help="the lowest severity that fails the run (default: error)")
+    parser.add_argument("--debug", action="store_true", help="on an internal error (exit 3), print the traceback")
     return parser
 
 
@@ -215,24 +227,43 @@ def run(args: argparse.Namespace) -> int:
     out = render(args.format, report, comparison, format_text, args, why, written)
     if args.output:
         try:
-            Path(args.output).write_text(out + "\n", encoding="utf-8")
+            write_atomic(args.output, out + "\n")
+        except UnsafeOutput as exc:
+            raise UsageError(f"--output {exc}") from None
         except OSError as exc:
             raise UsageError(f"--output {args.output}: cannot write: {exc.strerror or exc}") from None
         if args.format != "text":
             out = render("text", report, comparison, format_text, args, why, written)
-    print(out)
+    print(log_safe(out) if args.format == "text" or args.output else out)
     return 1 if why else 0
 
 
+def _one_line(exc: BaseException) -> str:
+    return log_safe(" ".join(str(exc).split()))[:500]
+
+
 def main(argv: list[str] | None = None) -> int:
+    """The exit codes of EXIT_CODES, whatever happens: an exception no handler expects is 3, never 1."""
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        return _main(argv)
+    except Exception as exc:   # noqa: BLE001 - the one place an unexpected error becomes exit 3
+        if "--debug" in argv:
+            traceback.print_exc()
+        print(f"{PROG}: internal error: {type(exc).__name__}: {_one_line(exc)} "
+              "(exit 3; --debug prints the traceback)", file=sys.stderr)
+        return 3
+
+
+def _main(argv: list[str]) -> int:
     try:
         args = build_parser().parse_args(argv)
         return run(args)
     except UsageError as exc:
-        print(f"{PROG}: {' '.join(str(exc).split())}", file=sys.stderr)
+        print(f"{PROG}: {_one_line(exc)}", file=sys.stderr)
         return 2
-    except ValueError as exc:   # the audits' own refusals (bad root, unreadable registry)
-        print(f"{PROG}: {' '.join(str(exc).split())}", file=sys.stderr)
+    except (ValueError, UnreadableFile) as exc:   # the audits' own refusals (bad root, unreadable registry)
+        print(f"{PROG}: {_one_line(exc)}", file=sys.stderr)
         return 2
 
 

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Iterable, Mapping
 
 from ci.findings import Finding
+from ci.safe_files import UnsafeOutput, write_atomic
 
 BASELINE_VERSION = 1
 KEY_FIELDS = ("rule", "hardware", "suite", "schedule")
@@ -84,7 +85,9 @@ def write_baseline(path: str | Path, findings: Iterable[Finding], adapter: str) 
     text = baseline_text(findings, adapter)
     path = Path(path)
     try:
-        path.write_text(text, encoding="utf-8")
+        write_atomic(path, text)   # never half a baseline, never through a planted symlink
+    except UnsafeOutput as exc:
+        raise BaselineError(f"--write-baseline {exc}") from None
     except OSError as exc:
         raise BaselineError(f"--write-baseline {path}: cannot write: {exc.strerror or exc}") from None
     return len(json.loads(text)["entries"])

@@ -1,7 +1,8 @@
 """Generate ``.github/workflows/`` from the registry and the hardware catalog.
 
     python -m ci.workflows            # (re)write the workflow files
-    python -m ci.workflows --check    # fail on drift, schema, actionlint, zizmor or unpinned toolchains
+    python -m ci.workflows --check    # fail on drift, schema, actionlint, zizmor (pedantic, also on action.yml
+                                      # and docs/examples/dspark-audit-caller.yml) or unpinned toolchains
 
 ``per-commit.yml`` runs on pull_request (opened, synchronize, reopened, labeled) and
 push to main: a lint job (ruff, audit, this check), a ``changes`` job that says which
@@ -33,6 +34,7 @@ from ci.catalog import CatalogError, Hardware
 from ci.collect import CollectionError
 from ci.group_plan import GroupView, by_schedule
 from ci.jobs import Registry, load_registry
+from ci.safe_files import write_atomic
 
 WORKFLOW_DIR = ".github/workflows"
 HEADER = (
@@ -366,7 +368,7 @@ def write(root: Path, generated: dict[str, str]) -> list[str]:
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         if not path.is_file() or path.read_text(encoding="utf-8") != text:
-            path.write_text(text, encoding="utf-8")
+            write_atomic(path, text)   # never half a workflow; never through a link planted at the path
             written.append(rel)
     for stale in _stale_generated(root, generated):
         stale.unlink()
@@ -432,12 +434,20 @@ def actionlint_check(root: Path, paths: list[Path]) -> tuple[bool, str]:
     return proc.returncode == 0, (proc.stdout + proc.stderr).strip()
 
 
+ZIZMOR_INPUTS = (".github", "action.yml", "docs/examples/dspark-audit-caller.yml")   # everything that runs in CI
+
+
 def zizmor_check(root: Path, paths: list[Path]) -> tuple[bool, str]:
-    """zizmor's offline audits (no network) with ci/zizmor.yml; any finding fails."""
+    """zizmor's offline audits (no network), pedantic persona, with ci/zizmor.yml over ZIZMOR_INPUTS (.github/,
+    the composite Action, its documented caller; ``paths`` when the root has no .github/); any finding fails."""
     exe, missing = _tool("zizmor", "zizmor")
     if exe is None:
         return False, missing
-    cmd = [exe, "--offline", "--no-progress", "--config", str(root / ZIZMOR_CONFIG), *map(str, paths)]
+    inputs = [root / rel for rel in ZIZMOR_INPUTS if (root / rel).exists()]
+    if not (root / ZIZMOR_INPUTS[0]).is_dir():
+        inputs = [*paths, *inputs]
+    cmd = [exe, "--offline", "--no-progress", "--persona", "pedantic", "--config", str(root / ZIZMOR_CONFIG),
+           *map(str, inputs)]
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=root)
     return proc.returncode == 0, (proc.stdout + proc.stderr).strip()
 
