@@ -24,6 +24,7 @@ import yaml
 
 from ci.adapters import Adapter, RunnerCall, Target, get_adapter
 from ci.adapters.base import UNRESOLVED
+from ci.audit_fork import fork_findings
 from ci.safe_files import UnreadableFile, is_inside, read_inside
 from ci.safe_yaml import YamlTooLarge
 from ci.shell_words import split_commands
@@ -223,7 +224,21 @@ def scan_workflows(root: str | Path, adapter: Adapter | str = "dspark") -> Workf
             if isinstance(job, dict):
                 scan.job_lines[(rel, str(key))] = lines[rel].get(f"job:{key}", 0)
                 _scan_job(ScanContext(scan, adapter, root, rel, doc, str(key), job, acts[rel], base_ctx, lines[rel]))
+    scan.input_findings += fork_findings(docs, scan.runs_on, lines, base_ctx, catalog_runner_labels(root))
     return scan
+
+
+def catalog_runner_labels(root: Path) -> tuple[str, ...]:
+    """The ``runs_on`` labels of the GPU hardware in the tree's catalog (none when it has no readable one)."""
+    from ci.catalog import CATALOG_PATH, CatalogError, load_catalog
+
+    if not (root / CATALOG_PATH).is_file():
+        return ()
+    try:
+        catalog = load_catalog(root)
+    except (CatalogError, UnreadableFile, yaml.YAMLError):
+        return ()
+    return tuple(dict.fromkeys(label for hw in catalog.hardware.values() if hw.is_gpu for label in hw.runs_on))
 
 
 def _step_label(step: dict[str, Any], index: int) -> str:
