@@ -31,6 +31,9 @@ from ci.workflow_scan import (MANUAL_TRIGGERS, StepRun, WorkflowScan, describe_s
 
 RULES = {rule_id: RULE_REGISTRY[rule_id].title for rule_id in FOREIGN_RULES}
 UNDECIDED = "its if: is not definitely true on any trigger"
+# another repository may require approval of every fork run in its settings, which its files cannot show
+FORK_SETTINGS = ("unless the repository's settings require approval of every workflow run from outside "
+                 "collaborators (Settings > Actions > fork pull request workflows), which its files cannot show")
 
 
 @dataclass
@@ -116,7 +119,7 @@ def run_foreign_audit(root: str | Path, adapter: Adapter | str = "sglang", *,
     refs = [r for r in scan.refs if r.kind == "suite"]
     for problem in suites.problems:
         report.add("unreadable-registration", problem)
-    report.add_input_findings(scan.input_findings)
+    report.add_input_findings(scan.input_findings, {"fork-on-self-hosted": FORK_SETTINGS})
     for masked in scan.masked:
         step = masked.split(": ", 1)[0]   # the baseline key: the step, never a line number
         if masked in scan.masked_unproven:

@@ -175,6 +175,7 @@ def test_a_file_run_by_path_counts_as_running_its_registrations(tmp_path):
         jobs:
           solo:
             runs-on: linux-h100-gpu-1
+            environment: gpu-runners
             steps:
               - run: python3 -u test/registered/cuda/test_solo_cuda.py
     """
