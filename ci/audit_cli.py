@@ -31,6 +31,7 @@ from ci.baseline import BaselineComparison, BaselineError, compare, load_baselin
 from ci.findings import RULES, SEVERITIES, Finding, Location
 from ci.log_escape import log_safe
 from ci.safe_files import UnreadableFile, UnsafeOutput, write_atomic
+from ci.workflow_scan import workflow_files
 
 PROG = "dspark-audit"
 REPO_NAME = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
@@ -123,7 +124,7 @@ def collect_findings(args: argparse.Namespace) -> tuple[object, list[Finding], C
 
 def fallback_location(root: Path) -> Location:
     """Where SARIF points a finding that has no location: the first workflow file, line 1."""
-    workflows = sorted(p for p in (root / ".github" / "workflows").glob("*.y*ml") if p.is_file())
+    workflows = [p for p in workflow_files(root) if p.is_file()]   # never a folder linked out of the tree
     for candidate in [*workflows, root / "pyproject.toml", root / "README.md"]:
         if candidate.is_file():
             return Location(candidate.relative_to(root).as_posix(), 1)

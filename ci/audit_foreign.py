@@ -25,6 +25,7 @@ from ci.audit_report import FindingCollector, findings_json, format_findings
 from ci.audit_rules import FOREIGN_RULES
 from ci.findings import RULES as RULE_REGISTRY
 from ci.findings import Finding, Location
+from ci.safe_files import UnreadableFile, read_inside
 from ci.table import format_table, print_report
 from ci.workflow_scan import (MANUAL_TRIGGERS, StepRun, WorkflowScan, describe_steps, events_needed,
                               scan_workflows)
@@ -73,8 +74,8 @@ def repository_of(root: Path) -> str | None:
         return None
     parser = configparser.ConfigParser(strict=False)
     try:
-        parser.read(config, encoding="utf-8")
-    except configparser.Error:
+        parser.read_string(read_inside(root, config, 256 * 1024))   # a link to /dev/zero is not read
+    except (configparser.Error, UnreadableFile):
         return None
     url = parser.get('remote "origin"', "url", fallback="")
     match = re.search(r"github\.com[:/]([\w.-]+/[\w.-]+?)(?:\.git)?/?$", url)

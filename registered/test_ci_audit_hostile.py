@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from ci import audit_cli
+from ci.log_escape import escape_data, log_safe
 from ci.registration import register
 from ci.safe_yaml import YamlTooLarge, expanded_size, load_yaml, short
 from ci.workflow_matrix import matrix_rows
@@ -69,6 +70,8 @@ def hostile_tree(base: Path) -> Path:
     (reg / "test_dir.py").mkdir()
     (reg / "test_latin.py").write_bytes(b'# caf\xe9\nregister_cuda_ci(est_time=1, suite="s")\n')
     (reg / "linked").symlink_to(outside, target_is_directory=True)   # a folder link is not descended
+    (root / ".git").mkdir()
+    (root / ".git" / "config").symlink_to("/dev/zero")               # read for github.repository: never
     (wf / "ok.yml").write_text(_workflow("ok"))
     (wf / "evil.yml").write_text(_workflow("evil", step=EVIL_STEP, extra="        continue-on-error: true\n"))
     (wf / "out.yml").symlink_to(outside / "w.yml")
@@ -155,6 +158,15 @@ def test_no_printed_line_can_start_a_workflow_command(hostile):
         assert not line.lstrip().startswith("::"), line              # ...but never as a command
 
 
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
+def test_log_safe_neutralises_every_command_start_and_escape_data_keeps_one_line():
+    text = log_safe(f"step {EVIL_STEP}\n  ::set-env name=x::y\nsee ##[add-mask]z\nplain: line :: here")
+    lines = text.split("\n")
+    assert not any(line.lstrip().startswith("::") for line in lines) and "##[" not in text and "\r" not in text
+    assert "%3A%3Awarning title=x::pwned" in text and lines[-1] == "plain: line :: here"
+    assert escape_data("50%\r\n::x") == "50%25%0D%0A::x"
+
+
 # ---------------------------------------------------------------- bounded YAML, in process
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
 def test_alias_bomb_and_recursive_alias_are_refused_quickly():
@@ -239,6 +251,20 @@ def test_help_and_docs_state_the_exit_codes(capsys):
     for code in ("0", "1", "2", "3"):
         assert f"\n  {code}  " in text and f"| {code} |" in doc
     assert "--debug" in text
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
+def test_an_unreadable_test_file_in_this_projects_layout_is_exit_2_naming_it(tmp_path, capsys):
+    root = tmp_path / "repo"
+    (root / "ci").mkdir(parents=True)
+    shutil.copy(REAL_ROOT / "ci" / "hardware.yaml", root / "ci" / "hardware.yaml")
+    (root / "registered").mkdir()
+    (root / "registered" / "test_zero.py").symlink_to("/dev/zero")
+    (root / ".github" / "workflows").mkdir(parents=True)
+    (root / ".github" / "workflows" / "ok.yml").write_text(_workflow("ok"))
+    assert audit_cli.main(["--root", str(root), "--adapter", "dspark"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "registered/test_zero.py" in err and "Traceback" not in err, err
 
 
 def _action_script(step_id: str) -> str:
