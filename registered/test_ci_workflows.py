@@ -1,6 +1,7 @@
 """Generated workflows: committed == generated, schema-valid, linted, gated, pinned; path gating."""
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -103,6 +104,14 @@ def test_workflow_hygiene_pins_actions_and_passes_values_through_env():
     assert yaml.safe_load(files[f"{WORKFLOW_DIR}/nightly.yml"])["concurrency"]
 
 
+@functools.lru_cache(maxsize=1)
+def _per_commit_gpu() -> tuple[dict, list]:
+    """The generated per-commit.yml and its gated GPU groups (read once for every event case)."""
+    registry = load_registry(REAL_ROOT)
+    doc = yaml.safe_load(generate(registry)[f"{WORKFLOW_DIR}/per-commit.yml"])
+    return doc, [g for g in groups(registry) if g.schedule == "per-commit" and g.hardware.is_gpu]
+
+
 def _evaluate(expr: str, ctx: dict) -> bool:
     """Evaluate the GPU gating condition for one event (a test-sized subset of GitHub's syntax)."""
     py = expr.replace("||", " or ").replace("&&", " and ")
@@ -130,9 +139,7 @@ def _evaluate(expr: str, ctx: dict) -> bool:
     ("pull_request", "me/dspark", ["other"], "false", "labeled", False),
 ])
 def test_gpu_condition_per_event(event, head_repo, labels, changed, action, runs):
-    registry = load_registry(REAL_ROOT)
-    doc = yaml.safe_load(generate(registry)[f"{WORKFLOW_DIR}/per-commit.yml"])
-    gpu = [g for g in groups(registry) if g.schedule == "per-commit" and g.hardware.is_gpu]
+    doc, gpu = _per_commit_gpu()
     assert gpu
     for group in gpu:
         job = doc["jobs"][group.key]
