@@ -26,6 +26,7 @@ from ci.audit_rules import FOREIGN_RULES
 from ci.findings import RULES as RULE_REGISTRY
 from ci.findings import Finding, Location
 from ci.safe_files import UnreadableFile, read_inside
+from ci.safe_yaml import short
 from ci.table import format_table, print_report
 from ci.workflow_scan import (MANUAL_TRIGGERS, StepRun, WorkflowScan, describe_steps, events_needed,
                               scan_workflows)
@@ -262,7 +263,8 @@ def _note_disabled(report: ForeignReport, regs: list[SuiteRegistration]) -> None
             report.disabled_rows.append((reg.file, reg.suite, reason.strip() or "-", reg.where))
             if not reason.strip():
                 report.add("disabled-without-reason",
-                           f"{reg.where}: disabled={reg.disabled!r} in suite {reg.suite}: give the reason as a string",
+                           f"{reg.where}: disabled={short(reg.disabled)} in suite {reg.suite}: "
+                           "give the reason as a string",
                            **_key(reg.job_id))
 
 

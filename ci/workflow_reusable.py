@@ -17,6 +17,7 @@ import yaml
 
 from ci.gh_expr import UNKNOWN, ExpressionError, evaluate, strip_wrapper, truth
 from ci.safe_files import DEFAULT_MAX_BYTES, UnreadableFile, is_inside, read_inside
+from ci.safe_yaml import short
 from ci.workflow_matrix import matrix_rows
 from ci.workflow_triggers import Activation, call_input_defaults, load_yaml, own_activations
 
@@ -66,7 +67,7 @@ def activations(docs: dict[str, dict[str, Any]], root: Path,
                     if gate is False:
                         continue
                     unproven = act.unproven or (
-                        "" if gate else f"{rel}:{key} if: {job.get('if')!r} is known only at run time")
+                        "" if gate else f"{rel}:{key} if: {short(job.get('if'))} is known only at run time")
                     rows, _why = matrix_rows(job, ctx)
                     for row in rows:
                         row_ctx = dict(ctx)

@@ -83,6 +83,8 @@ def hostile_tree(base: Path) -> Path:
     (wf / "bomb.yml").write_text(_workflow("bomb", matrix=_bomb()))
     keys = "\n".join(f"        k{i}: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]" for i in range(9))
     (wf / "matrix.yml").write_text(_workflow("matrix", matrix=keys))
+    wide = "[" + ", ".join(["github.ref"] * 50_000) + "]"                # an if: no message may print whole
+    (wf / "wide.yml").write_text(_workflow("wide", extra=f"        if: {wide}\n        continue-on-error: {wide}\n"))
     return root
 
 
@@ -149,6 +151,12 @@ def test_nothing_from_outside_the_tree_reaches_the_report_or_the_sarif(hostile):
 def test_a_matrix_over_the_job_cap_is_a_finding_not_a_computation(hostile):
     lines = _lines_naming(hostile, ".github/workflows/matrix.yml")
     assert len(lines) == 1 and "[oversize-matrix]" in lines[0] and "1000000000 combinations" in lines[0]
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
+def test_messages_show_a_bounded_repr_of_a_huge_value(hostile):
+    wide = [line for line in hostile["out"].splitlines() if "wide.yml" in line]
+    assert wide and max(len(line) for line in hostile["out"].splitlines()) < 2000
 
 
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
@@ -300,6 +308,20 @@ def test_action_uploads_only_a_sarif_this_run_wrote(tmp_path, code, writes, uplo
     action = yaml.safe_load((REAL_ROOT / "action.yml").read_text())
     upload = next(s for s in action["runs"]["steps"] if "upload-sarif" in s.get("uses", ""))
     assert "steps.audit.outputs.sarif-written == 'true'" in upload["if"]
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
+def test_workflows_check_runs_zizmor_pedantic_on_github_the_action_and_its_caller(monkeypatch):
+    from ci import workflows
+
+    seen = []
+    monkeypatch.setattr(workflows, "_tool", lambda name, pip: (name, ""))
+    monkeypatch.setattr(workflows.subprocess, "run",
+                        lambda cmd, **kw: seen.append(cmd) or subprocess.CompletedProcess(cmd, 0, "", ""))
+    assert workflows.zizmor_check(REAL_ROOT, [])[0]
+    [cmd] = seen
+    assert cmd[cmd.index("--persona") + 1] == "pedantic" and "--offline" in cmd
+    assert {str(REAL_ROOT / p) for p in (".github", "action.yml", "docs/examples/dspark-audit-caller.yml")} <= set(cmd)
 
 
 # ---------------------------------------------------------------- fork-on-self-hosted

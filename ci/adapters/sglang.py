@@ -26,6 +26,7 @@ from typing import Any, Mapping
 
 from ci.adapters.base import UNRESOLVED, Adapter, RunnerCall, Target, parse_options
 from ci.safe_files import UnreadableFile, read_inside
+from ci.safe_yaml import short
 from ci.tree_files import files_inside
 
 REGISTERED_DIR = "test/registered"
@@ -103,7 +104,7 @@ def _read_call(rel: str, call: ast.Call, backend: str, problems: list[str]) -> S
             return None
     est = values.get("est_time")
     if isinstance(est, bool) or not isinstance(est, (int, float)):
-        problems.append(f"{where}: {name}(): est_time must be a number of seconds, got {est!r}")
+        problems.append(f"{where}: {name}(): est_time must be a number of seconds, got {short(est)}")
         return None
     stage, runner = values.get("stage"), values.get("runner_config")
     suite = values.get("suite")
@@ -115,11 +116,11 @@ def _read_call(rel: str, call: ast.Call, backend: str, problems: list[str]) -> S
     if suite == "" and values.get("disabled") is not None:
         return None   # sglang's reader accepts a disabled file with no suite (it is run by path, if at all)
     if not isinstance(suite, str) or not suite:
-        problems.append(f"{where}: {name}(): suite must be a non-empty string, got {suite!r}")
+        problems.append(f"{where}: {name}(): suite must be a non-empty string, got {short(suite)}")
         return None
     nightly = values.get("nightly", False)
     if not isinstance(nightly, bool):
-        problems.append(f"{where}: {name}(nightly={nightly!r}): must be True or False")
+        problems.append(f"{where}: {name}(nightly={short(nightly)}): must be True or False")
         return None
     return SuiteRegistration(rel, call.lineno, backend, suite, float(est), nightly, values.get("disabled"))
 
