@@ -236,6 +236,15 @@ def test_write_baseline_through_a_symlink_is_exit_2(tmp_path, capsys):
 
 
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
+def test_a_baseline_that_links_to_a_device_is_exit_2_unread(tmp_path, capsys):
+    root = _small_tree(tmp_path)
+    (root / "baseline.json").symlink_to("/dev/zero")
+    assert audit_cli.main(["--root", str(root), "--adapter", "sglang", "--baseline", str(root / "baseline.json")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--baseline" in err and "outside" in err, err
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
 def test_an_internal_error_is_exit_3_in_one_line_and_the_traceback_only_with_debug(tmp_path, capsys, monkeypatch):
     root = _small_tree(tmp_path)
 
