@@ -19,7 +19,7 @@ from ci.gatecheck import gate_env_problem
 from ci.pyast import dotted_name
 from ci.registration import SCHEDULES
 from ci.safe_files import UnreadableFile, read_inside
-from ci.tree_files import files_inside
+from ci.tree_files import files_inside, outside_note
 
 REGISTERED_DIR = "registered"
 FIXTURES_DIR = "registered/fixtures"
@@ -402,6 +402,9 @@ def collect(root: str | Path, catalog: Catalog) -> Collection:
     unregistered: list[TestDef] = []
     test_files: list[str] = []
     mentions: dict[str, frozenset[str]] = {}
+    note = outside_note(root, REGISTERED_DIR)
+    if note:
+        problems.append(f"{note}: its registrations cannot be read")
     for path in files_inside(root, REGISTERED_DIR):
         rel = path.relative_to(root).as_posix()
         if rel.startswith(FIXTURES_DIR + "/"):

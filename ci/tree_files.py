@@ -14,6 +14,14 @@ from pathlib import Path
 from ci.safe_files import is_inside
 
 
+def outside_note(root: Path | str, rel_dir: str) -> str | None:
+    """One line when ``root / rel_dir`` is a folder that resolves outside ``root`` (its files are not listed)."""
+    base = Path(root) / rel_dir
+    if base.is_dir() and not is_inside(Path(root), base):
+        return f"{rel_dir}: a symlink that resolves outside the audited tree (not read)"
+    return None
+
+
 def files_inside(root: Path | str, rel_dir: str, pattern: str = "*.py", *, recursive: bool = True) -> list[Path]:
     """Entries under ``root / rel_dir`` matching ``pattern``, in sorted order, never outside ``root``."""
     root = Path(root)

@@ -236,6 +236,22 @@ def test_write_baseline_through_a_symlink_is_exit_2(tmp_path, capsys):
 
 
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
+def test_a_registered_folder_linked_out_of_the_tree_is_named_not_listed(tmp_path):
+    from ci.adapters.sglang import collect_suites
+
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "test_x.py").write_text(f'register_cuda_ci(est_time=1, suite="{SECRET.lower()}")\n')
+    root = tmp_path / "repo"
+    (root / "test").mkdir(parents=True)
+    (root / "test" / "registered").symlink_to(outside, target_is_directory=True)
+    found = collect_suites(root)
+    assert found.registrations == [] and found.files == []
+    assert found.problems == ["test/registered: a symlink that resolves outside the audited tree (not read): "
+                              "its registrations cannot be read"]
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
 def test_a_baseline_that_links_to_a_device_is_exit_2_unread(tmp_path, capsys):
     root = _small_tree(tmp_path)
     (root / "baseline.json").symlink_to("/dev/zero")

@@ -27,7 +27,7 @@ from typing import Any, Mapping
 from ci.adapters.base import UNRESOLVED, Adapter, RunnerCall, Target, parse_options
 from ci.safe_files import UnreadableFile, read_inside
 from ci.safe_yaml import short
-from ci.tree_files import files_inside
+from ci.tree_files import files_inside, outside_note
 
 REGISTERED_DIR = "test/registered"
 REGISTER_RE = re.compile(r"^register_([a-z0-9]+)_ci$")
@@ -177,6 +177,9 @@ def _top_level_calls(text: str) -> list[ast.Call] | None:
 def collect_suites(root: str | Path) -> SuiteCollection:
     root = Path(root)
     out = SuiteCollection()
+    note = outside_note(root, REGISTERED_DIR)
+    if note:
+        out.problems.append(f"{note}: its registrations cannot be read")
     for path in files_inside(root, REGISTERED_DIR):
         if path.name in _SKIP_FILES:
             continue
