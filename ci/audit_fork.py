@@ -3,12 +3,11 @@
 A job is on a self-hosted runner when one of its ``runs-on`` labels is ``self-hosted``, a
 runner label of a GPU in the hardware catalog (ci/hardware.yaml ``runs_on``), or any label that is not
 a GitHub-hosted image name (``ubuntu-24.04``, ``windows-latest``, ``macos-15-xlarge``...).
-Such a job is flagged when its workflow starts on
-
-- ``pull_request_target`` (the base repository's token and secrets, often the fork's code), or
-- ``pull_request``, and a later push to a fork's pull request (``action: synchronize``, head
-  repository another than ``github.repository``) could run it: its ``if:``, and the jobs it
-  needs, are not definitely false then (ci/workflow_masking.py ``job_state``),
+Such a job is flagged when its workflow starts on ``pull_request`` or ``pull_request_target``
+(which adds the base repository's token and secrets) and a later push to a fork's pull request
+(``action: synchronize``, head repository another than ``github.repository``) could run it:
+its ``if:``, and the jobs it needs, are not definitely false then (ci/workflow_masking.py
+``job_state``),
 
 unless the job names an ``environment:`` (required reviewers approve each run, that is the
 exact commit it runs). A guard that only checks a label (``contains(...labels.*.name, 'gpu')``)
