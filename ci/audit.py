@@ -32,7 +32,10 @@ from ci.audit_rules import OWN_RULES
 from ci.findings import RULES as RULE_REGISTRY
 from ci.findings import Finding, Location
 from ci.table import format_table
-from ci.workflow_scan import StepRun, WorkflowScan, describe_steps, events_needed, scan_workflows
+from ci.safe_files import UnreadableFile, read_inside
+from ci.safe_yaml import load_yaml
+from ci.workflow_scan import (MAX_WORKFLOW_BYTES, StepRun, WorkflowScan, describe_steps, events_needed,
+                              scan_workflows, workflow_files)
 from impl.gates import GATES
 
 RULES = {rule_id: RULE_REGISTRY[rule_id].title for rule_id in OWN_RULES}   # id -> title, in print order
@@ -74,8 +77,8 @@ def until_horizon_days(root: str | Path) -> int:
     """``defaults.until_horizon_days`` in ci/hardware.yaml (default 90)."""
     path = Path(root) / CATALOG_PATH
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError):
+        data = load_yaml(read_inside(root, path)) or {}
+    except (UnreadableFile, yaml.YAMLError):
         return DEFAULT_HORIZON_DAYS
     value = (data.get("defaults") or {}).get("until_horizon_days", DEFAULT_HORIZON_DAYS)
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
@@ -309,8 +312,8 @@ def rule_suite_typos(report: AuditReport, declared: list[str]) -> None:
 def declared_suites(root: str | Path) -> list[str]:
     """``defaults.declared_suites`` in ci/hardware.yaml: suite names that are close to another on purpose."""
     try:
-        data = yaml.safe_load((Path(root) / CATALOG_PATH).read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError):
+        data = load_yaml(read_inside(root, Path(root) / CATALOG_PATH)) or {}
+    except (UnreadableFile, yaml.YAMLError):
         return []
     value = (data.get("defaults") or {}).get("declared_suites") or []
     return [str(v) for v in value] if isinstance(value, list) else []
@@ -340,7 +343,7 @@ def rule_ops(report: AuditReport) -> None:
     tables = [p for p in OP_TABLE_PATHS if (root / p).is_file()]
     if op_table_used:
         for table in tables:
-            mentioned |= names_mentioned(ast.parse((root / table).read_text(encoding="utf-8")))
+            mentioned |= names_mentioned(ast.parse(read_inside(root, root / table)))
     shown = " or ".join(OP_TABLE_PATHS)
     for op in ops:
         if op not in refs:
@@ -441,8 +444,14 @@ def rule_masked(report: AuditReport) -> None:
 
 
 def _uses_nox(root: Path) -> bool:
-    base = root / ".github" / "workflows"
-    return base.is_dir() and any("nox" in p.read_text(encoding="utf-8") for p in base.glob("*.y*ml"))
+    """Whether a workflow mentions nox (an unreadable one is reported by unreadable-input, not read here)."""
+    for path in workflow_files(root):
+        try:
+            if "nox" in read_inside(root, path, MAX_WORKFLOW_BYTES):
+                return True
+        except UnreadableFile:
+            continue
+    return False
 
 
 def rule_parity(report: AuditReport, collected: list[str] | None) -> None:
@@ -468,6 +477,7 @@ def run_audit(root: str | Path = ".", *, today: dt.date | None = None,
     plan = group_plan(registry)
     table = load_skip_table(registry.root)
     uses = skip_uses(registry.root, registry.collection.test_files, table)
+    report.add_input_findings(report.scan.input_findings)
     rule_dormant(report, plan)
     rule_unknown_refs(report, plan)
     rule_gates(report)

@@ -9,12 +9,14 @@ The one command line of the audit: ``python -m ci.audit`` and ``nox -s audit`` r
 (same flags, same JSON, SARIF from all; nox only passes its arguments). With a baseline, the
 findings it suppresses are counted per rule (``baselined (N)``) and ``--show-baselined`` lists them.
 
-Exit status: 0 clean; 1 when a finding at or above --fail-on (default error) is not in the
-baseline, is worse than its entry, or is about a suite the baseline records as run (a regression:
-docs/audit-baseline.md), or, with --strict-baseline, when a baseline entry matches nothing any more; 2 on a
-usage error (one line on stderr). --write-baseline records every current finding and exits 0.
---output writes the --format output to FILE and the text report to stdout (the Action's log).
-Needs pyyaml only: no torch, nothing of the tests.
+Exit status (docs/audit-exit-codes.md): 0 clean; 1 when a finding at or above --fail-on (default
+error) is not in the baseline, is worse than its entry, or is about a suite the baseline records
+as run (a regression: docs/audit-baseline.md), or, with --strict-baseline, when a baseline entry
+matches nothing any more; 2 on a usage error or input that cannot be read (one line on stderr); 3
+on an internal error (one line; the traceback only with --debug). --write-baseline records every
+current finding and exits 0. --output writes the --format output to FILE (atomically, never
+through a symlink) and the text report to stdout (the Action's log), where no line can start a
+workflow command (ci/log_escape.py). Needs pyyaml only: no torch, nothing of the tests.
 """
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ import datetime as dt
 import json
 import re
 import sys
+import traceback
 from pathlib import Path
 from typing import Callable, NoReturn
 
@@ -32,10 +35,18 @@ from ci.audit_json import findings_document
 from ci.audit_sarif import sarif_log
 from ci.baseline import BaselineComparison, BaselineError, compare, load_baseline, write_baseline
 from ci.findings import RULES, SEVERITIES, Finding, Location
+from ci.log_escape import log_safe
+from ci.safe_files import UnreadableFile, UnsafeOutput, write_atomic
+from ci.workflow_scan import workflow_files
 
 PROG = "dspark-audit"
 REPO_NAME = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 SEVERITY_RANK = {s: len(SEVERITIES) - i for i, s in enumerate(SEVERITIES)}   # error 3, warning 2, note 1
+EXIT_CODES = """exit status:
+  0  clean: no finding at or above --fail-on outside the baseline
+  1  findings at or above --fail-on (or stale entries with --strict-baseline)
+  2  usage error, or input that cannot be read (one line on stderr)
+  3  internal error (one line on stderr; --debug prints the traceback)"""
 
 
 class UsageError(Exception):
@@ -61,7 +72,8 @@ def _repo(text: str) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog=PROG, description=__doc__.split("\n\n")[0])
+    parser = _Parser(prog=PROG, description=__doc__.split("\n\n")[0], epilog=EXIT_CODES,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--root", default=".", help="the repository to audit (default: .)")
     parser.add_argument("--adapter", default="auto", choices=("auto", *ADAPTER_NAMES),
                         help="how the repository registers tests (default auto: sglang when the root has "
@@ -83,6 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--pytest-collection", action="store_true",
                         help="also run pytest --collect-only on registered/ and compare (--adapter dspark only; "
                              "imports the tests)")
+    parser.add_argument("--debug", action="store_true", help="on an internal error (exit 3), print the traceback")
     return parser
 
 
@@ -146,7 +159,7 @@ def rule_ids(adapter: str) -> tuple[str, ...]:
 
 def fallback_location(root: Path) -> Location:
     """Where SARIF points a finding that has no location: the first workflow file, line 1."""
-    workflows = sorted(p for p in (root / ".github" / "workflows").glob("*.y*ml") if p.is_file())
+    workflows = [p for p in workflow_files(root) if p.is_file()]   # never a folder linked out of the tree
     for candidate in [*workflows, root / "pyproject.toml", root / "README.md"]:
         if candidate.is_file():
             return Location(candidate.relative_to(root).as_posix(), 1)
@@ -261,24 +274,43 @@ def run(args: argparse.Namespace) -> int:
     out = render(args.format, report, comparison, format_text, args, why, written)
     if args.output:
         try:
-            Path(args.output).write_text(out + "\n", encoding="utf-8")
+            write_atomic(args.output, out + "\n")
+        except UnsafeOutput as exc:
+            raise UsageError(f"--output {exc}") from None
         except OSError as exc:
             raise UsageError(f"--output {args.output}: cannot write: {exc.strerror or exc}") from None
         if args.format != "text":
             out = render("text", report, comparison, format_text, args, why, written)
-    print(out)
+    print(log_safe(out) if args.format == "text" or args.output else out)
     return 1 if why else 0
 
 
+def _one_line(exc: BaseException) -> str:
+    return log_safe(" ".join(str(exc).split()))[:500]
+
+
 def main(argv: list[str] | None = None) -> int:
+    """The exit codes of EXIT_CODES, whatever happens: an exception no handler expects is 3, never 1."""
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        return _main(argv)
+    except Exception as exc:   # noqa: BLE001 - the one place an unexpected error becomes exit 3
+        if "--debug" in argv:
+            traceback.print_exc()
+        print(f"{PROG}: internal error: {type(exc).__name__}: {_one_line(exc)} "
+              "(exit 3; --debug prints the traceback)", file=sys.stderr)
+        return 3
+
+
+def _main(argv: list[str]) -> int:
     try:
         args = build_parser().parse_args(argv)
         return run(args)
     except UsageError as exc:
-        print(f"{PROG}: {' '.join(str(exc).split())}", file=sys.stderr)
+        print(f"{PROG}: {_one_line(exc)}", file=sys.stderr)
         return 2
-    except ValueError as exc:   # the audits' own refusals (bad root, unreadable registry)
-        print(f"{PROG}: {' '.join(str(exc).split())}", file=sys.stderr)
+    except (ValueError, UnreadableFile) as exc:   # the audits' own refusals (bad root, unreadable registry)
+        print(f"{PROG}: {_one_line(exc)}", file=sys.stderr)
         return 2
 
 

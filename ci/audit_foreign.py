@@ -24,12 +24,17 @@ from ci.audit_report import FindingCollector, format_findings
 from ci.audit_rules import FOREIGN_RULES
 from ci.findings import RULES as RULE_REGISTRY
 from ci.findings import Finding, Location
+from ci.safe_files import UnreadableFile, read_inside
+from ci.safe_yaml import short
 from ci.table import format_table
 from ci.workflow_scan import (MANUAL_TRIGGERS, StepRun, WorkflowScan, describe_steps, events_needed,
                               scan_workflows)
 
 RULES = {rule_id: RULE_REGISTRY[rule_id].title for rule_id in FOREIGN_RULES}
 UNDECIDED = "its if: is not definitely true on any trigger"
+# another repository may require approval of every fork run in its settings, which its files cannot show
+FORK_SETTINGS = ("unless the repository's settings require approval of every workflow run from outside "
+                 "collaborators (Settings > Actions > fork pull request workflows), which its files cannot show")
 
 
 @dataclass
@@ -69,8 +74,8 @@ def repository_of(root: Path) -> str | None:
         return None
     parser = configparser.ConfigParser(strict=False)
     try:
-        parser.read(config, encoding="utf-8")
-    except configparser.Error:
+        parser.read_string(read_inside(root, config, 256 * 1024))   # a link to /dev/zero is not read
+    except (configparser.Error, UnreadableFile):
         return None
     url = parser.get('remote "origin"', "url", fallback="")
     match = re.search(r"github\.com[:/]([\w.-]+/[\w.-]+?)(?:\.git)?/?$", url)
@@ -115,6 +120,7 @@ def run_foreign_audit(root: str | Path, adapter: Adapter | str = "sglang", *,
     refs = [r for r in scan.refs if r.kind == "suite"]
     for problem in suites.problems:   # "file:line: ...": keyed by the registered file
         report.add("unreadable-registration", problem, suite=problem.split(":", 1)[0])
+    report.add_input_findings(scan.input_findings, {"fork-on-self-hosted": FORK_SETTINGS})
     for masked in scan.masked:
         key = masked_key(masked, scan)   # the baseline key: what the step runs, never its job or step name
         if masked in scan.masked_unproven:
@@ -284,7 +290,8 @@ def _note_disabled(report: ForeignReport, regs: list[SuiteRegistration]) -> None
             report.disabled_rows.append((reg.file, reg.suite, reason.strip() or "-", reg.where))
             if not reason.strip():
                 report.add("disabled-without-reason",
-                           f"{reg.where}: disabled={reg.disabled!r} in suite {reg.suite}: give the reason as a string",
+                           f"{reg.where}: disabled={short(reg.disabled)} in suite {reg.suite}: "
+                           "give the reason as a string",
                            **_key(reg.job_id))
 
 

@@ -46,6 +46,15 @@ class FindingCollector:
         self.findings.append(finding)
         return finding
 
+    def add_input_findings(self, items: Iterable[tuple[str, str, str, int]],
+                           unproven: Mapping[str, str] | None = None) -> None:
+        """The workflow scan's findings about its input, (rule, message, path, line): keyed by the path.
+        ``unproven``: rule id -> why its findings are warnings here (what the files cannot show)."""
+        unproven = unproven or {}
+        for rule, message, path, line in items:
+            self.add(rule, message, suite=path, locations=(Location(path, line),),
+                     severity="warning" if rule in unproven else None, why_unproven=unproven.get(rule))
+
     def extend(self, rule: str, messages: Iterable[str]) -> None:
         for message in messages:
             self.add(rule, message)

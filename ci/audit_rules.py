@@ -84,11 +84,32 @@ R(Rule("collection-parity", "pytest collects exactly the tests the registry know
        "a test module that fails to import under pytest",
        "error   [collection-parity] ...: registered but not collected by pytest"))
 
+R(Rule("unreadable-input", "every workflow the audit must read is a regular UTF-8 file inside the tree, "
+       "under the size cap, with aliases and nesting within bounds",
+       "a workflow that is a link to another file, a device or an alias bomb: read, it leaks or hangs the audit; "
+       "skipped silently, it hides a run",
+       ".github/workflows/ci.yml -> /etc/hostname",
+       "error   [unreadable-input] .github/workflows/ci.yml: a symlink that resolves outside the audited tree "
+       "(not read): a workflow the audit cannot read may hide a run"))
+R(Rule("oversize-matrix", "no job's matrix makes more than GitHub's 256 jobs",
+       "GitHub refuses the whole workflow: none of its suites run, and no check turns red",
+       "strategy: {matrix: {a: [1..9], b: [1..9], c: [1..9]}}  (729 jobs)",
+       "error   [oversize-matrix] .github/workflows/w.yml:j: strategy.matrix of 729 combinations before exclude: "
+       "over GitHub's 256-job cap: ..."))
+R(Rule("fork-on-self-hosted", "a job on a self-hosted runner never runs a fork's pull request without a "
+       "maintainer's approval of that commit",
+       "a fork's code (any later push included) on the project's own GPU machines: their tokens, caches, network",
+       "on: pull_request; runs-on: linux-h200-gpu-1; if: contains(github.event.pull_request.labels.*.name, 'gpu')",
+       "error   [fork-on-self-hosted] .github/workflows/w.yml:gpu: runs on self-hosted runner(s) "
+       "['linux-h200-gpu-1'] under pull_request from a fork, every push included: ..."))
+
 OWN_RULES = ("dormant-suite", "unknown-suite", "runner-mismatch", "ungated-value", "non-native-gpu-backend",
              "unregistered-test", "suite-name-typo", "op-without-reference", "disabled-without-reason",
-             "masked-step", "skip-debt", "impossible-test", "collection-parity")
+             "masked-step", "skip-debt", "impossible-test", "collection-parity", "unreadable-input",
+             "oversize-matrix", "fork-on-self-hosted")
 FOREIGN_RULES = ("dormant-suite", "unknown-suite", "unresolved-step", "disabled-without-reason", "empty-suite",
-                 "masked-step", "unreadable-registration", "runner-mismatch", "suite-name-typo")
+                 "masked-step", "unreadable-registration", "runner-mismatch", "suite-name-typo",
+                 "unreadable-input", "oversize-matrix", "fork-on-self-hosted")
 
 
 def markdown_table() -> str:

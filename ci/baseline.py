@@ -52,6 +52,9 @@ from pathlib import Path
 from typing import Iterable, Mapping
 
 from ci.findings import SEVERITIES, STATES, Finding, SuiteKey, severity_rank, state_rank
+from ci.safe_files import UnreadableFile, UnsafeOutput, read_inside, write_atomic
+
+MAX_BASELINE_BYTES = 16 * 1024 * 1024
 
 BASELINE_VERSION = 2
 KEY_FIELDS = ("rule", "hardware", "suite", "schedule")
@@ -138,7 +141,9 @@ def write_baseline(path: str | Path, findings: Iterable[Finding], adapter: str, 
     text = baseline_text(findings, adapter, run)
     path = Path(path)
     try:
-        path.write_text(text, encoding="utf-8")
+        write_atomic(path, text)   # never half a baseline, never through a planted symlink
+    except UnsafeOutput as exc:
+        raise BaselineError(f"--write-baseline {exc}") from None
     except OSError as exc:
         raise BaselineError(f"--write-baseline {path}: cannot write: {exc.strerror or exc}") from None
     return len(json.loads(text)["entries"])
@@ -202,10 +207,10 @@ def parse_baseline(text: str, where: str) -> Baseline:
 
 def load_baseline(path: str | Path) -> Baseline:
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise BaselineError(f"--baseline {path}: cannot read: {exc.strerror or exc}") from None
+    try:   # often a file of the audited checkout: a regular file in its own folder, bounded (never /dev/zero)
+        text = read_inside(path.parent, path, MAX_BASELINE_BYTES)
+    except UnreadableFile as exc:
+        raise BaselineError(f"--baseline {path}: cannot read: {exc.reason}") from None
     return parse_baseline(text, f"--baseline {path}")
 
 

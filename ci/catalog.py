@@ -15,6 +15,8 @@ from typing import Any, Mapping
 import yaml
 
 from ci.gatecheck import gate_env_problem
+from ci.safe_files import read_inside
+from ci.safe_yaml import load_yaml
 
 CATALOG_PATH = "ci/hardware.yaml"
 VENDORS = ("cpu", "nvidia", "amd")
@@ -220,7 +222,7 @@ def _parse_toolchain(raw: Any, in_container: bool, fail) -> Toolchain | None:
 
 def parse_catalog(text: str, *, path: str = CATALOG_PATH) -> Catalog:
     try:
-        data = yaml.safe_load(text)
+        data = load_yaml(text)
     except yaml.YAMLError as exc:
         raise CatalogError(f"{path}: not valid YAML: {exc}") from None
     if not isinstance(data, dict) or not isinstance(data.get("hardware"), dict):
@@ -269,4 +271,4 @@ def load_catalog(root: str | Path) -> Catalog:
     path = Path(root) / CATALOG_PATH
     if not path.is_file():
         raise CatalogError(f"{CATALOG_PATH}: missing under {root}")
-    return parse_catalog(path.read_text(encoding="utf-8"))
+    return parse_catalog(read_inside(root, path))

@@ -18,6 +18,8 @@ from ci.catalog import Catalog
 from ci.gatecheck import gate_env_problem
 from ci.pyast import dotted_name
 from ci.registration import SCHEDULES
+from ci.safe_files import UnreadableFile, read_inside
+from ci.tree_files import files_inside, outside_note
 
 REGISTERED_DIR = "registered"
 FIXTURES_DIR = "registered/fixtures"
@@ -395,24 +397,33 @@ def names_mentioned(tree: ast.Module, nodes: list[ast.AST] | None = None) -> fro
 def collect(root: str | Path, catalog: Catalog) -> Collection:
     """Read every ``registered/**/*.py`` and return its registrations (raises CollectionError)."""
     root = Path(root)
-    base = root / REGISTERED_DIR
     problems: list[str] = []
     registrations: list[Registration] = []
     unregistered: list[TestDef] = []
     test_files: list[str] = []
     mentions: dict[str, frozenset[str]] = {}
-    for path in sorted(base.rglob("*.py")) if base.is_dir() else []:
+    note = outside_note(root, REGISTERED_DIR)
+    if note:
+        problems.append(f"{note}: its registrations cannot be read")
+    for path in files_inside(root, REGISTERED_DIR):
         rel = path.relative_to(root).as_posix()
         if rel.startswith(FIXTURES_DIR + "/"):
             continue   # data for the ci tests (e.g. an sglang-shaped tree), not tests of ours
         is_test = is_test_file(path)
-        text = path.read_text(encoding="utf-8")
+        try:
+            text = read_inside(root, path)
+        except UnreadableFile as exc:
+            problems.append(f"{exc}: its registrations cannot be read")
+            continue
         if not is_test and "register" not in text:
             continue
         try:
             tree = ast.parse(text, filename=rel)
         except SyntaxError as exc:
             problems.append(f"{rel}:{exc.lineno}: syntax error: {exc.msg}")
+            continue
+        except (ValueError, RecursionError, MemoryError) as exc:   # a NUL byte; nesting past the parser's stack
+            problems.append(f"{rel}: not parsable Python ({type(exc).__name__}): its registrations cannot be read")
             continue
         nodes = list(ast.walk(tree))
         collector = _FileCollector(rel, tree, catalog, is_test, nodes)

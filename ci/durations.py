@@ -24,6 +24,7 @@ from ci.durations_file import (  # noqa: F401  (re-exported: the runner and plug
     load,
     parse,
 )
+from ci.safe_files import write_atomic
 
 
 def measured_from_junit(files: list[Path], registry) -> tuple[Durations, list[str]]:
@@ -81,7 +82,7 @@ def refresh(root: Path, junit_dir: Path) -> str:
     for label in sorted(set(current) | set(measured)):
         tests = {**current.get(label, {}), **measured.get(label, {})}
         merged[label] = {n: s for n, s in tests.items() if n in registered.get(label, set())}
-    (root / DURATIONS_PATH).write_text(dump(merged), encoding="utf-8")
+    write_atomic(root / DURATIONS_PATH, dump(merged))   # a failed write never leaves half a file
     counts = ", ".join(f"{label}: {len(t)} measured" for label, t in sorted(measured.items()))
     return "\n".join(notes + [f"{DURATIONS_PATH}: updated from {len(files)} JUnit file(s) ({counts})"])
 

@@ -2,13 +2,15 @@
 
 The file maps hardware label -> registered node id -> seconds (all its parameters
 together). Plans (``ci.jobs``) read it; ``python -m ci.durations`` refreshes it from JUnit
-files. Imports nothing of the project, no torch, no test code.
+files. Imports nothing of the project but ci.safe_files (stdlib only), no torch, no test code.
 """
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
 from pathlib import Path
+
+from ci.safe_files import read_inside
 
 DURATIONS_PATH = "ci/durations.json"
 ABOUT = ("measured seconds per registered test (all its parameters), per hardware label; "
@@ -46,7 +48,7 @@ def load(root: str | Path) -> Durations:
     path = Path(root) / DURATIONS_PATH
     if not path.is_file():
         return {}
-    return parse(path.read_text(encoding="utf-8"))
+    return parse(read_inside(root, path))   # an audited tree's file: never a link out of it, never /dev/zero
 
 
 def dump(durations: Mapping[str, Mapping[str, float]]) -> str:

@@ -11,6 +11,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from ci.safe_files import read_inside
+
 OPS_MODULE_PREFIX = "impl.kernels"
 EXPLICIT_OPS = "AUDITED_OPS"
 OP_TABLE = "impl/testing/op_table.py"
@@ -21,7 +23,7 @@ OP_TABLE_PATHS = ("impl/testing/op_table.py", "registered/op_table.py")
 def _parse(path: Path) -> ast.Module | None:
     if not path.is_file():
         return None
-    return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    return ast.parse(read_inside(path.parent, path), filename=str(path))
 
 
 def _literal_assign(tree: ast.Module, name: str):

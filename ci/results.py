@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from ci.safe_files import read_inside
+
 REGISTERED_SKIP_RE = re.compile(r"^\[registered:(?P<key>[A-Za-z0-9_.-]+)\]")
 SKIPS_FILE = "registered/skips.py"
 CONDITION_RE = re.compile(r"^(?:always|gpus<(?:\d+|N)|vendor!=(?:cpu|nvidia|amd))$")
@@ -61,7 +63,7 @@ def load_skip_table(root: str | Path) -> SkipTable:
     path = Path(root) / SKIPS_FILE
     if not path.is_file():
         return table
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=SKIPS_FILE)
+    tree = ast.parse(read_inside(root, path), filename=SKIPS_FILE)
     found = literal_assign(tree, "SKIP_REASONS")
     if found is None:
         table.problems.append(f"{SKIPS_FILE}:1: no SKIP_REASONS = {{...}} literal")

@@ -21,6 +21,7 @@ from typing import Iterable
 
 from ci.pyast import dotted_name
 from ci.results import SkipTable, keys_in, literal_assign
+from ci.safe_files import read_inside
 
 @dataclass(frozen=True)
 class SkipUse:
@@ -138,7 +139,7 @@ def skip_uses(root: str | Path, test_files: Iterable[str], table: SkipTable) -> 
     """Skip uses per test node id (module-level ``pytestmark`` and helper calls attach to every test)."""
     out: dict[str, list[SkipUse]] = {}
     for rel in test_files:
-        tree = ast.parse((Path(root) / rel).read_text(encoding="utf-8"), filename=rel)
+        tree = ast.parse(read_inside(root, Path(root) / rel), filename=rel)
         module_uses: list[SkipUse] = []
         found = literal_assign(tree, "pytestmark")
         if found is not None:

@@ -15,6 +15,7 @@ from typing import Any, Mapping
 
 from ci.adapters import Adapter, RunnerCall
 from ci.gh_expr import ExpressionError, evaluate, is_truthy, truth
+from ci.safe_yaml import short
 from ci.shell_words import NOT_A_RUN, Command, masking, split_commands
 from ci.workflow_triggers import Activation
 
@@ -31,7 +32,7 @@ def env_masks(step: dict[str, Any], job: dict[str, Any], doc: dict[str, Any]) ->
         env = scope.get("env") if isinstance(scope, dict) else None
         for name in env if isinstance(env, dict) else ():
             if name in MASKING_ENV:
-                out.append(f"{what} env {name}={env[name]!r} {MASKING_ENV[name]}")
+                out.append(f"{what} env {name}={short(env[name])} {MASKING_ENV[name]}")
     return out
 
 
@@ -144,16 +145,16 @@ def step_events(doc: dict[str, Any], key: str, job: dict[str, Any], step: dict[s
             if act.unproven:
                 why.append(act.unproven)
             if j is None:
-                why.append(f"job {key} if: {job.get('if')!r} (or a job it needs) is known only at run time")
+                why.append(f"job {key} if: {short(job.get('if'))} (or a job it needs) is known only at run time")
             if s is None:
-                why.append(f"step if: {step.get('if')!r} is known only at run time")
+                why.append(f"step if: {short(step.get('if'))} is known only at run time")
         out.status.append(status)
         out.why_by_act.append(why)
         out.why += why
         if j is False:
             continue
         if "if" in step and s is not True:
-            text = (f"step if: {step.get('if')!r} is not definitely true on {act.event}: "
+            text = (f"step if: {short(step.get('if'))} is not definitely true on {act.event}: "
                     "it can skip the run while the job stays green")
             out.masks.append(text)
             if s is None:
@@ -161,7 +162,8 @@ def step_events(doc: dict[str, Any], key: str, job: dict[str, Any], step: dict[s
         for scope, what in ((step, "step"), (job, "job")):
             flag = truthy_flag(scope.get("continue-on-error"), ctx)
             if flag is not False:
-                text = f"{what} continue-on-error: {scope.get('continue-on-error')!r}: a failure is reported as success"
+                shown = short(scope.get("continue-on-error"))
+                text = f"{what} continue-on-error: {shown}: a failure is reported as success"
                 out.masks.append(text)
                 if flag is None:
                     out.unproven_masks.append(text)

@@ -16,6 +16,8 @@ from typing import Any, Mapping
 import yaml
 
 from ci.gh_expr import UNKNOWN, ExpressionError, evaluate, strip_wrapper, truth
+from ci.safe_files import DEFAULT_MAX_BYTES, UnreadableFile, is_inside, read_inside
+from ci.safe_yaml import short
 from ci.workflow_matrix import matrix_rows
 from ci.workflow_triggers import Activation, call_input_defaults, load_yaml, own_activations
 
@@ -25,7 +27,7 @@ MAX_CALL_DEPTH = 4
 def called_file(uses: Any, root: Path) -> str | None:
     """The repo-relative path of a local ``uses: ./...`` (None for a remote one)."""
     if isinstance(uses, str) and uses.startswith("./"):
-        if (root / uses[2:]).exists():
+        if (root / uses[2:]).exists() and is_inside(root, root / uses[2:]):
             return (root / uses[2:]).resolve().relative_to(root.resolve()).as_posix()
         return uses[2:]
     return None
@@ -65,7 +67,7 @@ def activations(docs: dict[str, dict[str, Any]], root: Path,
                     if gate is False:
                         continue
                     unproven = act.unproven or (
-                        "" if gate else f"{rel}:{key} if: {job.get('if')!r} is known only at run time")
+                        "" if gate else f"{rel}:{key} if: {short(job.get('if'))} is known only at run time")
                     rows, _why = matrix_rows(job, ctx)
                     for row in rows:
                         row_ctx = dict(ctx)
@@ -83,20 +85,21 @@ def activations(docs: dict[str, dict[str, Any]], root: Path,
     return acts
 
 
-def _action(path: Path) -> Any:
-    """An action.yml, parsed once per version of the file (many steps use the same action)."""
+def _action(root: Path, path: Path) -> Any:
+    """An action.yml inside ``root``, parsed once per version of the file (many steps use the same action);
+    None when it cannot be read safely (ci/safe_files.py: a link out of the tree, a device, oversize)."""
     try:
         stat = path.stat()
     except OSError:
         return None
-    return _parsed(path, stat.st_mtime_ns, stat.st_size)
+    return _parsed(root, path, stat.st_mtime_ns, stat.st_size)
 
 
 @functools.lru_cache(maxsize=256)
-def _parsed(path: Path, _mtime_ns: int, _size: int) -> Any:
+def _parsed(root: Path, path: Path, _mtime_ns: int, _size: int) -> Any:
     try:
-        return load_yaml(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError):
+        return load_yaml(read_inside(root, path, DEFAULT_MAX_BYTES))
+    except (UnreadableFile, yaml.YAMLError):
         return None
 
 
@@ -113,7 +116,7 @@ def composite_steps(step: dict[str, Any], root: Path) -> list[dict[str, Any]] | 
     path = next((p for p in (folder / "action.yml", folder / "action.yaml") if p.is_file()), None)
     if path is None:
         return None
-    action = _action(path)
+    action = _action(root, path)
     runs = action.get("runs") if isinstance(action, dict) else None
     if not isinstance(runs, dict) or runs.get("using") != "composite":
         return None

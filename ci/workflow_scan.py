@@ -24,15 +24,19 @@ import yaml
 
 from ci.adapters import Adapter, RunnerCall, Target, get_adapter
 from ci.adapters.base import UNRESOLVED
+from ci.audit_fork import fork_findings
+from ci.safe_files import UnreadableFile, is_inside, read_inside
+from ci.safe_yaml import YamlTooLarge
 from ci.shell_words import split_commands
 from ci.workflow_expr import Resolver, script_assignments
 from ci.workflow_masking import (PathEvent, StepEvents, command_masks, env_masks, runner_calls, step_events)
-from ci.workflow_matrix import matrix_rows
+from ci.workflow_matrix import matrix_rows, oversize_matrix
 from ci.workflow_reusable import activations, expanded_steps
 from ci.workflow_triggers import (MANUAL_TRIGGERS, NIGHTLY_TRIGGERS, PER_COMMIT_TRIGGERS, Activation,  # noqa: F401
                                   events_needed, load_yaml, paths_trigger, workflow_triggers)
 
 WORKFLOW_DIR = ".github/workflows"
+MAX_WORKFLOW_BYTES = 1024 * 1024   # no hand-written workflow comes near 1 MiB; a bigger file is not read
 
 
 @dataclass(frozen=True)
@@ -120,6 +124,8 @@ class WorkflowScan:
     runs_on: dict[tuple[str, str], tuple[str, ...]] = field(default_factory=dict)
     job_lines: dict[tuple[str, str], int] = field(default_factory=dict)
     broken: dict[str, tuple[str, int]] = field(default_factory=dict)   # problem -> (file, line) of a broken workflow
+    # (rule, message, path, line) about the input itself: unreadable-input, oversize-matrix, fork-on-self-hosted
+    input_findings: list[tuple[str, str, str, int]] = field(default_factory=list)
 
 
 @dataclass
@@ -145,20 +151,30 @@ class ScanContext:
         return Resolver(self.doc, self.job, step, row, act, self.base_ctx, assignments)
 
 
-def _load(path: Path, root: Path, scan: WorkflowScan) -> dict[str, Any] | None:
+def _load(path: Path, root: Path, scan: WorkflowScan) -> tuple[dict[str, Any], str] | None:
+    """(document, text) of a workflow file; None, with an unreadable-input finding, when it cannot be read."""
     rel = path.relative_to(root).as_posix()
     try:
-        doc = load_yaml(path.read_text(encoding="utf-8"))
+        text = read_inside(root, path, MAX_WORKFLOW_BYTES)
+    except UnreadableFile as exc:
+        scan.input_findings.append(("unreadable-input", f"{exc}: a workflow the audit cannot read may hide a run",
+                                    rel, 0))
+        return None
+    try:
+        doc = load_yaml(text)
+    except YamlTooLarge as exc:
+        scan.input_findings.append(("unreadable-input", f"{rel}: {exc}", rel, 0))
+        return None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         line = mark.line + 1 if mark is not None else 1
-        what = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        what = " ".join(str(getattr(exc, "problem", None) or str(exc).splitlines()[0]).split())[:300]
         _broken(scan, rel, line, f"{rel}:{line}: not valid YAML: {what}")
         return None
     if not isinstance(doc, dict) or not isinstance(doc.get("jobs"), dict):
         _broken(scan, rel, 1, f"{rel}:1: no jobs: mapping")
         return None
-    return doc
+    return doc, text
 
 
 def _broken(scan: WorkflowScan, rel: str, line: int, problem: str) -> None:
@@ -180,28 +196,59 @@ def _key_lines(text: str) -> dict[str, int]:
     return out
 
 
+def workflow_files(root: Path, scan: WorkflowScan | None = None) -> list[Path]:
+    """The ``*.yml``/``*.yaml`` entries of the workflow folder; none when the folder is a link out of the tree
+    (an unreadable-input finding on ``scan``: even the names there are not the tree's to report)."""
+    base = root / WORKFLOW_DIR
+    if not base.is_dir():
+        return []
+    if not is_inside(root, base):
+        if scan is not None:
+            scan.input_findings.append(("unreadable-input", f"{WORKFLOW_DIR}: a symlink that resolves outside the "
+                                        "audited tree (not read): its workflows cannot be audited", WORKFLOW_DIR, 0))
+        return []
+    return sorted(base.glob("*.y*ml"))
+
+
 def scan_workflows(root: str | Path, adapter: Adapter | str = "dspark") -> WorkflowScan:
     adapter = get_adapter(adapter) if isinstance(adapter, str) else adapter
     root = Path(root)
     scan = WorkflowScan()
-    base = root / WORKFLOW_DIR
     docs: dict[str, dict[str, Any]] = {}
     lines: dict[str, dict[str, int]] = {}
-    for path in sorted(base.glob("*.y*ml")) if base.is_dir() else []:
-        doc = _load(path, root, scan)
-        if doc is not None:
+    for path in workflow_files(root, scan):
+        loaded = _load(path, root, scan)
+        if loaded is not None:
             rel = path.relative_to(root).as_posix()
-            docs[rel] = doc
-            lines[rel] = _key_lines(path.read_text(encoding="utf-8"))
+            docs[rel] = loaded[0]
+            lines[rel] = _key_lines(loaded[1])
     base_ctx = dict(adapter.context)
     acts = activations(docs, root, base_ctx)
     for rel, doc in docs.items():
         scan.triggers[rel] = workflow_triggers(doc)
         for key, job in doc["jobs"].items():
+            oversize = oversize_matrix(job)
+            if oversize:
+                scan.input_findings.append(("oversize-matrix", f"{rel}:{str(key)[:80]}: {oversize}", rel,
+                                            lines[rel].get(f"job:{key}", 0)))
             if isinstance(job, dict):
                 scan.job_lines[(rel, str(key))] = lines[rel].get(f"job:{key}", 0)
                 _scan_job(ScanContext(scan, adapter, root, rel, doc, str(key), job, acts[rel], base_ctx, lines[rel]))
+    scan.input_findings += fork_findings(docs, scan.runs_on, lines, base_ctx, catalog_runner_labels(root))
     return scan
+
+
+def catalog_runner_labels(root: Path) -> tuple[str, ...]:
+    """The ``runs_on`` labels of the GPU hardware in the tree's catalog (none when it has no readable one)."""
+    from ci.catalog import CATALOG_PATH, CatalogError, load_catalog
+
+    if not (root / CATALOG_PATH).is_file():
+        return ()
+    try:
+        catalog = load_catalog(root)
+    except (CatalogError, UnreadableFile, yaml.YAMLError):
+        return ()
+    return tuple(dict.fromkeys(label for hw in catalog.hardware.values() if hw.is_gpu for label in hw.runs_on))
 
 
 def _step_label(step: dict[str, Any], index: int) -> str:

@@ -10,16 +10,9 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-import yaml
-
 from ci.gh_expr import UNKNOWN
-
-YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)   # libyaml when present: 10x faster on big trees
-
-
-def load_yaml(text: str) -> Any:
-    """``yaml.safe_load`` through libyaml when available (same documents, same errors)."""
-    return yaml.load(text, Loader=YAML_LOADER)
+from ci.safe_yaml import YAML_LOADER, load_yaml  # noqa: F401  (re-exported: bounded aliases and nesting)
+from ci.safe_yaml import short
 
 PER_COMMIT_TRIGGERS = frozenset({"pull_request", "push", "merge_group", "pull_request_target"})
 NIGHTLY_TRIGGERS = frozenset({"schedule"}) | PER_COMMIT_TRIGGERS
@@ -102,12 +95,12 @@ def _branch_matches(patterns: Any, branch: str) -> bool:
 def _cron_never_fires(cron: str) -> str | None:
     fields = str(cron).split()
     if len(fields) != 5:
-        return f"cron {cron!r} does not have 5 fields"
+        return f"cron {short(cron)} does not have 5 fields"
     dom, month = fields[2], fields[3]
     if dom.isdigit() and month.isdigit():
         days = {2: 29, 4: 30, 6: 30, 9: 30, 11: 30}.get(int(month), 31)
         if not 1 <= int(month) <= 12 or int(dom) > days:
-            return f"cron {cron!r} names a day that does not exist"
+            return f"cron {short(cron)} names a day that does not exist"
     return None
 
 
@@ -122,7 +115,7 @@ def trigger_filter(on: Any, event: str, branch: str = "main") -> str:
         return ""
     if event in ("push", "pull_request", "pull_request_target"):
         if "branches" in spec and not _branch_matches(spec["branches"], branch):
-            return f"{event} is limited to branches {spec['branches']}"
+            return f"{event} is limited to branches {short(spec['branches'])}"
         if "branches-ignore" in spec and _branch_matches(spec["branches-ignore"], branch):
             return f"{event} ignores branch {branch}"
         if event == "push" and "tags" in spec and "branches" not in spec:

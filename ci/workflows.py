@@ -1,14 +1,17 @@
 """Generate ``.github/workflows/`` from the registry and the hardware catalog.
 
     python -m ci.workflows            # (re)write the workflow files
-    python -m ci.workflows --check    # fail on drift, schema, actionlint, zizmor or unpinned toolchains
+    python -m ci.workflows --check    # fail on drift, schema, actionlint, zizmor (pedantic, also on action.yml
+                                      # and docs/examples/dspark-audit-caller.yml) or unpinned toolchains
 
 ``per-commit.yml`` runs on pull_request (opened, synchronize, reopened, labeled) and
 push to main: a lint job (ruff, audit, this check), a ``changes`` job that says which
 GPU groups a pull request touches (``python -m ci.changed_paths``), one GitHub job per
-(group, shard) and an ``all jobs`` gate. On a pull request a GPU group runs when the PR
-carries the ``run-gpu-ci`` label (a maintainer applying it is the approval, forks
-included) or comes from this repository and touches the group's path set.
+(group, shard) and an ``all jobs`` gate. On a pull request from this repository a GPU group
+runs when the PR carries the ``run-gpu-ci`` label or touches the group's path set; a fork's
+pull request reaches the self-hosted GPU runners only in the run that the ``labeled`` event
+for ``run-gpu-ci`` starts (a maintainer applying it approves the head commit of that moment;
+a later push runs no GPU job until the label is applied again: docs/fork-safety.md).
 ``nightly.yml`` runs every nightly group on a cron schedule and on workflow_dispatch
 (a ``group`` choice); ``liveness.yml`` runs ``nox -s liveness`` daily, and the lint job runs
 ``nox -s liveness -- --self-check`` (liveness.yml itself still scheduled and running).
@@ -33,6 +36,7 @@ from ci.catalog import CatalogError, Hardware
 from ci.collect import CollectionError
 from ci.group_plan import GroupView, by_schedule
 from ci.jobs import Registry, load_registry
+from ci.safe_files import write_atomic
 
 WORKFLOW_DIR = ".github/workflows"
 HEADER = (
@@ -82,6 +86,7 @@ needs = json.loads(os.environ["NEEDS_JSON"])
 gated = json.loads(os.environ.get("GATED_JSON") or "{}")
 event = os.environ.get("EVENT_NAME", "")
 labelled = os.environ.get("GPU_LABEL") == "true"
+approved = os.environ.get("GPU_APPROVED") == "true"
 same_repo = os.environ.get("SAME_REPO") == "true"
 selected = os.environ.get("DISPATCH_GROUP", "") not in ("", "all")
 outputs = (needs.get("changes") or {}).get("outputs") or {}
@@ -91,7 +96,7 @@ def required(name):
         return False
     if name not in gated or event != "pull_request":
         return True
-    return labelled or (same_repo and outputs.get(gated[name]) == "true")
+    return approved or (same_repo and (labelled or outputs.get(gated[name]) == "true"))
 
 bad = {}
 for name, r in sorted(needs.items()):
@@ -133,12 +138,19 @@ def _timeout_minutes(group: GroupView) -> int:
     return min(360, 20 + math.ceil(3 * longest / 60))
 
 
+SAME_REPO_EXPR = "github.event.pull_request.head.repo.full_name == github.repository"
+# the run the labelling itself starts: the one pull_request run a fork's code may take to a GPU runner
+APPROVAL_EXPR = f"(github.event.action == 'labeled' && github.event.label.name == '{GPU_LABEL}')"
+
+
 def gpu_if(output: str) -> str:
-    """The job-level condition of a gated GPU job (the audit evaluates it per event)."""
+    """The job-level condition of a gated GPU job (the audit evaluates it per event; rule fork-on-self-hosted
+    proves it false for a fork's later push)."""
     return (f"github.event_name != 'pull_request' "
-            f"|| contains(github.event.pull_request.labels.*.name, '{GPU_LABEL}') "
-            f"|| (github.event.pull_request.head.repo.full_name == github.repository "
-            f"&& needs.{CHANGES_KEY}.outputs.{output} == 'true')")
+            f"|| ({SAME_REPO_EXPR} "
+            f"&& (contains(github.event.pull_request.labels.*.name, '{GPU_LABEL}') "
+            f"|| needs.{CHANGES_KEY}.outputs.{output} == 'true')) "
+            f"|| {APPROVAL_EXPR}")
 
 
 def checkout_step(**extra: Any) -> dict[str, Any]:
@@ -271,7 +283,8 @@ def gate_job(needs: list[str], *, gated: dict[str, str] | None = None, dispatch:
             "GATED_JSON": json.dumps(gated, sort_keys=True),
             "EVENT_NAME": "${{ github.event_name }}",
             "GPU_LABEL": f"${{{{ contains(github.event.pull_request.labels.*.name, '{GPU_LABEL}') }}}}",
-            "SAME_REPO": "${{ github.event.pull_request.head.repo.full_name == github.repository }}",
+            "GPU_APPROVED": f"${{{{ {APPROVAL_EXPR} }}}}",
+            "SAME_REPO": f"${{{{ {SAME_REPO_EXPR} }}}}",
         })
     if dispatch:
         env["DISPATCH_GROUP"] = "${{ inputs.group }}"
@@ -296,7 +309,9 @@ def per_commit_workflow(registry: Registry) -> dict[str, Any]:
         "name": "per-commit",
         "on": {"pull_request": {"types": PR_TYPES}, "push": {"branches": ["main"]}},
         "permissions": {"contents": "read"},
-        "concurrency": {"group": "per-commit-${{ github.ref }}",
+        # the run the run-gpu-ci labelling starts has its own group: a later push does not cancel the approved run
+        "concurrency": {"group": "per-commit-${{ github.ref }}"
+                                 f"${{{{ github.event.label.name == '{GPU_LABEL}' && '-gpu-approved' || '' }}}}",
                         "cancel-in-progress": "${{ github.event_name == 'pull_request' }}"},
         "jobs": jobs,
     }
@@ -366,7 +381,7 @@ def write(root: Path, generated: dict[str, str]) -> list[str]:
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         if not path.is_file() or path.read_text(encoding="utf-8") != text:
-            path.write_text(text, encoding="utf-8")
+            write_atomic(path, text)   # never half a workflow; never through a link planted at the path
             written.append(rel)
     for stale in _stale_generated(root, generated):
         stale.unlink()
@@ -432,12 +447,20 @@ def actionlint_check(root: Path, paths: list[Path]) -> tuple[bool, str]:
     return proc.returncode == 0, (proc.stdout + proc.stderr).strip()
 
 
+ZIZMOR_INPUTS = (".github", "action.yml", "docs/examples/dspark-audit-caller.yml")   # everything that runs in CI
+
+
 def zizmor_check(root: Path, paths: list[Path]) -> tuple[bool, str]:
-    """zizmor's offline audits (no network) with ci/zizmor.yml; any finding fails."""
+    """zizmor's offline audits (no network), pedantic persona, with ci/zizmor.yml over ZIZMOR_INPUTS (.github/,
+    the composite Action, its documented caller; ``paths`` when the root has no .github/); any finding fails."""
     exe, missing = _tool("zizmor", "zizmor")
     if exe is None:
         return False, missing
-    cmd = [exe, "--offline", "--no-progress", "--config", str(root / ZIZMOR_CONFIG), *map(str, paths)]
+    inputs = [root / rel for rel in ZIZMOR_INPUTS if (root / rel).exists()]
+    if not (root / ZIZMOR_INPUTS[0]).is_dir():
+        inputs = [*paths, *inputs]
+    cmd = [exe, "--offline", "--no-progress", "--persona", "pedantic", "--config", str(root / ZIZMOR_CONFIG),
+           *map(str, inputs)]
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=root)
     return proc.returncode == 0, (proc.stdout + proc.stderr).strip()
 

@@ -49,7 +49,8 @@ def _registration(hw: str, suite: str, nightly: bool, pad: int = 0) -> str:
 
 def _job(name: str, label: str, hw: str, suite: str, nightly: bool) -> str:
     flag = " --nightly" if nightly else ""
-    return (f"  {name}:\n    runs-on: {label}\n    steps:\n      - uses: actions/checkout@v4\n"
+    return (f"  {name}:\n    runs-on: {label}\n    environment: gpu-runners\n    steps:\n"
+            "      - uses: actions/checkout@v4\n"
             f"      - run: cd test && python3 run_suite.py --hw {hw} --suite {suite}{flag}\n")
 
 

@@ -58,7 +58,7 @@ def test_text_prints_rule_ids_and_why_a_warning_is_unproven_for_a_filtered_list(
     assert "         error   [dormant-suite] DORMANT nightly/amd/x" in text
     assert ("warning [dormant-suite] UNPROVEN per-commit/cuda/y\n"
             "                 not proven: a job if: on changes") in text
-    assert text.endswith("audit: 1 error(s) in 1 of 9 rule(s); 1 warning(s)")
+    assert text.endswith(f"audit: 1 error(s) in 1 of {len(FOREIGN_RULES)} rule(s); 1 warning(s)")
     only_warning = "\n".join(format_findings(FOREIGN_RULES, report.findings[1:]))
     assert only_warning.endswith("audit: OK (1 warning(s))") and "[WARN] [dormant-suite]" in only_warning
     try:

@@ -20,6 +20,7 @@ import pytest
 from ci.adapters import get_adapter
 from ci.adapters.sglang import collect_suites
 from ci.audit_foreign import check_target, run_foreign_audit
+from ci.audit_rules import FOREIGN_RULES
 from ci.registration import register
 from registered.fixture_repo import REAL_ROOT
 
@@ -82,7 +83,7 @@ def test_before_the_fix_the_dspark_nightly_suite_is_the_one_error_and_after_it_p
     assert lines == [f"error   [dormant-suite] DORMANT {DSPARK} (runner linux-mi35x-gpu-8): 1 registered file(s), "
                      "first at test/registered/amd/accuracy/test_dspark_mi35x.py:5; needs a workflow triggered by "
                      "a schedule; no workflow step runs it"]
-    assert before.stdout.rstrip().splitlines()[-2:] == ["audit: 1 error(s) in 1 of 9 rule(s)",
+    assert before.stdout.rstrip().splitlines()[-2:] == [f"audit: 1 error(s) in 1 of {len(FOREIGN_RULES)} rule(s)",
                                                         "dspark-audit: FAILED: 1 new finding(s) at or above error"]
     after = audit_cli(materialize("after", tmp_path / "after"))
     assert after.returncode == 0, after.stdout + after.stderr
@@ -175,6 +176,7 @@ def test_a_file_run_by_path_counts_as_running_its_registrations(tmp_path):
         jobs:
           solo:
             runs-on: linux-h100-gpu-1
+            environment: gpu-runners
             steps:
               - run: python3 -u test/registered/cuda/test_solo_cuda.py
     """

@@ -1,6 +1,7 @@
 """Generated workflows: committed == generated, schema-valid, linted, gated, pinned; path gating."""
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -103,6 +104,14 @@ def test_workflow_hygiene_pins_actions_and_passes_values_through_env():
     assert yaml.safe_load(files[f"{WORKFLOW_DIR}/nightly.yml"])["concurrency"]
 
 
+@functools.lru_cache(maxsize=1)
+def _per_commit_gpu() -> tuple[dict, list]:
+    """The generated per-commit.yml and its gated GPU groups (read once for every event case)."""
+    registry = load_registry(REAL_ROOT)
+    doc = yaml.safe_load(generate(registry)[f"{WORKFLOW_DIR}/per-commit.yml"])
+    return doc, [g for g in groups(registry) if g.schedule == "per-commit" and g.hardware.is_gpu]
+
+
 def _evaluate(expr: str, ctx: dict) -> bool:
     """Evaluate the GPU gating condition for one event (a test-sized subset of GitHub's syntax)."""
     py = expr.replace("||", " or ").replace("&&", " and ")
@@ -110,31 +119,34 @@ def _evaluate(expr: str, ctx: dict) -> bool:
                 lambda m: repr(m.group(1) in ctx["labels"]), py)
     py = re.sub(r"needs\.changes\.outputs\.([\w-]+)", lambda m: repr(ctx["outputs"].get(m.group(1), "")), py)
     for name, value in (("github.event.pull_request.head.repo.full_name", ctx["head_repo"]),
-                        ("github.repository", "me/dspark"), ("github.event_name", ctx["event"])):
+                        ("github.repository", "me/dspark"), ("github.event_name", ctx["event"]),
+                        ("github.event.action", ctx["action"]), ("github.event.label.name", ctx["label"])):
         py = py.replace(name, repr(value))
     return bool(eval(py, {"__builtins__": {}}))   # noqa: S307 - a literal expression built above
 
 
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
-@pytest.mark.parametrize("event, head_repo, labels, changed, runs", [
-    ("push", "", [], "false", True),                                # main runs everything
-    ("schedule", "", [], "", True),
-    ("pull_request", "me/dspark", [], "true", True),                # touches the group's paths
-    ("pull_request", "me/dspark", [], "false", False),              # docs-only PR: GPU skipped
-    ("pull_request", "fork/dspark", [], "true", False),             # forks never without the label
-    ("pull_request", "fork/dspark", [GPU_LABEL], "false", True),    # the maintainer's label approves
-    ("pull_request", "me/dspark", ["other"], "false", False),
+@pytest.mark.parametrize("event, head_repo, labels, changed, action, runs", [
+    ("push", "", [], "false", "", True),                                        # main runs everything
+    ("schedule", "", [], "", "", True),
+    ("pull_request", "me/dspark", [], "true", "synchronize", True),             # touches the group's paths
+    ("pull_request", "me/dspark", [], "false", "synchronize", False),           # docs-only PR: GPU skipped
+    ("pull_request", "me/dspark", [GPU_LABEL], "false", "synchronize", True),   # our own branch, labelled
+    ("pull_request", "fork/dspark", [], "true", "synchronize", False),          # forks never without the label
+    ("pull_request", "fork/dspark", [GPU_LABEL], "false", "labeled", True),     # the maintainer's labelling approves
+    ("pull_request", "fork/dspark", [GPU_LABEL], "true", "synchronize", False),  # ...that commit, not the next push
+    ("pull_request", "fork/dspark", [GPU_LABEL], "true", "reopened", False),
+    ("pull_request", "me/dspark", ["other"], "false", "labeled", False),
 ])
-def test_gpu_condition_per_event(event, head_repo, labels, changed, runs):
-    registry = load_registry(REAL_ROOT)
-    doc = yaml.safe_load(generate(registry)[f"{WORKFLOW_DIR}/per-commit.yml"])
-    gpu = [g for g in groups(registry) if g.schedule == "per-commit" and g.hardware.is_gpu]
+def test_gpu_condition_per_event(event, head_repo, labels, changed, action, runs):
+    doc, gpu = _per_commit_gpu()
     assert gpu
     for group in gpu:
         job = doc["jobs"][group.key]
         assert job["needs"] == [CHANGES_KEY] and job["if"] == gpu_if(group.key)
         assert doc["jobs"][CHANGES_KEY]["outputs"][group.key] == f"${{{{ steps.paths.outputs.{group.key} }}}}"
-        ctx = {"event": event, "head_repo": head_repo, "labels": labels, "outputs": {group.key: changed}}
+        ctx = {"event": event, "head_repo": head_repo, "labels": labels, "outputs": {group.key: changed},
+               "action": action, "label": labels[-1] if action == "labeled" else None}
         assert _evaluate(job["if"], ctx) is runs
 
 
@@ -157,6 +169,9 @@ def test_gate_accepts_a_skip_only_where_the_pull_request_does_not_require_the_gr
     bad = _gate(needs("skipped", "true"), **pr)                     # touched but did not run
     assert bad.returncode == 1 and "per-commit__h200-1" in bad.stderr
     assert _gate(needs("skipped", "false"), **{**pr, "GPU_LABEL": "true"}).returncode == 1
+    fork = {"EVENT_NAME": "pull_request", "SAME_REPO": "false", "GPU_LABEL": "true"}
+    assert _gate(needs("skipped", "true"), **fork).returncode == 0   # a fork's later push: skipped by design
+    assert _gate(needs("skipped", "true"), **fork, GPU_APPROVED="true").returncode == 1   # the labelled run must
     assert _gate(needs("skipped", "false"), EVENT_NAME="push").returncode == 1
     assert _gate(needs("failure", "false"), **pr).returncode == 1   # a gated job that ran must pass
 

@@ -25,6 +25,9 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ci.adapters.base import UNRESOLVED, Adapter, RunnerCall, Target, parse_options
+from ci.safe_files import UnreadableFile, read_inside
+from ci.safe_yaml import short
+from ci.tree_files import files_inside, outside_note
 
 REGISTERED_DIR = "test/registered"
 REGISTER_RE = re.compile(r"^register_([a-z0-9]+)_ci$")
@@ -101,7 +104,7 @@ def _read_call(rel: str, call: ast.Call, backend: str, problems: list[str]) -> S
             return None
     est = values.get("est_time")
     if isinstance(est, bool) or not isinstance(est, (int, float)):
-        problems.append(f"{where}: {name}(): est_time must be a number of seconds, got {est!r}")
+        problems.append(f"{where}: {name}(): est_time must be a number of seconds, got {short(est)}")
         return None
     stage, runner = values.get("stage"), values.get("runner_config")
     suite = values.get("suite")
@@ -113,11 +116,11 @@ def _read_call(rel: str, call: ast.Call, backend: str, problems: list[str]) -> S
     if suite == "" and values.get("disabled") is not None:
         return None   # sglang's reader accepts a disabled file with no suite (it is run by path, if at all)
     if not isinstance(suite, str) or not suite:
-        problems.append(f"{where}: {name}(): suite must be a non-empty string, got {suite!r}")
+        problems.append(f"{where}: {name}(): suite must be a non-empty string, got {short(suite)}")
         return None
     nightly = values.get("nightly", False)
     if not isinstance(nightly, bool):
-        problems.append(f"{where}: {name}(nightly={nightly!r}): must be True or False")
+        problems.append(f"{where}: {name}(nightly={short(nightly)}): must be True or False")
         return None
     return SuiteRegistration(rel, call.lineno, backend, suite, float(est), nightly, values.get("disabled"))
 
@@ -162,7 +165,7 @@ def _top_level_calls(text: str) -> list[ast.Call] | None:
             return None
         try:
             node = ast.parse(text[match.start():close + 1], mode="eval").body
-        except SyntaxError:
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
             return None
         if not isinstance(node, ast.Call):
             return None
@@ -174,13 +177,19 @@ def _top_level_calls(text: str) -> list[ast.Call] | None:
 def collect_suites(root: str | Path) -> SuiteCollection:
     root = Path(root)
     out = SuiteCollection()
-    base = root / REGISTERED_DIR
-    for path in sorted(base.rglob("*.py")) if base.is_dir() else []:
+    note = outside_note(root, REGISTERED_DIR)
+    if note:
+        out.problems.append(f"{note}: its registrations cannot be read")
+    for path in files_inside(root, REGISTERED_DIR):
         if path.name in _SKIP_FILES:
             continue
         rel = path.relative_to(root).as_posix()
+        try:
+            text = read_inside(root, path)
+        except UnreadableFile as exc:
+            out.problems.append(f"{exc}: its registrations cannot be read")
+            continue
         out.files.append(rel)
-        text = path.read_text(encoding="utf-8")
         fast = _top_level_calls(text)
         if fast is not None:   # every call at column 0, each parsed alone: no whole-file parse
             for node in fast:
@@ -192,6 +201,9 @@ def collect_suites(root: str | Path) -> SuiteCollection:
             tree = ast.parse(text, filename=rel)
         except SyntaxError as exc:
             out.problems.append(f"{rel}:{exc.lineno}: syntax error: {exc.msg}")
+            continue
+        except (ValueError, RecursionError, MemoryError) as exc:   # a NUL byte; nesting past the parser's stack
+            out.problems.append(f"{rel}: not parsable Python ({type(exc).__name__}): its registrations cannot be read")
             continue
         top = {id(stmt.value) for stmt in tree.body if isinstance(stmt, ast.Expr)}
         top_lines = {stmt.value.lineno for stmt in tree.body

@@ -1,0 +1,394 @@
+"""dspark-audit over a hostile tree (SECURITY.md, docs/audit-exit-codes.md): it reads only regular files
+inside the root, within bounds; says so in one line per file; exits with a code that cannot lie; writes
+atomically and never through a link; prints nothing that starts a workflow command; and flags self-hosted
+jobs a fork can reach (docs/fork-safety.md).
+
+Every tree is written here (sglang-shaped: ``test/registered/`` and ``.github/workflows/``); the
+fork-safety workflows are self-written fixtures under registered/fixtures/fork_safety/.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ci import audit_cli
+from ci.log_escape import escape_data, log_safe
+from ci.registration import register
+from ci.safe_yaml import YamlTooLarge, expanded_size, load_yaml, short
+from ci.workflow_matrix import matrix_rows
+from ci.workflow_scan import scan_workflows
+from registered.fixture_repo import REAL_ROOT
+
+FORK_FIXTURES = REAL_ROOT / "registered" / "fixtures" / "fork_safety"
+SECRET = "SECRET-OUTSIDE-THE-TREE"
+EVIL_STEP = "ok\n::warning title=x::pwned\n::add-mask::x\r::error::also"
+LIMIT_S, LIMIT_MB = 30, 300
+# runs the audit as its own child, so RUSAGE_CHILDREN holds the audit's peak memory and nothing else
+LAUNCHER = """
+import json, resource, subprocess, sys
+p = subprocess.run([sys.executable, "-m", "ci.audit_cli", *sys.argv[1:]], capture_output=True, text=True, timeout=60)
+print(json.dumps({"rc": p.returncode, "out": p.stdout, "err": p.stderr,
+                  "maxrss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}))
+"""
+
+
+def _bomb(levels: int = 8) -> str:
+    lines = ['        l0: &l0 ["x", "x", "x", "x", "x", "x", "x", "x", "x"]']
+    for i in range(1, levels):
+        lines.append(f"        l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 9)}]")
+    return "\n".join(lines)
+
+
+def _workflow(name: str, matrix: str = "", step: str = "run suite", extra: str = "") -> str:
+    strategy = f"    strategy:\n      matrix:\n{matrix}\n" if matrix else ""
+    return (f"name: {name}\non: pull_request\npermissions: {{}}\njobs:\n  j:\n    runs-on: ubuntu-latest\n{strategy}"
+            f"    steps:\n      - name: {json.dumps(step)}\n{extra}"
+            "        run: python3 run_suite.py --hw cuda --suite stage-a\n")
+
+
+def hostile_tree(base: Path) -> Path:
+    """A tree with one good workflow and registration, and every kind of file the audit must not read."""
+    root, outside = base / "repo", base / "outside"
+    outside.mkdir()
+    (outside / "w.yml").write_text(f"name: {SECRET}\non: push\njobs: {{}}\n")
+    (outside / "test_x.py").write_text(f'register_cuda_ci(est_time=1, suite="{SECRET.lower()}")\n')
+    wf, reg = root / ".github" / "workflows", root / "test" / "registered"
+    wf.mkdir(parents=True)
+    reg.mkdir(parents=True)
+    (reg / "test_ok.py").write_text('register_cuda_ci(est_time=60, suite="stage-a")\n')
+    (reg / "test_out.py").symlink_to(outside / "test_x.py")
+    (reg / "test_zero.py").symlink_to("/dev/zero")
+    (reg / "test_gone.py").symlink_to(reg / "missing.py")
+    (reg / "test_dir.py").mkdir()
+    (reg / "test_latin.py").write_bytes(b'# caf\xe9\nregister_cuda_ci(est_time=1, suite="s")\n')
+    (reg / "linked").symlink_to(outside, target_is_directory=True)   # a folder link is not descended
+    (root / ".git").mkdir()
+    (root / ".git" / "config").symlink_to("/dev/zero")               # read for github.repository: never
+    (wf / "ok.yml").write_text(_workflow("ok"))
+    (wf / "evil.yml").write_text(_workflow("evil", step=EVIL_STEP, extra="        continue-on-error: true\n"))
+    (wf / "out.yml").symlink_to(outside / "w.yml")
+    (wf / "zero.yml").symlink_to("/dev/zero")
+    (wf / "gone.yml").symlink_to(wf / "missing.yml")
+    (wf / "dir.yml").mkdir()
+    (wf / "latin.yml").write_bytes(b"name: caf\xe9\non: push\njobs: {}\n")
+    (wf / "huge.yml").write_text("# " + "x" * (1100 * 1024) + "\non: push\njobs: {}\n")
+    (wf / "bomb.yml").write_text(_workflow("bomb", matrix=_bomb()))
+    keys = "\n".join(f"        k{i}: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]" for i in range(9))
+    (wf / "matrix.yml").write_text(_workflow("matrix", matrix=keys))
+    wide = "[" + ", ".join(["github.ref"] * 50_000) + "]"                # an if: no message may print whole
+    (wf / "wide.yml").write_text(_workflow("wide", extra=f"        if: {wide}\n        continue-on-error: {wide}\n"))
+    return root
+
+
+def run_audit(*args: str, cwd: Path = REAL_ROOT) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(REAL_ROOT)}
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-c", LAUNCHER, *args], capture_output=True, text=True, env=env,
+                          cwd=cwd, timeout=90)
+    result = json.loads(proc.stdout)
+    result["seconds"] = time.monotonic() - started
+    return result
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory):
+    base = tmp_path_factory.mktemp("hostile")
+    root = hostile_tree(base)
+    sarif = base / "out.sarif"
+    result = run_audit("--root", str(root), "--adapter", "sglang", "--format", "sarif", "--output", str(sarif))
+    result["sarif"] = sarif.read_text() if sarif.is_file() else ""
+    return result
+
+
+def _lines_naming(result: dict, name: str) -> list[str]:
+    return [line for line in result["out"].splitlines() if f"{name}:" in line and "] " in line]
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=3)
+def test_hostile_tree_ends_with_findings_in_bounded_time_and_memory(hostile):
+    assert hostile["rc"] == 1, hostile["err"][-2000:]          # findings, not a crash (3) or a usage error (2)
+    assert "Traceback" not in hostile["err"] and hostile["err"] == ""
+    assert hostile["seconds"] < LIMIT_S and hostile["maxrss_mb"] < LIMIT_MB, (hostile["seconds"], hostile["maxrss_mb"])
+    assert json.loads(hostile["sarif"])["runs"][0]["results"]   # the SARIF was written, and whole
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
+@pytest.mark.parametrize("name, reason", [
+    ("out.yml", "outside the audited tree"), ("zero.yml", "outside the audited tree"),
+    ("gone.yml", "cannot be opened"), ("dir.yml", "a directory"), ("latin.yml", "not UTF-8"),
+    ("huge.yml", "-byte cap"), ("bomb.yml", "alias bomb"),
+])
+def test_each_unreadable_workflow_is_one_unreadable_input_finding(hostile, name, reason):
+    lines = _lines_naming(hostile, f".github/workflows/{name}")
+    assert len(lines) == 1 and "[unreadable-input]" in lines[0] and reason in lines[0], lines
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
+@pytest.mark.parametrize("name, reason", [
+    ("test_out.py", "outside the audited tree"), ("test_zero.py", "outside the audited tree"),
+    ("test_gone.py", "cannot be opened"), ("test_dir.py", "a directory"), ("test_latin.py", "not UTF-8"),
+])
+def test_each_unreadable_registered_file_is_named_in_one_line(hostile, name, reason):
+    lines = _lines_naming(hostile, f"test/registered/{name}")
+    assert len(lines) == 1 and "[unreadable-registration]" in lines[0] and reason in lines[0], lines
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
+def test_nothing_from_outside_the_tree_reaches_the_report_or_the_sarif(hostile):
+    for text in (hostile["out"], hostile["sarif"]):
+        assert SECRET not in text and SECRET.lower() not in text and "outside/" not in text
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
+def test_a_matrix_over_the_job_cap_is_a_finding_not_a_computation(hostile):
+    lines = _lines_naming(hostile, ".github/workflows/matrix.yml")
+    assert len(lines) == 1 and "[oversize-matrix]" in lines[0] and "1000000000 combinations" in lines[0]
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
+def test_messages_show_a_bounded_repr_of_a_huge_value(hostile):
+    wide = [line for line in hostile["out"].splitlines() if "wide.yml" in line]
+    assert wide and max(len(line) for line in hostile["out"].splitlines()) < 2000
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
+def test_no_printed_line_can_start_a_workflow_command(hostile):
+    assert "MASKED" in hostile["out"] and "pwned" in hostile["out"]   # the evil step is reported...
+    for line in hostile["out"].replace("\r", "\n").split("\n"):
+        assert not line.lstrip().startswith("::"), line              # ...but never as a command
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
+def test_log_safe_neutralises_every_command_start_and_escape_data_keeps_one_line():
+    text = log_safe(f"step {EVIL_STEP}\n  ::set-env name=x::y\nsee ##[add-mask]z\nplain: line :: here")
+    lines = text.split("\n")
+    assert not any(line.lstrip().startswith("::") for line in lines) and "##[" not in text and "\r" not in text
+    assert "%3A%3Awarning title=x::pwned" in text and lines[-1] == "plain: line :: here"
+    assert escape_data("50%\r\n::x") == "50%25%0D%0A::x"
+
+
+# ---------------------------------------------------------------- bounded YAML, in process
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
+def test_alias_bomb_and_recursive_alias_are_refused_quickly():
+    started = time.monotonic()
+    with pytest.raises(YamlTooLarge, match="alias bomb"):
+        load_yaml("m:\n" + _bomb(9).replace("        ", "  "))
+    with pytest.raises(YamlTooLarge, match="recursive"):
+        load_yaml("a: &a [1, *a]\n")
+    with pytest.raises(YamlTooLarge, match="nested deeper"):
+        load_yaml("[" * 100 + "]" * 100)
+    assert time.monotonic() - started < 2
+    assert expanded_size(load_yaml("a: &a [1, 2]\nb: [*a, *a]\n")) == 13   # map + 2 keys, a: 3, b: 1 + 2 x 3
+    assert len(short(list(range(10**6)))) <= 120
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
+def test_matrix_rows_refuse_to_expand_past_the_cap_but_count_exclude_and_include():
+    big = {"strategy": {"matrix": {f"k{i}": list(range(10)) for i in range(9)}}}
+    rows, why = matrix_rows(big)
+    assert rows == [{"*": rows[0]["*"]}] and "over GitHub's 256-job cap" in why
+    trimmed = {"strategy": {"matrix": {"a": list(range(20)), "b": list(range(15)),
+                                       "exclude": [{"a": i} for i in range(10)], "include": [{"a": 99}]}}}
+    rows, why = matrix_rows(trimmed)                           # 300 - 150 + 1: within the cap
+    assert len(rows) == 151 and why is None
+
+
+# ---------------------------------------------------------------- exit codes and outputs
+def _small_tree(base: Path) -> Path:
+    root = base / "repo"
+    (root / ".github" / "workflows").mkdir(parents=True)
+    (root / "test" / "registered").mkdir(parents=True)
+    (root / "test" / "registered" / "test_ok.py").write_text('register_cuda_ci(est_time=60, suite="stage-a")\n')
+    (root / ".github" / "workflows" / "ok.yml").write_text(_workflow("ok"))
+    return root
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=2)
+def test_output_through_a_symlink_is_exit_2_and_leaves_the_target_alone(tmp_path):
+    root = _small_tree(tmp_path)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    (root / "out.sarif").symlink_to(victim)
+    result = run_audit("--root", str(root), "--adapter", "sglang", "--format", "sarif",
+                       "--output", str(root / "out.sarif"))
+    assert result["rc"] == 2 and victim.read_text() == "keep me"
+    assert result["err"].count("\n") == 1 and "symlink" in result["err"], result["err"]
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
+def test_write_baseline_through_a_symlink_is_exit_2(tmp_path, capsys):
+    root = _small_tree(tmp_path)
+    victim = tmp_path / "victim.json"
+    victim.write_text("{}")
+    (tmp_path / "base.json").symlink_to(victim)
+    assert audit_cli.main(["--root", str(root), "--adapter", "sglang",
+                           "--write-baseline", str(tmp_path / "base.json")]) == 2
+    err = capsys.readouterr().err
+    assert victim.read_text() == "{}" and err.count("\n") == 1 and "symlink" in err
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
+def test_a_registered_folder_linked_out_of_the_tree_is_named_not_listed(tmp_path):
+    from ci.adapters.sglang import collect_suites
+
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "test_x.py").write_text(f'register_cuda_ci(est_time=1, suite="{SECRET.lower()}")\n')
+    root = tmp_path / "repo"
+    (root / "test").mkdir(parents=True)
+    (root / "test" / "registered").symlink_to(outside, target_is_directory=True)
+    found = collect_suites(root)
+    assert found.registrations == [] and found.files == []
+    assert found.problems == ["test/registered: a symlink that resolves outside the audited tree (not read): "
+                              "its registrations cannot be read"]
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
+def test_a_baseline_that_links_to_a_device_is_exit_2_unread(tmp_path, capsys):
+    root = _small_tree(tmp_path)
+    (root / "baseline.json").symlink_to("/dev/zero")
+    assert audit_cli.main(["--root", str(root), "--adapter", "sglang", "--baseline", str(root / "baseline.json")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--baseline" in err and "outside" in err, err
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
+def test_an_internal_error_is_exit_3_in_one_line_and_the_traceback_only_with_debug(tmp_path, capsys, monkeypatch):
+    root = _small_tree(tmp_path)
+
+    def broken(args):
+        raise KeyError("a bug in the audit")
+
+    monkeypatch.setattr(audit_cli, "collect_findings", broken)
+    assert audit_cli.main(["--root", str(root), "--adapter", "sglang"]) == 3
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "internal error: KeyError" in err and "Traceback" not in err
+    assert audit_cli.main(["--root", str(root), "--adapter", "sglang", "--debug"]) == 3
+    assert "Traceback" in capsys.readouterr().err
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
+def test_help_and_docs_state_the_exit_codes(capsys):
+    with pytest.raises(SystemExit):
+        audit_cli.main(["--help"])
+    text = capsys.readouterr().out
+    doc = (REAL_ROOT / "docs" / "audit-exit-codes.md").read_text()
+    for code in ("0", "1", "2", "3"):
+        assert f"\n  {code}  " in text and f"| {code} |" in doc
+    assert "--debug" in text
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
+def test_an_unreadable_test_file_in_this_projects_layout_is_exit_2_naming_it(tmp_path, capsys):
+    root = tmp_path / "repo"
+    (root / "ci").mkdir(parents=True)
+    shutil.copy(REAL_ROOT / "ci" / "hardware.yaml", root / "ci" / "hardware.yaml")
+    (root / "registered").mkdir()
+    (root / "registered" / "test_zero.py").symlink_to("/dev/zero")
+    (root / ".github" / "workflows").mkdir(parents=True)
+    (root / ".github" / "workflows" / "ok.yml").write_text(_workflow("ok"))
+    assert audit_cli.main(["--root", str(root), "--adapter", "dspark"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "registered/test_zero.py" in err and "Traceback" not in err, err
+
+
+def _action_script(step_id: str) -> str:
+    action = yaml.safe_load((REAL_ROOT / "action.yml").read_text())
+    return next(s for s in action["runs"]["steps"] if s.get("id") == step_id)["run"]
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=2)
+@pytest.mark.parametrize("code, writes, uploads, step_rc", [
+    (0, True, True, 0), (1, True, True, 0),       # clean, findings: upload (1 fails the job after it)
+    (2, False, False, 2), (3, False, False, 3),   # usage / internal error: fail now, upload nothing
+    (1, False, False, 3),                          # "findings" but no SARIF: a crash, not an upload
+])
+def test_action_uploads_only_a_sarif_this_run_wrote(tmp_path, code, writes, uploads, step_rc):
+    bash = shutil.which("bash")
+    bin_dir = tmp_path / "dspark-audit-venv" / "bin"
+    bin_dir.mkdir(parents=True)
+    fake = bin_dir / "dspark-audit"   # stands in for the audit: writes --output (or not), exits `code`
+    write = 'echo {} > "$out"' if writes else ":"
+    fake.write_text("#!/bin/sh\nwhile [ $# -gt 0 ]; do if [ \"$1\" = --output ]; then out=$2; fi; shift; done\n"
+                    f"{write}\nexit {code}\n")
+    fake.chmod(0o755)
+    (tmp_path / "stale.sarif").write_text('{"stale": true}')   # a file already at the path is not this run's
+    output = tmp_path / "github_output"
+    env = {"PATH": os.environ["PATH"], "RUNNER_TEMP": str(tmp_path), "GITHUB_OUTPUT": str(output),
+           "AUDIT_ROOT": ".", "AUDIT_ADAPTER": "auto", "AUDIT_FAIL_ON": "error", "AUDIT_BASELINE": "",
+           "AUDIT_REPOSITORY": "", "AUDIT_SARIF": "stale.sarif"}
+    proc = subprocess.run([bash, "-e", "-c", _action_script("audit")], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=30)
+    outputs = dict(line.split("=", 1) for line in output.read_text().splitlines())
+    assert proc.returncode == step_rc and outputs["exit-code"] == str(code)
+    assert (outputs.get("sarif-written") == "true") is uploads
+    action = yaml.safe_load((REAL_ROOT / "action.yml").read_text())
+    upload = next(s for s in action["runs"]["steps"] if "upload-sarif" in s.get("uses", ""))
+    assert "steps.audit.outputs.sarif-written == 'true'" in upload["if"]
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
+def test_workflows_check_runs_zizmor_pedantic_on_github_the_action_and_its_caller(monkeypatch):
+    from ci import workflows
+
+    seen = []
+    monkeypatch.setattr(workflows, "_tool", lambda name, pip: (name, ""))
+    monkeypatch.setattr(workflows.subprocess, "run",
+                        lambda cmd, **kw: seen.append(cmd) or subprocess.CompletedProcess(cmd, 0, "", ""))
+    assert workflows.zizmor_check(REAL_ROOT, [])[0]
+    [cmd] = seen
+    assert cmd[cmd.index("--persona") + 1] == "pedantic" and "--offline" in cmd
+    assert {str(REAL_ROOT / p) for p in (".github", "action.yml", "docs/examples/dspark-audit-caller.yml")} <= set(cmd)
+
+
+# ---------------------------------------------------------------- fork-on-self-hosted
+def _fork_scan(tmp_path: Path, names: list[str], repository: str | None = "owner/repo"):
+    wf = tmp_path / ".github" / "workflows"
+    wf.mkdir(parents=True)
+    for name in names:
+        shutil.copy(FORK_FIXTURES / name, wf / name)
+    from ci.adapters import get_adapter
+
+    adapter = get_adapter("sglang")
+    if repository:
+        adapter.context = {**adapter.context, "github.repository": repository}
+    return [f for f in scan_workflows(tmp_path, adapter).input_findings if f[0] == "fork-on-self-hosted"]
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
+def test_fork_rule_flags_label_only_and_pull_request_target_and_accepts_guards_and_environments(tmp_path):
+    found = _fork_scan(tmp_path, ["label-only.yml", "guarded.yml", "environment.yml", "target.yml"])
+    flagged = sorted(message.split(":")[0] for _rule, message, _path, _line in found)
+    assert flagged == [".github/workflows/label-only.yml", ".github/workflows/target.yml"], found
+    assert any("pull_request_target" in m for _r, m, _p, _l in found)
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=2)
+def test_project_workflows_keep_forks_off_the_gpu_runners_and_the_old_gate_is_flagged(tmp_path):
+    own = [f for f in scan_workflows(REAL_ROOT, "dspark").input_findings if f[0] == "fork-on-self-hosted"]
+    assert own == []
+    text = (REAL_ROOT / ".github" / "workflows" / "per-commit.yml").read_text()
+    old_if = ("github.event_name != 'pull_request' || contains(github.event.pull_request.labels.*.name, "
+              "'run-gpu-ci')")
+    doc = yaml.safe_load(text)
+    gpu = [k for k, j in doc["jobs"].items() if "gpu" in str(j.get("runs-on"))]
+    assert gpu
+    for key in gpu:
+        doc["jobs"][key]["if"] = old_if                  # the label alone, as before docs/fork-safety.md
+    tree = tmp_path / "old"
+    (tree / ".github" / "workflows").mkdir(parents=True)
+    (tree / "ci").mkdir()
+    shutil.copy(REAL_ROOT / "ci" / "hardware.yaml", tree / "ci" / "hardware.yaml")
+    (tree / ".github" / "workflows" / "per-commit.yml").write_text(yaml.safe_dump(doc))
+    flagged = {m.split(":")[1] for r, m, _p, _l in scan_workflows(tree, "dspark").input_findings
+               if r == "fork-on-self-hosted"}
+    assert flagged == set(gpu)
+
