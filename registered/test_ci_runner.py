@@ -511,7 +511,7 @@ def test_runner_stopped_by_sigterm_still_reports(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "ci.run_suite", "--root", str(tmp_path), "--job",
                              "per-commit/cpu/hang", "--workers", "1", "--kill-grace", "5"],
                             cwd=REAL_ROOT, env=repo.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    report = tmp_path / "ci-results" / "per-commit_cpu_hang" / "report-1-of-1.jsonl"
+    report = tmp_path / "ci-results" / "per-commit_cpu_hang" / ".report-1-of-1.jsonl.partial"   # while it runs
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and not (report.is_file() and '"start"' in report.read_text()):
         time.sleep(0.2)
