@@ -106,7 +106,7 @@ def _wait_for(path: Path, proc: subprocess.Popen, seconds: float) -> str:
     raise AssertionError(f"the sleeping test never started:\n{out}\n{err}")
 
 
-@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=14)
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=12)
 @pytest.mark.parametrize("how, expect_rc, name", [("sigterm-to-nox", 143, "SIGTERM"),
                                                   ("ctrl-c-to-the-group", 130, "SIGINT")])
 def test_a_signal_to_nox_stops_the_suite_names_the_unfinished_tests_and_leaves_nothing(tmp_path, how, expect_rc,
