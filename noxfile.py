@@ -48,6 +48,7 @@ Refusals (bad arguments, no MI35x without --emulate, no GITHUB_TOKEN) happen bef
 """
 from __future__ import annotations
 
+import contextlib
 import fcntl   # stdlib (POSIX): the interpreter running nox need not have the filelock package
 import hashlib
 import json
@@ -354,21 +355,29 @@ def _on_sigterm(_signum, _frame) -> None:
     raise _Terminated
 
 
-def run_in(session: nox.Session, envs: list[Path], *cmd: str) -> None:
-    """``python CMD`` with the first env's interpreter and every env's bin/ on PATH. SIGTERM to nox and
-    Ctrl-C reach the command (SIGTERM), which gets RUNNER_STOP_S before SIGKILL (module docstring)."""
-    path = os.pathsep.join([str(e / "bin") for e in envs] + [os.environ.get("PATH", "")])
+@contextlib.contextmanager
+def _sigterm_forwarded():
+    """SIGTERM to nox inside the block: nox's interrupt path stops the command, then nox exits 143 with one
+    line. Never a success: the exit code only says which signal it was (Ctrl-C stays nox's 130)."""
     previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
-        session.run(str(envs[0] / "bin" / "python"), *cmd, external=True,
-                    env={"PATH": path, "VIRTUAL_ENV": str(envs[0])},
-                    interrupt_timeout=0, terminate_timeout=RUNNER_STOP_S)
+        yield
     except _Terminated:
-        print(f"nox: SIGTERM: stopped {' '.join(cmd[:2])} (it had {RUNNER_STOP_S:.0f} s to stop); exit 143",
+        print(f"nox: SIGTERM: the command was stopped (it had {RUNNER_STOP_S:.0f} s to stop); exit 143",
               file=sys.stderr, flush=True)
         raise SystemExit(143) from None
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def run_in(session: nox.Session, envs: list[Path], *cmd: str) -> None:
+    """``python CMD`` with the first env's interpreter and every env's bin/ on PATH. SIGTERM to nox and
+    Ctrl-C reach the command (SIGTERM), which gets RUNNER_STOP_S before SIGKILL (module docstring)."""
+    path = os.pathsep.join([str(e / "bin") for e in envs] + [os.environ.get("PATH", "")])
+    with _sigterm_forwarded():
+        session.run(str(envs[0] / "bin" / "python"), *cmd, external=True,
+                    env={"PATH": path, "VIRTUAL_ENV": str(envs[0])},
+                    interrupt_timeout=0, terminate_timeout=RUNNER_STOP_S)
 
 
 # ---------------------------------------------------------------- sessions
