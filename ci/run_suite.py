@@ -34,10 +34,8 @@ import json
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
@@ -48,6 +46,7 @@ from ci.catalog import CatalogError
 from ci.collect import CollectionError
 from ci.durations import DurationsError
 from ci.jobenv import hermetic_env, job_wanted_env, read_gates
+from ci.job_process import KILL_GRACE_S, RUNNER_SIGNALLED, StopFlag, run_process, stop_on_signals
 from ci.jobs import Job, Registry, load_registry, parse_group_id, sanitize
 from ci.partition import parse_shard
 from ci.run_lock import LockRefused, hold
@@ -56,8 +55,6 @@ from ci.safe_files import UnsafeOutput, write_atomic
 RESULTS_DIR = "ci-results"
 EMULATED_PLATFORMS = ("hip", "cuda")
 XDIST_MIN_EST_S = 30.0   # below this estimate, starting xdist workers (each importing torch) costs more than it saves
-KILL_GRACE_S = 20.0      # default: after SIGINT (pytest then writes its JUnit), wait this long before SIGKILL
-RUNNER_SIGNALLED = "the runner received"
 COUNT_KEYS = ("passed", "flaky", "failed", "error", "skipped", "skipped-unregistered", "xfailed", "not-run")
 
 
@@ -149,116 +146,7 @@ def pytest_command(job: Job, tests: list[str], shard: str | None, junit: Path, r
     return cmd
 
 
-# -- running it, surviving kills and hangs --------------------------------------------------
-class StopFlag:
-    """Set once when the runner is told to stop (SIGTERM/SIGINT); every job in flight then stops its pytest."""
-
-    def __init__(self) -> None:
-        self._event = threading.Event()
-        self.reason = ""
-        self.signum = 0
-
-    def set(self, signum: int) -> None:
-        if not self._event.is_set():
-            self.reason = f"{RUNNER_SIGNALLED} {signal.Signals(signum).name}"
-            self.signum = signum
-        self._event.set()
-
-    def is_set(self) -> bool:
-        return self._event.is_set()
-
-    @property
-    def exit_code(self) -> int:
-        """The shell's code for death by the first signal received: 128 + its number (130 SIGINT, 143 SIGTERM)."""
-        return 128 + self.signum
-
-
-@contextlib.contextmanager
-def stop_on_signals(stop: StopFlag | None = None):
-    """For the whole block, SIGTERM and SIGINT set ``stop`` instead of ending the runner (a second signal
-    changes nothing), so the summaries are written whatever arrives when; in the main thread only."""
-    stop = stop or StopFlag()
-    if threading.current_thread() is not threading.main_thread():
-        yield stop
-        return
-    previous = {s: signal.signal(s, lambda signum, _frame: stop.set(signum)) for s in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        yield stop
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
-
-
-POLL_S = 0.1
-
-
-def _reap(proc: subprocess.Popen, *, block: bool) -> tuple[int, float] | None:
-    """(exit code, CPU seconds of its process tree) once ``proc`` ended, else None. ``wait4`` gives the
-    rusage of this one child and the descendants it reaped (xdist workers), so concurrent jobs do not
-    count each other's time."""
-    pid, status, usage = os.wait4(proc.pid, 0 if block else os.WNOHANG)
-    if pid == 0:
-        return None
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    _sweep(proc.pid)
-    return proc.returncode, usage.ru_utime + usage.ru_stime
-
-
-def _sweep(pgid: int) -> None:
-    """SIGKILL whatever is left in pytest's process group once pytest itself ended (xdist workers, a test's
-    spawned ranks): nothing the job started outlives it. The group id cannot be reused while a member lives."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signal.SIGKILL)
-
-
-def _run_process(cmd: list[str], *, cwd: Path, env: dict[str, str], timeout: float | None,
-                 grace: float = KILL_GRACE_S, log: TextIO | None = None,
-                 stop: StopFlag | None = None) -> tuple[int, str | None, float]:
-    """Run pytest (its output to ``log`` when given); on a stop of the runner (SIGTERM/SIGINT in the main
-    thread, or ``stop`` set by the thread that owns the signals) or a job timeout, SIGINT it (it writes its
-    JUnit), then SIGKILL after a grace period. Returns (exit code, what stopped it or None, CPU seconds)."""
-    proc = subprocess.Popen(cmd, cwd=cwd, env=env, start_new_session=True, stdout=log,
-                            stderr=subprocess.STDOUT if log is not None else None)
-    own_signals = stop is None and threading.current_thread() is threading.main_thread()
-    flag = stop or StopFlag()
-    previous = {}
-    if own_signals:
-        previous = {s: signal.signal(s, lambda signum, _frame: flag.set(signum))
-                    for s in (signal.SIGTERM, signal.SIGINT)}
-    deadline = None if timeout is None else time.monotonic() + timeout
-    try:
-        stopped = None
-        while stopped is None:
-            done = _reap(proc, block=False)
-            if done is not None:
-                return done[0], None, done[1]
-            if flag.is_set():
-                stopped = flag.reason
-            elif deadline is not None and time.monotonic() >= deadline:
-                stopped = f"the job exceeded its {timeout:.0f}s time limit"
-            else:
-                time.sleep(POLL_S)
-        try:
-            os.killpg(proc.pid, signal.SIGINT)
-        except ProcessLookupError:
-            pass
-        grace_end = time.monotonic() + grace
-        while time.monotonic() < grace_end:
-            done = _reap(proc, block=False)
-            if done is not None:
-                return done[0], stopped, done[1]
-            time.sleep(POLL_S)
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        rc, cpu = _reap(proc, block=True)
-        return rc, stopped, cpu
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
-
-
+# -- the job's report stream ------------------------------------------------------------------
 def read_report(path: Path) -> list[dict]:
     if not path.is_file():
         return []
@@ -586,11 +474,11 @@ def run_job(registry: Registry, job: Job, tests: list[str], shard: str | None, *
     env.update(TMPDIR=scratch, TEMP=scratch, TMP=scratch)
     try:
         if out is None:
-            rc, stopped, cpu = _run_process(cmd, cwd=root, env=env, timeout=job_timeout, grace=kill_grace, stop=stop)
+            rc, stopped, cpu = run_process(cmd, cwd=root, env=env, timeout=job_timeout, grace=kill_grace, stop=stop)
         else:
             fd = os.open(files.partial("log"), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
             with open(fd, "w", encoding="utf-8") as log:
-                rc, stopped, cpu = _run_process(cmd, cwd=root, env=env, timeout=job_timeout, grace=kill_grace,
+                rc, stopped, cpu = run_process(cmd, cwd=root, env=env, timeout=job_timeout, grace=kill_grace,
                                                 log=log, stop=stop)
             text = files.partial("log").read_text(encoding="utf-8", errors="replace")
             out.write(text)
