@@ -116,6 +116,9 @@ def test_a_signal_to_nox_stops_the_suite_names_the_unfinished_tests_and_leaves_n
                              "--kill-grace", "5"], cwd=tmp_path, env=repo.env(), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
     runner, pytest_pid, child, errorfile = _wait_for(tmp_path / "registered" / "pids.txt", proc, 90).split()
+    folder = tmp_path / "ci-results" / "per-commit_cpu_sleepy"
+    running = sorted(p.name for p in folder.iterdir())   # streams under temporary names until complete
+    assert running == [".lock-1-of-1", ".report-1-of-1.jsonl.partial"], running   # pytest's JUnit comes at its end
     if how == "sigterm-to-nox":
         os.kill(proc.pid, signal.SIGTERM)               # what a CI cancel or `kill` sends to nox alone
     else:
@@ -129,7 +132,6 @@ def test_a_signal_to_nox_stops_the_suite_names_the_unfinished_tests_and_leaves_n
     assert [p for p in (runner, pytest_pid, child) if _alive(int(p))] == [], "left running"
     assert not Path(errorfile).exists() and not Path(errorfile).parent.exists(), "temporary files left behind"
     assert Path(errorfile).parent.name.startswith("dspark-job-")
-    folder = tmp_path / "ci-results" / "per-commit_cpu_sleepy"
     assert sorted(p.name for p in folder.iterdir()) == ["durations-1-of-1.json", "junit-1-of-1.xml",
                                                          "report-1-of-1.jsonl", "summary-1-of-1.md"]
     summary = (folder / "summary-1-of-1.md").read_text()
