@@ -195,7 +195,8 @@ def judge(outcome: Outcome, events: list[dict], stopped: str | None) -> None:
     if stopped or finish is None or finish.get("interrupted"):
         selected = [n for e in events if e.get("event") == "selected" for n in e.get("tests", [])]
         outcome.unfinished = unfinished
-        outcome.not_started = [n for n in dict.fromkeys(selected) if n not in results and n not in set(started)]
+        seen = set(started) | set(results)
+        outcome.not_started = [n for n in dict.fromkeys(selected) if n not in seen]
     if finish:
         outcome.counts = {k: int(finish.get("counts", {}).get(k, 0)) for k in COUNT_KEYS}
         outcome.problems += finish.get("problems", [])
