@@ -31,6 +31,15 @@ torch is ``torch==2.13.0`` (the CPU build on disk here); CI passes the catalog's
 installs the pinned torch only when the system one differs; under ROCm the image's torch
 and triton are kept (no dependency resolution for them).
 
+Two nox runs in one checkout. An env is checked under a shared lock (``.nox/shared-<name>.lock``)
+and created or refreshed under an exclusive one, then used under the shared lock until nox ends:
+a second nox waits (one line on stderr, at most ``DSPARK_ENV_LOCK_WAIT_S`` seconds, default 1800)
+instead of deleting an env another is installing or using, then reuses it; past the wait it refuses
+with one line, exit 2. SIGTERM to nox reaches the command it runs as nox's own interrupt does
+(SIGTERM to the command, which gets ``RUNNER_STOP_S`` to stop before SIGKILL), and nox exits 143;
+Ctrl-C gives the command the same time (the runner stops pytest and writes its summaries,
+docs/design.md §8.6), and nox exits 130.
+
 Arguments after ``--``. With one session named, it gets them all. With several named
 (``nox -s audit workflows -- --check``), each session takes the options it declares in
 ``OPTIONS`` below; the rest go to the named session that declares no option list (suite,
@@ -39,12 +48,16 @@ Refusals (bad arguments, no MI35x without --emulate, no GITHUB_TOKEN) happen bef
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl   # stdlib (POSIX): the interpreter running nox need not have the filelock package
 import hashlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Callable
 
@@ -182,6 +195,56 @@ def _refuse(message: str) -> None:
     raise SystemExit(2)
 
 
+ENV_LOCK_WAIT_S = 1800.0   # how long a second nox waits for an env another nox installs or uses
+_ENV_LOCKS: dict[Path, int] = {}   # env -> the fd of its lock file, held until this nox exits
+
+
+def _lock_env(env: Path, mode: int) -> None:
+    """Hold ``mode`` (fcntl.LOCK_SH to use, LOCK_EX to create/refresh) on ``env``'s lock file; another nox
+    holding it makes this one wait (one line), then refuse with one line and exit 2 past the wait."""
+    fd = _ENV_LOCKS.get(env)
+    if fd is None:
+        env.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(f"{env}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        _ENV_LOCKS[env] = fd
+    if mode == fcntl.LOCK_EX:   # shared -> exclusive is not atomic in flock(2): drop ours, then wait
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    # (shared while holding our own exclusive lock is a downgrade: it never waits)
+    where = env.relative_to(ROOT)
+    try:
+        wait_s = float(os.environ.get("DSPARK_ENV_LOCK_WAIT_S", ENV_LOCK_WAIT_S))
+    except ValueError:
+        _refuse(f"DSPARK_ENV_LOCK_WAIT_S: expected seconds (a number), got {os.environ['DSPARK_ENV_LOCK_WAIT_S']!r}")
+    deadline = time.monotonic() + wait_s
+    said = False
+    while True:
+        try:
+            fcntl.flock(fd, mode | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            pass
+        if time.monotonic() >= deadline:
+            _refuse(f"{where}: another nox still {'installs' if mode == fcntl.LOCK_SH else 'installs or uses'} "
+                    f"it after {wait_s:.0f} s (DSPARK_ENV_LOCK_WAIT_S); run again when it has finished")
+        if not said:
+            print(f"nox: {where}: another nox is {'installing' if mode == fcntl.LOCK_SH else 'installing or using'} "
+                  f"it; waiting up to {wait_s:.0f} s", file=sys.stderr, flush=True)
+            said = True
+        time.sleep(0.2)
+
+
+def _current(env: Path, key: dict, extras: tuple[str, ...]) -> bool:
+    """Whether the env is complete for ``key`` and ``extras`` (read under the shared lock: nothing to do)."""
+    stamp = env / "dspark-env.json"
+    try:
+        state = json.loads(stamp.read_text()) if stamp.is_file() else {}
+    except (OSError, ValueError):
+        return False
+    old = {k: v for k, v in state.get("key", {}).items() if k != "python"}
+    have = state.get("extras", [])
+    return old == key and bool(have) and all(e in have for e in extras) and _runs(env / "bin" / "python")
+
+
 def _runs(python: Path) -> bool:
     try:
         return subprocess.run([str(python), "-c", ""], capture_output=True, timeout=60).returncode == 0
@@ -192,11 +255,25 @@ def _runs(python: Path) -> bool:
 def _ensure(session: nox.Session, name: str, key: dict, extras: tuple[str, ...],
             install: Callable[[Callable[..., None], tuple[str, ...]], None], *, system_site: bool = False) -> Path:
     """Create/refresh ``.nox/shared-<name>``: reinstall when ``key`` changed, add missing ``extras``.
-    Under a reuse flag it never deletes (and under --no-install never installs): it refuses instead."""
+    Under a reuse flag it never deletes (and under --no-install never installs): it refuses instead.
+    Locked against another nox (module docstring): returns holding the shared lock until nox exits."""
     env = ROOT / ".nox" / f"shared-{name}"
+    key = {**key, "system_site": system_site, "requirements": _requirements_hash()}
+    _lock_env(env, fcntl.LOCK_SH)
+    if _current(env, key, extras):
+        session.log(f"{env.relative_to(ROOT)}: up to date ({', '.join(extras)}); nothing installed")
+        return env
+    _lock_env(env, fcntl.LOCK_EX)   # look again: the nox we waited for may have just built it
+    _ensure_locked(session, env, key, extras, install, system_site=system_site)
+    _lock_env(env, fcntl.LOCK_SH)   # (after a refusal or a failed install the exclusive lock ends with nox)
+    return env
+
+
+def _ensure_locked(session: nox.Session, env: Path, key: dict, extras: tuple[str, ...],
+                   install: Callable[[Callable[..., None], tuple[str, ...]], None], *, system_site: bool) -> Path:
+    """``_ensure``'s work under the exclusive lock."""
     python = env / "bin" / "python"
     stamp = env / "dspark-env.json"
-    key = {**key, "system_site": system_site, "requirements": _requirements_hash()}
     state = json.loads(stamp.read_text()) if stamp.is_file() else {}
     if "key" in state:   # stamps written before the interpreter running nox left the key
         state["key"] = {k: v for k, v in state["key"].items() if k != "python"}
@@ -280,11 +357,40 @@ def tools_env(session: nox.Session) -> Path:
     return _ensure(session, "tools", {}, ("lint", "workflows"), install)
 
 
+RUNNER_STOP_S = 60.0   # a command's time to stop after SIGTERM: ci.run_suite's --kill-grace (20 s) + its summaries
+
+
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM to nox, raised where nox waits for its command, so that nox's interrupt path forwards it."""
+
+
+def _on_sigterm(_signum, _frame) -> None:
+    raise _Terminated
+
+
+@contextlib.contextmanager
+def _sigterm_forwarded():
+    """SIGTERM to nox inside the block: nox's interrupt path stops the command, then nox exits 143 with one
+    line. Never a success: the exit code only says which signal it was (Ctrl-C stays nox's 130)."""
+    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        yield
+    except _Terminated:
+        print(f"nox: SIGTERM: the command was stopped (it had {RUNNER_STOP_S:.0f} s to stop); exit 143",
+              file=sys.stderr, flush=True)
+        raise SystemExit(143) from None
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def run_in(session: nox.Session, envs: list[Path], *cmd: str) -> None:
-    """``python CMD`` with the first env's interpreter and every env's bin/ on PATH."""
+    """``python CMD`` with the first env's interpreter and every env's bin/ on PATH. SIGTERM to nox and
+    Ctrl-C reach the command (SIGTERM), which gets RUNNER_STOP_S before SIGKILL (module docstring)."""
     path = os.pathsep.join([str(e / "bin") for e in envs] + [os.environ.get("PATH", "")])
-    session.run(str(envs[0] / "bin" / "python"), *cmd, external=True,
-                env={"PATH": path, "VIRTUAL_ENV": str(envs[0])})
+    with _sigterm_forwarded():
+        session.run(str(envs[0] / "bin" / "python"), *cmd, external=True,
+                    env={"PATH": path, "VIRTUAL_ENV": str(envs[0])},
+                    interrupt_timeout=0, terminate_timeout=RUNNER_STOP_S)
 
 
 # ---------------------------------------------------------------- sessions

@@ -12,7 +12,9 @@ while the cores they take add up to at most N (a job gets its xdist workers only
 the others packed on the N cores, else one core: :func:`shared_cores`); each job's output is buffered
 and printed whole when it ends, the table keeps the selection's order (``--jobs 1``: one after another,
 output live). Exit 1 when any job failed or nothing was selected, 3 when
-``--require-mi35x`` refuses this machine, 2 for bad arguments.
+``--require-mi35x`` refuses this machine, 2 for bad arguments or a job shard whose results another run
+holds (one line; it does not wait), 130 / 143 when SIGINT / SIGTERM stopped the run (every job in flight
+stopped, summaries written naming the unfinished tests: ``ci.run_suite``, docs/design.md §8.6).
 """
 from __future__ import annotations
 
@@ -20,10 +22,8 @@ import argparse
 import io
 import json
 import os
-import signal
 import subprocess
 import sys
-import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
@@ -35,6 +35,7 @@ from ci.durations import DurationsError
 from ci.emulation_scope import refusal as emulation_refusal
 from ci.jobs import Job, JobFilter, Registry, group_id_of, load_registry
 from ci.machine import Machine
+from ci.run_lock import LockRefused
 from ci.run_suite import (
     RESULTS_DIR,
     Outcome,
@@ -42,11 +43,14 @@ from ci.run_suite import (
     banner,
     combined_summary,
     emulation_for,
+    hold_results,
     job_workers,
     publish,
     run_job,
+    stop_on_signals,
     totals_lines,
 )
+from ci.safe_files import UnsafeOutput
 from ci.table import format_table
 
 
@@ -83,10 +87,21 @@ def default_concurrency() -> int:
 
 
 def run_jobs(registry: Registry, jobs: list[Job], *, results_dir: Path, emulate: str | None = None,
-             workers: int | None = None, as_shards: bool = False, concurrency: int = 1) -> list[Outcome]:
+             workers: int | None = None, as_shards: bool = False, concurrency: int = 1,
+             stop: StopFlag | None = None) -> list[Outcome]:
     """Every selected job: one pytest process per job, or with ``as_shards`` per job and group shard
-    (exactly what the GitHub jobs run); with ``concurrency`` > 1 side by side within that many cores."""
+    (exactly what the GitHub jobs run); with ``concurrency`` > 1 side by side within that many cores.
+    Each job shard's results are locked for the run (:class:`ci.run_lock.LockRefused` when another run
+    holds one); SIGTERM/SIGINT set ``stop`` (its own when None) and stop the run."""
     steps = plan(registry, jobs) if as_shards else whole_jobs(jobs)
+    with hold_results(results_dir, [(j, sh) for sh, pairs in steps for j, _ in pairs]), \
+            stop_on_signals(stop) as stop:
+        return _run_steps(registry, steps, results_dir=results_dir, emulate=emulate, workers=workers,
+                          concurrency=concurrency, stop=stop)
+
+
+def _run_steps(registry: Registry, steps: list[tuple[str | None, list[tuple[Job, list[str]]]]], *, results_dir: Path,
+               emulate: str | None, workers: int | None, concurrency: int, stop: StopFlag) -> list[Outcome]:
     if concurrency > 1:
         chosen = [(sh, j, t) for sh, pairs in steps for j, t in pairs]
         ests = [expected_seconds(j, t) for _, j, t in chosen]
@@ -95,12 +110,14 @@ def run_jobs(registry: Registry, jobs: list[Job], *, results_dir: Path, emulate:
         runs = [Run(i, job, tests, shard, c, est)
                 for i, ((shard, job, tests), c, est) in enumerate(zip(chosen, cores, ests, strict=True))]
         return run_concurrently(registry, runs, results_dir=results_dir, emulate=emulate, workers=workers,
-                                cores=concurrency)
+                                cores=concurrency, stop=stop)
     outcomes = []
     for shard, pairs in steps:
         for job, tests in pairs:
+            if stop.is_set():
+                return outcomes
             outcomes.append(run_job(registry, job, tests, shard, results_dir=results_dir, emulate=emulate,
-                                    workers=workers))
+                                    workers=workers, stop=stop))
             if outcomes[-1].runner_signalled:
                 print(f"[ci] the runner was signalled: no further job starts "
                       f"({outcomes[-1].stopped})", file=sys.stderr, flush=True)
@@ -141,20 +158,16 @@ def next_run(pending: list[Run], free: int) -> Run | None:
 
 
 def run_concurrently(registry: Registry, runs: list[Run], *, results_dir: Path, emulate: str | None,
-                     workers: int | None, cores: int, runner=None) -> list[Outcome]:
+                     workers: int | None, cores: int, runner=None, stop: StopFlag | None = None) -> list[Outcome]:
     """Start runs (longest estimate first) while their cores fit in ``cores``; print each run's buffered
-    output whole when it ends; SIGTERM/SIGINT stop every run in flight and start no further one.
-    Returns the outcomes of the runs that ran, in selection order. ``runner`` replaces ``run_job`` (tests)."""
+    output whole when it ends; SIGTERM/SIGINT (or ``stop`` set) stop every run in flight and start no further
+    one. Returns the outcomes of the runs that ran, in selection order. ``runner`` replaces ``run_job`` (tests)."""
     runner = runner or run_job
-    stop = StopFlag()
     pending = list(runs)
     running: dict[Future, tuple[Run, io.StringIO]] = {}
     finished: dict[int, Outcome] = {}
     free = cores
-    in_main = threading.current_thread() is threading.main_thread()
-    previous = ({s: signal.signal(s, lambda signum, _frame: stop.set(signum)) for s in (signal.SIGTERM, signal.SIGINT)}
-                if in_main else {})
-    try:
+    with stop_on_signals(stop) as stop:
         with ThreadPoolExecutor(max_workers=cores) as pool:
             while pending or running:
                 while not stop.is_set() and (run := next_run(pending, free)) is not None:
@@ -177,9 +190,6 @@ def run_concurrently(registry: Registry, runs: list[Run], *, results_dir: Path, 
                                                       problems=[f"the runner failed: {exc!r}"])
                     sys.stdout.write(buf.getvalue())
                     sys.stdout.flush()
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
     if stop.is_set():
         print(f"[ci] the runner was signalled: no further job starts ({stop.reason})", file=sys.stderr, flush=True)
     return [finished[i] for i in sorted(finished)]
@@ -262,16 +272,23 @@ def main(argv: list[str] | None = None) -> int:
         if not jobs:
             return 3
     start = time.monotonic()
-    outcomes = run_jobs(registry, jobs, results_dir=root / RESULTS_DIR, emulate=emulate, workers=args.workers,
-                        as_shards=args.as_shards, concurrency=args.jobs)
-    publish(combined_summary(f"{selection.describe()} ({time.monotonic() - start:.0f}s)", outcomes),
-            root / RESULTS_DIR / "summary-run-many.md", echo=False)
+    with stop_on_signals() as stop:
+        try:
+            outcomes = run_jobs(registry, jobs, results_dir=root / RESULTS_DIR, emulate=emulate,
+                                workers=args.workers, as_shards=args.as_shards, concurrency=args.jobs, stop=stop)
+        except (LockRefused, UnsafeOutput) as exc:
+            print(f"[ci] error: {exc}", file=sys.stderr)
+            return 2
+        publish(combined_summary(f"{selection.describe()} ({time.monotonic() - start:.0f}s)", outcomes),
+                root / RESULTS_DIR / "summary-run-many.md", echo=False)
     print()
     print(summary_table(outcomes))
     print(f"\n{len(jobs)} job(s) selected, {len(outcomes)} pytest run(s) in {time.monotonic() - start:.0f}s")
     for line in totals_lines(outcomes):
         print(line)
-    return 0 if all(o.ok for o in outcomes) else 1
+    if stop.is_set():
+        return stop.exit_code
+    return 0 if outcomes and all(o.ok for o in outcomes) else 1
 
 
 if __name__ == "__main__":

@@ -11,17 +11,31 @@ this layer adds the process-level part: the hermetic environment of the process,
 variants one after another, ``ci-results/<job>/`` (JUnit, JSON-lines report,
 durations, Markdown), a combined summary (appended to ``$GITHUB_STEP_SUMMARY``),
 and a verdict that survives a killed or hung pytest. Imports no torch.
+
+Stopping and sharing (docs/design.md §8.6). SIGTERM or SIGINT to the runner, for the whole run, stops
+every pytest in flight (SIGINT to its process group, SIGKILL after ``--kill-grace``, then whatever is
+left in the group), writes the JUnit and summaries with the unfinished tests named (started without a
+result, and not started) and exits ``128 + signal``: 130 for SIGINT, 143 for SIGTERM. Each pytest gets its
+own temporary folder (``TMPDIR``; torch's ``pytorch-errorfile-*`` land there), removed when it ends.
+Outputs are written under temporary names and renamed when complete (``ci.safe_files.write_atomic``); an
+output path that is a symlink is refused. A job shard's results are locked for the run: a second run of
+the same job shard into the same folder is refused with one line and exit 2 (it does not wait).
+
+Exit codes: 0 every job passed; 1 a job failed or nothing was selected; 2 bad arguments, a results
+folder in use by another run, or an output path that is a symlink; 130 / 143 stopped by SIGINT / SIGTERM;
+with ``--job``, pytest's own code when it is none of these (3 internal error, 4 usage error).
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import json
 import os
+import shutil
 import signal
-import subprocess
 import sys
-import threading
+import tempfile
 import time
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
@@ -32,14 +46,15 @@ from ci.catalog import CatalogError
 from ci.collect import CollectionError
 from ci.durations import DurationsError
 from ci.jobenv import hermetic_env, job_wanted_env, read_gates
+from ci.job_process import KILL_GRACE_S, RUNNER_SIGNALLED, StopFlag, run_process, stop_on_signals
 from ci.jobs import Job, Registry, load_registry, parse_group_id, sanitize
 from ci.partition import parse_shard
+from ci.run_lock import LockRefused, hold
+from ci.safe_files import UnsafeOutput, write_atomic
 
 RESULTS_DIR = "ci-results"
 EMULATED_PLATFORMS = ("hip", "cuda")
 XDIST_MIN_EST_S = 30.0   # below this estimate, starting xdist workers (each importing torch) costs more than it saves
-KILL_GRACE_S = 20.0      # default: after SIGINT (pytest then writes its JUnit), wait this long before SIGKILL
-RUNNER_SIGNALLED = "the runner received"
 COUNT_KEYS = ("passed", "flaky", "failed", "error", "skipped", "skipped-unregistered", "xfailed", "not-run")
 
 
@@ -60,6 +75,8 @@ class Outcome:
     cpu_seconds: float = 0.0      # user + sys of the pytest process tree (workers included)
     phases: dict[str, float] = field(default_factory=dict)   # process start, collection, tests, exit (seconds)
     stopped: str | None = None    # what stopped pytest early (a timeout, or a signal to the runner)
+    unfinished: list[str] = field(default_factory=list)    # started, no result, when pytest was stopped
+    not_started: list[str] = field(default_factory=list)   # selected, never started, when pytest was stopped
 
     @property
     def runner_signalled(self) -> bool:
@@ -129,85 +146,7 @@ def pytest_command(job: Job, tests: list[str], shard: str | None, junit: Path, r
     return cmd
 
 
-# -- running it, surviving kills and hangs --------------------------------------------------
-class StopFlag:
-    """Set once when the runner is told to stop (SIGTERM/SIGINT); every job in flight then stops its pytest."""
-
-    def __init__(self) -> None:
-        self._event = threading.Event()
-        self.reason = ""
-
-    def set(self, signum: int) -> None:
-        if not self._event.is_set():
-            self.reason = f"{RUNNER_SIGNALLED} {signal.Signals(signum).name}"
-        self._event.set()
-
-    def is_set(self) -> bool:
-        return self._event.is_set()
-
-
-POLL_S = 0.1
-
-
-def _reap(proc: subprocess.Popen, *, block: bool) -> tuple[int, float] | None:
-    """(exit code, CPU seconds of its process tree) once ``proc`` ended, else None. ``wait4`` gives the
-    rusage of this one child and the descendants it reaped (xdist workers), so concurrent jobs do not
-    count each other's time."""
-    pid, status, usage = os.wait4(proc.pid, 0 if block else os.WNOHANG)
-    if pid == 0:
-        return None
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    return proc.returncode, usage.ru_utime + usage.ru_stime
-
-
-def _run_process(cmd: list[str], *, cwd: Path, env: dict[str, str], timeout: float | None,
-                 grace: float = KILL_GRACE_S, log: TextIO | None = None,
-                 stop: StopFlag | None = None) -> tuple[int, str | None, float]:
-    """Run pytest (its output to ``log`` when given); on a stop of the runner (SIGTERM/SIGINT in the main
-    thread, or ``stop`` set by the thread that owns the signals) or a job timeout, SIGINT it (it writes its
-    JUnit), then SIGKILL after a grace period. Returns (exit code, what stopped it or None, CPU seconds)."""
-    proc = subprocess.Popen(cmd, cwd=cwd, env=env, start_new_session=True, stdout=log,
-                            stderr=subprocess.STDOUT if log is not None else None)
-    own_signals = stop is None and threading.current_thread() is threading.main_thread()
-    flag = stop or StopFlag()
-    previous = {}
-    if own_signals:
-        previous = {s: signal.signal(s, lambda signum, _frame: flag.set(signum))
-                    for s in (signal.SIGTERM, signal.SIGINT)}
-    deadline = None if timeout is None else time.monotonic() + timeout
-    try:
-        stopped = None
-        while stopped is None:
-            done = _reap(proc, block=False)
-            if done is not None:
-                return done[0], None, done[1]
-            if flag.is_set():
-                stopped = flag.reason
-            elif deadline is not None and time.monotonic() >= deadline:
-                stopped = f"the job exceeded its {timeout:.0f}s time limit"
-            else:
-                time.sleep(POLL_S)
-        try:
-            os.killpg(proc.pid, signal.SIGINT)
-        except ProcessLookupError:
-            pass
-        grace_end = time.monotonic() + grace
-        while time.monotonic() < grace_end:
-            done = _reap(proc, block=False)
-            if done is not None:
-                return done[0], stopped, done[1]
-            time.sleep(POLL_S)
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        rc, cpu = _reap(proc, block=True)
-        return rc, stopped, cpu
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
-
-
+# -- the job's report stream ------------------------------------------------------------------
 def read_report(path: Path) -> list[dict]:
     if not path.is_file():
         return []
@@ -240,7 +179,7 @@ def phases(events: list[dict], launched: float, ended: float) -> dict[str, float
     return out
 
 
-def judge(outcome: Outcome, events: list[dict], stopped: str | None, junit: Path) -> None:
+def judge(outcome: Outcome, events: list[dict], stopped: str | None) -> None:
     """The job's verdict from pytest's exit code, the plugin's report stream and how the process ended."""
     rc = outcome.rc
     finish = next((e for e in reversed(events) if e.get("event") == "finish"), None)
@@ -252,6 +191,12 @@ def judge(outcome: Outcome, events: list[dict], stopped: str | None, junit: Path
             outcome.emulation = props["emulated"]
     results = {e["node"]: e for e in events if e.get("event") == "result"}
     started = [e["node"] for e in events if e.get("event") == "start"]
+    unfinished = [n for n in dict.fromkeys(started) if n not in results]
+    if stopped or finish is None or finish.get("interrupted"):
+        selected = [n for e in events if e.get("event") == "selected" for n in e.get("tests", [])]
+        outcome.unfinished = unfinished
+        seen = set(started) | set(results)
+        outcome.not_started = [n for n in dict.fromkeys(selected) if n not in seen]
     if finish:
         outcome.counts = {k: int(finish.get("counts", {}).get(k, 0)) for k in COUNT_KEYS}
         outcome.problems += finish.get("problems", [])
@@ -265,7 +210,6 @@ def judge(outcome: Outcome, events: list[dict], stopped: str | None, junit: Path
         outcome.counts = counts
         outcome.failures = [{"node": n, "outcome": r["outcome"], "message": r.get("message", "")}
                             for n, r in results.items() if r["outcome"] in ("failed", "error")]
-        unfinished = [n for n in dict.fromkeys(started) if n not in results]
         how = stopped or (f"pytest was killed by {signal.Signals(-rc).name}" if rc < 0 else f"pytest exited {rc}")
         if not events:
             outcome.problems.append(f"{how} before the ci plugin reported anything (see the log above: "
@@ -277,7 +221,14 @@ def judge(outcome: Outcome, events: list[dict], stopped: str | None, junit: Path
                 outcome.failures.append({"node": node, "outcome": "error",
                                          "message": f"did not finish: {how}"})
     if finish and stopped:
-        outcome.problems.append(f"stopped: {stopped}")
+        outcome.problems.append(f"stopped: {stopped}"
+                                + (f"; running when it stopped: {', '.join(unfinished[:3])}" if unfinished else ""))
+        outcome.failures += [{"node": n, "outcome": "error", "message": f"did not finish: {stopped}"}
+                             for n in unfinished if n not in {f["node"] for f in outcome.failures}]
+    if outcome.not_started:
+        more = ", ..." if len(outcome.not_started) > 3 else ""
+        outcome.problems.append(f"{len(outcome.not_started)} selected test(s) never started: "
+                                + ", ".join(outcome.not_started[:3]) + more)
     if rc == 5 and not outcome.problems:
         outcome.problems.append("pytest collected no test (exit 5): an empty selection must fail, not pass")
     elif rc in (2, 3, 4) and finish is None and events:
@@ -287,12 +238,57 @@ def judge(outcome: Outcome, events: list[dict], stopped: str | None, junit: Path
     if rc != 0 and not outcome.problems and not outcome.failures:
         outcome.problems.append(f"pytest exit {rc}; see the log above")
     outcome.slowest = sorted(((r.get("seconds", 0.0), n) for n, r in results.items()), reverse=True)[:5]
-    if not junit.is_file() or junit.stat().st_size == 0:
-        write_fallback_junit(junit, outcome, results)
 
 
-def write_fallback_junit(junit: Path, outcome: Outcome, results: dict[str, dict]) -> None:
-    """pytest left no JUnit (killed): write what the report stream knows, the stop as a failure."""
+def final_junit(pytest_junit: Path, outcome: Outcome, events: list[dict]) -> bytes:
+    """The job's JUnit: pytest's, with the stop added when pytest was stopped (the unfinished tests as failures,
+    the not-started ones as skipped, a ``ci/job-finished`` failure); the runner's own when pytest left none."""
+    results = {e["node"]: e for e in events if e.get("event") == "result"}
+    try:
+        tree = ET.parse(pytest_junit) if pytest_junit.is_file() and pytest_junit.stat().st_size else None
+    except ET.ParseError:
+        tree = None       # cut off by a kill
+    if tree is None:
+        return fallback_junit(outcome, results)
+    if outcome.stopped or outcome.unfinished or outcome.not_started:
+        root = tree.getroot()
+        suite = root if root.tag == "testsuite" else root.find("testsuite")
+        if suite is not None:
+            _add_stop(suite, outcome)
+    return ET.tostring(tree.getroot(), encoding="utf-8", xml_declaration=True)
+
+
+def _case(suite: ET.Element, node: str) -> ET.Element:
+    path, _, name = node.partition("::")
+    return ET.SubElement(suite, "testcase", classname=path.replace("/", ".").removesuffix(".py"), name=name)
+
+
+def _add_stop(suite: ET.Element, outcome: Outcome) -> None:
+    """Mark the stop in a JUnit suite: property ``ci.stopped``, the unfinished and not-started tests, and
+    a ``ci/job-finished`` failure carrying the problems."""
+    props = suite.find("properties")
+    if props is None:
+        props = ET.Element("properties")
+        suite.insert(0, props)
+    ET.SubElement(props, "property", name="ci.stopped", value=outcome.stopped or "pytest did not finish")
+    for case in [c for c in suite.findall("testcase") if not c.get("name")]:
+        suite.remove(case)         # pytest's placeholder for the test the interrupt cut off (named below)
+    how = outcome.stopped or "pytest did not finish"
+    for node in outcome.unfinished:
+        ET.SubElement(_case(suite, node), "failure", message=f"did not finish: {how}")
+    for node in outcome.not_started:
+        ET.SubElement(_case(suite, node), "skipped", message=f"not started: {how}")
+    case = ET.SubElement(suite, "testcase", classname="ci", name="job-finished")
+    ET.SubElement(case, "failure", message="; ".join(outcome.problems)[:1000])
+    added = len(outcome.unfinished) + len(outcome.not_started) + 1
+    for attr, extra in (("tests", added), ("failures", len(outcome.unfinished) + 1),
+                        ("skipped", len(outcome.not_started))):
+        with contextlib.suppress(ValueError):
+            suite.set(attr, str(int(suite.get(attr, "0")) + extra))
+
+
+def fallback_junit(outcome: Outcome, results: dict[str, dict]) -> bytes:
+    """pytest left no JUnit (killed): what the report stream knows, the stop as a failure."""
     suite = ET.Element("testsuite", name=outcome.job_id, tests=str(len(results) + 1))
     props = ET.SubElement(suite, "properties")
     ET.SubElement(props, "property", name="ci.written-by", value="ci.run_suite (pytest left no JUnit)")
@@ -308,15 +304,14 @@ def write_fallback_junit(junit: Path, outcome: Outcome, results: dict[str, dict]
             ET.SubElement(case, "skipped", message=r.get("message", "")[:500])
     for failure in outcome.failures:
         if failure["node"] not in results:
-            path, _, name = failure["node"].partition("::")
-            case = ET.SubElement(suite, "testcase", classname=path.replace("/", ".").removesuffix(".py"), name=name)
-            ET.SubElement(case, "failure", message=failure["message"])
+            ET.SubElement(_case(suite, failure["node"]), "failure", message=failure["message"])
+    for node in outcome.not_started:
+        ET.SubElement(_case(suite, node), "skipped", message=f"not started: {outcome.stopped or 'pytest was killed'}")
     case = ET.SubElement(suite, "testcase", classname="ci", name="job-finished")
     ET.SubElement(case, "failure", message="; ".join(outcome.problems)[:1000])
     root = ET.Element("testsuites")
     root.append(suite)
-    junit.parent.mkdir(parents=True, exist_ok=True)
-    ET.ElementTree(root).write(junit, encoding="utf-8", xml_declaration=True)
+    return ET.tostring(root, encoding="utf-8", xml_declaration=True)
 
 
 # -- summaries --------------------------------------------------------------------------------
@@ -340,6 +335,12 @@ def summary_markdown(outcome: Outcome) -> str:
     if outcome.failures:
         lines += ["**Failed tests**", ""] + [
             f"- `{f['node']}`: {f.get('message', '')[:200]}" for f in outcome.failures[:30]] + [""]
+    if outcome.unfinished or outcome.not_started:
+        lines += [f"**Unfinished** ({outcome.stopped or 'pytest did not finish'})", ""]
+        lines += [f"- started, no result: `{n}`" for n in outcome.unfinished[:30]]
+        lines += [f"- not started: `{n}`" for n in outcome.not_started[:30]]
+        hidden = max(0, len(outcome.unfinished) - 30) + max(0, len(outcome.not_started) - 30)
+        lines += ([f"- ... and {hidden} more"] if hidden else []) + [""]
     if outcome.flaky:
         lines += (["**Flaky** (failed, then passed on a registered rerun)", ""]
                   + [f"- `{n}`" for n in outcome.flaky] + [""])
@@ -372,7 +373,7 @@ def publish(text: str, path: Path | None, *, echo: bool = True) -> None:
     """Write the Markdown summary to ``path``, append it to $GITHUB_STEP_SUMMARY, else print it (``echo``)."""
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
+        write_atomic(path, text)
     target = os.environ.get("GITHUB_STEP_SUMMARY")
     if target:
         with open(target, "a", encoding="utf-8") as fh:
@@ -406,22 +407,52 @@ def thread_budget(env: dict[str, str], cores: int | None, workers: int) -> int |
     return threads
 
 
+@dataclass(frozen=True)
+class JobFiles:
+    """A job shard's outputs in its results folder, and the temporary names they are written under."""
+    folder: Path
+    tag: str
+
+    def final(self, kind: str) -> Path:
+        return self.folder / {"junit": f"junit-{self.tag}.xml", "report": f"report-{self.tag}.jsonl",
+                              "durations": f"durations-{self.tag}.json", "summary": f"summary-{self.tag}.md",
+                              "log": f"log-{self.tag}.txt"}[kind]
+
+    def partial(self, kind: str) -> Path:
+        """Where pytest (JUnit), the plugin (report stream) and the log write while the job runs."""
+        return self.folder / f".{self.final(kind).name}.partial"
+
+    def prepare(self) -> None:
+        """Refuse a final path that is a symlink (one line); remove stale outputs and partials of a killed run."""
+        kinds = ("junit", "report", "durations", "summary", "log")
+        for kind in kinds:
+            if self.final(kind).is_symlink():
+                raise UnsafeOutput(f"{self.final(kind)}: is a symlink; refusing to write through it "
+                                   "(remove it or choose another --results folder)")
+        for kind in kinds:
+            self.partial(kind).unlink(missing_ok=True)
+        for kind in ("junit", "report"):
+            self.final(kind).unlink(missing_ok=True)
+
+    def publish(self, kind: str, data: str | bytes) -> None:
+        write_atomic(self.final(kind), data)
+        self.partial(kind).unlink(missing_ok=True)
+
+
 def run_job(registry: Registry, job: Job, tests: list[str], shard: str | None, *, results_dir: Path,
             emulate: str | None = None, workers: int | None = None, job_timeout: float | None = None,
             pytest_args: list[str] | None = None, kill_grace: float = KILL_GRACE_S,
             out: TextIO | None = None, stop: StopFlag | None = None, cores: int | None = None) -> Outcome:
     """One job's pytest process. With ``out`` (a concurrent run), the runner's lines go to ``out`` and pytest's
     output to ``ci-results/<job>/log-<shard>.txt``, copied whole into ``out`` when the process ended.
-    ``cores``: the cores this job may use (None: the machine's), shared by its pytest processes' threads."""
+    ``cores``: the cores this job may use (None: the machine's), shared by its pytest processes' threads.
+    Raises :class:`UnsafeOutput` (before pytest starts) when an output path is a symlink."""
     root = registry.root
     say = out or sys.stdout
     shown_shard = shard or "1/1"
-    out_dir = results_dir / sanitize(job.id)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    tag = shown_shard.replace("/", "-of-")
-    junit, report = out_dir / f"junit-{tag}.xml", out_dir / f"report-{tag}.jsonl"
-    for stale in (junit, report):
-        stale.unlink(missing_ok=True)
+    files = JobFiles(results_dir / sanitize(job.id), shown_shard.replace("/", "-of-"))
+    files.folder.mkdir(parents=True, exist_ok=True)
+    files.prepare()
     print(f"\n[ci] === job {job.id} shard {shown_shard}: {len(tests)} registered test node(s) ===", file=say,
           flush=True)
     if emulate:
@@ -433,31 +464,45 @@ def run_job(registry: Registry, job: Job, tests: list[str], shard: str | None, *
     if threads:
         print(f"[ci] OMP_NUM_THREADS={threads} per pytest process ({cores or os.cpu_count()} core(s), "
               f"{workers} worker(s))", file=say, flush=True)
-    cmd = pytest_command(job, tests, shard, junit, report, workers, emulate, root) + list(pytest_args or [])
+    cmd = pytest_command(job, tests, shard, files.partial("junit"), files.partial("report"), workers, emulate,
+                         root) + list(pytest_args or [])
     print("[ci] " + " ".join(cmd), file=say, flush=True)
     if job_timeout is None:
         by_test = {t.node_id: t for t in job.tests}
         job_timeout = 120.0 + 2.0 * sum(by_test[n].per_test_timeout for n in tests if n in by_test)
     start, launched = time.monotonic(), time.time()
-    if out is None:
-        rc, stopped, cpu = _run_process(cmd, cwd=root, env=env, timeout=job_timeout, grace=kill_grace, stop=stop)
-    else:
-        log_path = out_dir / f"log-{tag}.txt"
-        with open(log_path, "w", encoding="utf-8") as log:
-            rc, stopped, cpu = _run_process(cmd, cwd=root, env=env, timeout=job_timeout, grace=kill_grace,
-                                            log=log, stop=stop)
-        out.write(log_path.read_text(encoding="utf-8", errors="replace"))
-    outcome = Outcome(job.id, shown_shard, rc, time.monotonic() - start, stopped=stopped)
-    outcome.cpu_seconds = cpu
-    outcome.phases = phases(read_report(report), launched, time.time())
-    judge(outcome, read_report(report), stopped, junit)
-    durations = {}
-    for e in read_report(report):
-        if e.get("event") == "result" and e.get("registration"):
-            durations[e["registration"]] = round(durations.get(e["registration"], 0.0) + e.get("seconds", 0.0), 3)
-    (out_dir / f"durations-{tag}.json").write_text(json.dumps(durations, indent=1, sort_keys=True) + "\n",
-                                                    encoding="utf-8")
-    (out_dir / f"summary-{tag}.md").write_text(summary_markdown(outcome), encoding="utf-8")
+    scratch = tempfile.mkdtemp(prefix="dspark-job-")   # the process's TMPDIR: torch's pytorch-errorfile-* too
+    env.update(TMPDIR=scratch, TEMP=scratch, TMP=scratch)
+    try:
+        if out is None:
+            rc, stopped, cpu = run_process(cmd, cwd=root, env=env, timeout=job_timeout, grace=kill_grace, stop=stop)
+        else:
+            fd = os.open(files.partial("log"), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+            with open(fd, "w", encoding="utf-8") as log:
+                rc, stopped, cpu = run_process(cmd, cwd=root, env=env, timeout=job_timeout, grace=kill_grace,
+                                                log=log, stop=stop)
+            text = files.partial("log").read_text(encoding="utf-8", errors="replace")
+            out.write(text)
+            files.publish("log", text)
+        outcome = Outcome(job.id, shown_shard, rc, time.monotonic() - start, stopped=stopped)
+        outcome.cpu_seconds = cpu
+        events = read_report(files.partial("report"))
+        outcome.phases = phases(events, launched, time.time())
+        judge(outcome, events, stopped)
+        files.publish("junit", final_junit(files.partial("junit"), outcome, events))
+        report = files.partial("report")
+        files.publish("report", report.read_bytes() if report.is_file() else b"")
+        durations = {}
+        for e in events:
+            if e.get("event") == "result" and e.get("registration"):
+                durations[e["registration"]] = round(durations.get(e["registration"], 0.0) + e.get("seconds", 0.0),
+                                                     3)
+        files.publish("durations", json.dumps(durations, indent=1, sort_keys=True) + "\n")
+        files.publish("summary", summary_markdown(outcome))
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+        for kind in ("junit", "report", "log"):
+            files.partial(kind).unlink(missing_ok=True)
     for problem in outcome.problems:
         print(f"[ci] FAIL {job.id} shard {shown_shard}: {problem}", file=out or sys.stderr, flush=True)
     return outcome
@@ -466,15 +511,33 @@ def run_job(registry: Registry, job: Job, tests: list[str], shard: str | None, *
 def run_selection(registry: Registry, selection: list[tuple[Job, list[str]]], shard: str | None, *,
                   results_dir: Path, emulate: str | None = None, workers: int | None = None,
                   job_timeout: float | None = None, pytest_args: list[str] | None = None,
-                  kill_grace: float = KILL_GRACE_S) -> list[Outcome]:
+                  kill_grace: float = KILL_GRACE_S, stop: StopFlag | None = None) -> list[Outcome]:
     outcomes = []
     for job, tests in selection:
+        if stop is not None and stop.is_set():
+            break
         outcomes.append(run_job(registry, job, tests, shard, results_dir=results_dir, emulate=emulate,
                                 workers=workers, job_timeout=job_timeout, pytest_args=pytest_args,
-                                kill_grace=kill_grace))
+                                kill_grace=kill_grace, stop=stop))
         if outcomes[-1].runner_signalled:
             break            # SIGTERM / SIGINT to the runner stops the run, not just the job in flight
     return outcomes
+
+
+def hold_results(results_dir: Path, shards: list[tuple[Job, str | None]]) -> contextlib.ExitStack:
+    """Lock each (job, group shard)'s results in ``results_dir`` for this run; :class:`LockRefused` (one line)
+    when another run holds one. Two shards of one job lock apart (their files differ); the caller exits it."""
+    stack = contextlib.ExitStack()
+    try:
+        for job_id, shard in dict.fromkeys((job.id, shard) for job, shard in shards):
+            folder = results_dir / sanitize(job_id)
+            folder.mkdir(parents=True, exist_ok=True)
+            tag = (shard or "1/1").replace("/", "-of-")
+            stack.enter_context(hold(folder / f".lock-{tag}", f"{folder} (job {job_id} shard {shard or '1/1'})"))
+    except BaseException:
+        stack.close()
+        raise
+    return stack
 
 
 def emulation_for(jobs: list[Job], value: str | None) -> str | None:
@@ -559,23 +622,31 @@ def _dry_run(plan: _Plan, root: Path) -> int:
     return 0
 
 
-def _run(plan: _Plan, args: argparse.Namespace, root: Path) -> int:
-    """Run the selection, publish the combined summary and return the exit status."""
+def _run(plan: _Plan, args: argparse.Namespace, root: Path, stop: StopFlag) -> int:
+    """Run the selection under its results locks, publish the combined summary and return the exit status."""
     shard = plan.shard
+    job_shard = shard if (args.group or shard) else None
     results = Path(args.results).resolve() if args.results else root / RESULTS_DIR
     started = time.monotonic()
-    outcomes = run_selection(plan.registry, plan.selection, shard if (args.group or shard) else None,
-                             results_dir=results, emulate=plan.emulate, workers=args.workers,
-                             job_timeout=args.job_timeout, pytest_args=args.pytest_args, kill_grace=args.kill_grace)
-    text = combined_summary(f"{plan.title} ({time.monotonic() - started:.0f}s)", outcomes)
-    tag = (shard or "1/1").replace("/", "-of-")
-    name = sanitize(args.group or args.job)
-    publish(text, results / f"summary-{name}-{tag}.md")
+    try:
+        with hold_results(results, [(job, job_shard) for job, _ in plan.selection]):
+            outcomes = run_selection(plan.registry, plan.selection, job_shard, results_dir=results,
+                                     emulate=plan.emulate, workers=args.workers, job_timeout=args.job_timeout,
+                                     pytest_args=args.pytest_args, kill_grace=args.kill_grace, stop=stop)
+            text = combined_summary(f"{plan.title} ({time.monotonic() - started:.0f}s)", outcomes)
+            tag = (shard or "1/1").replace("/", "-of-")
+            publish(text, results / f"summary-{sanitize(args.group or args.job)}-{tag}.md")
+    except (LockRefused, UnsafeOutput) as exc:
+        print(f"[ci] error: {exc}", file=sys.stderr)
+        return 2
     for line in totals_lines(outcomes):
         print(line)
-    if args.job and outcomes[0].rc not in (0, 1):
+    if stop.is_set():
+        print(f"[ci] stopped: {stop.reason}; exit {stop.exit_code}", file=sys.stderr, flush=True)
+        return stop.exit_code
+    if args.job and outcomes and outcomes[0].rc not in (0, 1):
         return outcomes[0].rc
-    return 0 if all(o.ok for o in outcomes) else 1
+    return 0 if outcomes and all(o.ok for o in outcomes) else 1
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -592,7 +663,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     if args.dry_run:
         return _dry_run(plan, root)
-    return _run(plan, args, root)
+    with stop_on_signals() as stop:
+        return _run(plan, args, root, stop)
 
 
 if __name__ == "__main__":

@@ -154,7 +154,8 @@ def test_c():
     proc = subprocess.Popen([sys.executable, "-m", "ci.run_many", "--root", str(tmp_path), "--schedule", "per-commit",
                              "--hardware", "cpu", "--workers", "1", "--jobs", "2"],
                             cwd=REAL_ROOT, env=repo.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    reports = [tmp_path / "ci-results" / f"per-commit_cpu_{j}" / "report-1-of-1.jsonl" for j in ("a-hang", "b-hang")]
+    reports = [tmp_path / "ci-results" / f"per-commit_cpu_{j}" / ".report-1-of-1.jsonl.partial"   # while they run
+               for j in ("a-hang", "b-hang")]
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline and not all(r.is_file() and '"start"' in r.read_text() for r in reports):
         time.sleep(0.2)

@@ -82,7 +82,7 @@ def test_sigterm_to_a_multi_job_run_stops_it_instead_of_starting_the_next_job(tm
     proc = subprocess.Popen([sys.executable, "-m", "ci.run_many", "--root", str(tmp_path), "--schedule", "per-commit",
                              "--hardware", "cpu", "--workers", "1", "--jobs", "1"],
                             cwd=REAL_ROOT, env=repo.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    report = tmp_path / "ci-results" / "per-commit_cpu_a-hang" / "report-1-of-1.jsonl"
+    report = tmp_path / "ci-results" / "per-commit_cpu_a-hang" / ".report-1-of-1.jsonl.partial"   # while it runs
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and not (report.is_file() and '"start"' in report.read_text()):
         time.sleep(0.2)
