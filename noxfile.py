@@ -79,7 +79,7 @@ OPTIONS: dict[str, dict[str, bool] | None] = {
     "audit": {"--root": True, "--today": True, "--format": True, "--adapter": True, "--repo": True,
               "--repository": True, "--output": True, "--baseline": True, "--write-baseline": True,
               "--strict-baseline": False, "--show-baselined": False, "--fail-on": True,
-              "--pytest-collection": False},   # = dspark-audit's options (a test compares them)
+              "--pytest-collection": False, "--debug": False},   # = dspark-audit's options (a test compares them)
     "workflows": {"--check": False, "--no-linters": False, "--root": True},
     "nightly_mi35x": {"--emulate": False, "--job": True},
     "liveness": {"--repo": True, "--today": True, "--root": True, "--now": True, "--self-check": False,
@@ -335,8 +335,13 @@ def torch_env(session: nox.Session, *extras: str) -> Path:
         if rest:
             pip(*_extras(*rest))
 
-    return _ensure(session, "torch", {"pins": pins, "rocm": ROCM, "checkout_on_path": True}, extras, install,
-                   system_site=GPU_MACHINE)
+    return _ensure(session, "torch", torch_env_key(), extras, install, system_site=GPU_MACHINE)
+
+
+def torch_env_key() -> dict:
+    """What the torch environment's contents depend on here, besides pyproject.toml's requirements
+    and system site-packages (``_ensure`` adds those): the pins, ROCm, the checkout on its path."""
+    return {"pins": _pins(), "rocm": ROCM, "checkout_on_path": True}
 
 
 def _put_checkout_on_path(session: nox.Session, python: Path) -> None:

@@ -79,7 +79,7 @@ def _repo(tmp_path: Path) -> FixtureRepo:
     python = env / "bin" / "python"
     python.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
     python.chmod(0o755)
-    key = {"pins": nf._pins(), "rocm": nf.ROCM, "system_site": nf.GPU_MACHINE, "requirements": nf._requirements_hash()}
+    key = {**nf.torch_env_key(), "system_site": nf.GPU_MACHINE, "requirements": nf._requirements_hash()}
     (env / "dspark-env.json").write_text(json.dumps({"key": key, "extras": ["test"]}))
     return repo
 
