@@ -362,7 +362,8 @@ def tools_env(session: nox.Session) -> Path:
     return _ensure(session, "tools", {}, ("lint", "workflows"), install)
 
 
-RUNNER_STOP_S = 60.0   # a command's time to stop after SIGTERM: ci.run_suite's --kill-grace (20 s) + its summaries
+# a command's time to stop after SIGTERM: ci.runner.run_suite's --kill-grace (20 s) + its summaries
+RUNNER_STOP_S = 60.0
 
 
 class _Terminated(KeyboardInterrupt):
@@ -404,7 +405,7 @@ def run_in(session: nox.Session, envs: list[Path], *cmd: str) -> None:
 def suite(session: nox.Session) -> None:
     """Run one group shard (--group G --shard I/N) or one registry job (--job ID [--shard I/N])."""
     args = session_args(session)
-    run_in(session, [torch_env(session)], "-m", "ci.run_suite", *args)
+    run_in(session, [torch_env(session)], "-m", "ci.runner.run_suite", *args)
 
 
 @nox.session
@@ -419,16 +420,16 @@ AUDIT_DEFAULTS = ("--adapter", "dspark")   # the own registry; a later --adapter
 
 @nox.session
 def audit(session: nox.Session) -> None:
-    """Registry audit: dspark-audit itself (ci/audit_cli.py), on this project's registry unless told otherwise."""
+    """Registry audit: dspark-audit itself (ci/audit/cli.py), on this project's registry unless told otherwise."""
     args = session_args(session)
-    run_in(session, [tools_env(session)], "-m", "ci.audit_cli", *AUDIT_DEFAULTS, *args)
+    run_in(session, [tools_env(session)], "-m", "ci.audit.cli", *AUDIT_DEFAULTS, *args)
 
 
 @nox.session
 def workflows(session: nox.Session) -> None:
     """Write .github/workflows/; -- --check: drift, schema, actionlint, zizmor, toolchain pins."""
     args = session_args(session)
-    run_in(session, [tools_env(session)], "-m", "ci.workflows", *args)
+    run_in(session, [tools_env(session)], "-m", "ci.github.generate", *args)
 
 
 @nox.session
@@ -436,10 +437,10 @@ def pr(session: nox.Session) -> None:
     """Every per-commit check: ruff, audit, workflow checks, every per-commit cpu job."""
     args = session_args(session)
     tools = tools_env(session)
-    run_in(session, [tools], "-m", "ci.pr", "--check-arguments", *args)   # a usage error before any check
+    run_in(session, [tools], "-m", "ci.runner.pr", "--check-arguments", *args)   # a usage error before any check
     env = torch_env(session)
     run_in(session, [tools], "-m", "ruff", "check", ".")
-    run_in(session, [env, tools], "-m", "ci.pr", *args)
+    run_in(session, [env, tools], "-m", "ci.runner.pr", *args)
 
 
 OP_REPORT = "impl.testing.op_report"
@@ -451,7 +452,7 @@ def kernels(session: nox.Session) -> None:
     args = session_args(session)
     env = torch_env(session)
     run_in(session, [env], "-m", OP_REPORT)
-    run_in(session, [env], "-m", "ci.run_many", "--schedule", "per-commit", "--hardware", "auto-kernels",
+    run_in(session, [env], "-m", "ci.runner.run_many", "--schedule", "per-commit", "--hardware", "auto-kernels",
            "--suite-prefix", "kernels", *args)
 
 
@@ -466,14 +467,14 @@ def nightly_mi35x(session: nox.Session) -> None:
     cmd = ["--schedule", "nightly", "--hardware-prefix", "mi35x", "--require-mi35x"]
     if "--job" in args:  # one nightly job: -- --job nightly/mi35x-8/dspark-e2e[kv]
         cmd += ["--job", args[args.index("--job") + 1]]
-    run_in(session, [torch_env(session)], "-m", "ci.run_many", *cmd, *(["--emulate"] if emulate else []))
+    run_in(session, [torch_env(session)], "-m", "ci.runner.run_many", *cmd, *(["--emulate"] if emulate else []))
 
 
 @nox.session
 def coverage_gap(session: nox.Session) -> None:
     """Changed impl/ lines no per-commit cpu job executes: -- --base REV [--report-only]."""
     args = session_args(session)
-    run_in(session, [torch_env(session)], "-m", "ci.coverage_gap", *args)
+    run_in(session, [torch_env(session)], "-m", "ci.tools.coverage_gap", *args)
 
 
 @nox.session
@@ -482,7 +483,7 @@ def liveness(session: nox.Session) -> None:
     args = session_args(session)
     if not os.environ.get("GITHUB_TOKEN"):
         session.error("liveness: GITHUB_TOKEN is not set (a token that may read this repository's Actions history)")
-    run_in(session, [tools_env(session)], "-m", "ci.liveness", *args)
+    run_in(session, [tools_env(session)], "-m", "ci.tools.liveness", *args)
 
 
 @nox.session
@@ -491,14 +492,14 @@ def durations(session: nox.Session) -> None:
     args = session_args(session)
     if not args:
         session.error("durations: pass -- --from DIR, a folder holding a run's downloaded ci-results-* artifacts")
-    run_in(session, [tools_env(session)], "-m", "ci.durations", *args)
+    run_in(session, [tools_env(session)], "-m", "ci.registry.durations", *args)
 
 
 @nox.session
 def timing(session: nox.Session) -> None:
     """Per job: process start, collection and test time; then refresh ci/durations.json from the run."""
     args = session_args(session)
-    run_in(session, [torch_env(session)], "-m", "ci.timing", *args)
+    run_in(session, [torch_env(session)], "-m", "ci.runner.timing", *args)
 
 
 @nox.session

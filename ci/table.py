@@ -1,4 +1,4 @@
-"""The audits' report printer; ``format_table`` is impl.table's (torch-free). Rule lines: ci/audit_report.py."""
+"""The audits' report printer; ``format_table`` is impl.table's (torch-free). Rule lines: ci/audit/report.py."""
 from __future__ import annotations
 
 import json

@@ -16,7 +16,7 @@ environment variables; library code asks :func:`active_gates`, which answers
 
 The edge of a run (a CLI, a test, the CI runner) calls :func:`resolve_gates`
 ONCE on its environment and hands the frozen :class:`Gates` down inside
-``RunOptions``. The CI audit (``ci/audit.py``) imports this table to prove every
+``RunOptions``. The CI audit (``ci/audit/own.py``) imports this table to prove every
 value is exercised by a per-commit job, so this module must stay importable
 without torch: it must never import torch, triton or any other ``impl`` module.
 

@@ -1,6 +1,6 @@
 """pytest configuration for registered/: the registry plugin and the fixtures tests share.
 
-The plugin (ci.pytest_plugin) is loaded by the root ``conftest.py``: it gives pytest
+The plugin (ci.runner.pytest_plugin) is loaded by the root ``conftest.py``: it gives pytest
 `--ci-job ID [--ci-shard I/N]` (run exactly one CI job) and a marker per suite
 (`pytest -m kernels`); it changes nothing else for a plain `pytest` run. Nothing here
 registers a test.

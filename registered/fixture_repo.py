@@ -82,7 +82,7 @@ class FixtureRepo:
                               cwd=REAL_ROOT, env=self.env(**env), capture_output=True, text=True, timeout=300)
 
     def generate_workflows(self) -> None:
-        from ci.jobs import load_registry
-        from ci.workflows import generate, write
+        from ci.registry.jobs import load_registry
+        from ci.github.generate import generate, write
 
         write(self.root, generate(load_registry(self.root)))

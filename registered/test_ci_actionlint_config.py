@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import subprocess
 
-from ci.jobs import load_registry
+from ci.registry.jobs import load_registry
 from ci.registration import register
-from ci.workflows import ACTIONLINT_CONFIG, WORKFLOW_DIR, _tool, generate
+from ci.github.generate import ACTIONLINT_CONFIG, WORKFLOW_DIR, _tool, generate
 from registered.fixture_repo import REAL_ROOT
 
 

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from ci.attest import attest, toolchain_notes
-from ci.catalog import load_catalog
-from ci.machine import Machine
+from ci.runner.attest import attest, toolchain_notes
+from ci.registry.catalog import load_catalog
+from ci.runner.machine import Machine
 from ci.registration import register
 from registered.fixture_repo import REAL_ROOT
 

@@ -11,7 +11,7 @@ import json
 import pytest
 import yaml
 
-from ci.audit import RULES, run_audit
+from ci.audit.own import RULES, run_audit
 from registered.fixture_repo import REAL_ROOT, FixtureRepo
 from ci.registration import register
 
@@ -157,7 +157,7 @@ def test_b_workflow_reference_to_an_unknown_job(tmp_path):
             env:
               JOB: per-commit/cpu/ghost-suite
             steps:
-              - run: python -m ci.run_suite --job "$JOB"
+              - run: python -m ci.runner.run_suite --job "$JOB"
           typo:
             runs-on: ubuntu-latest
             strategy:
@@ -351,7 +351,7 @@ def test_e_the_op_table_in_impl_testing_counts(tmp_path):
 def test_bench_registry_and_the_audit_count_in_the_same_words(tmp_path):
     repo = baseline(tmp_path)
     audit = repo.run_module("ci.audit", "--today", "2026-06-01")
-    bench = repo.run_module("ci.bench_registry", "--repeat", "1")
+    bench = repo.run_module("ci.tools.bench_registry", "--repeat", "1")
     assert bench.returncode == 0, bench.stderr
     audit_line = next(line for line in audit.stdout.splitlines() if line.startswith("registry:")).partition(" -- ")[0]
     bench_line = bench.stdout.splitlines()[0]

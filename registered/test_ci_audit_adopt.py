@@ -20,10 +20,10 @@ import jsonschema
 import pytest
 import yaml
 
-from ci.audit_json import SCHEMA_PATH, findings_document
-from ci.audit_sarif import FINGERPRINT, sarif_log
-from ci.baseline import BaselineError, baseline_text, compare, parse_baseline
-from ci.findings import Finding, Location, Rule, RuleRegistry
+from ci.audit.json_report import SCHEMA_PATH, findings_document
+from ci.audit.sarif import FINGERPRINT, sarif_log
+from ci.audit.baseline import BaselineError, baseline_text, compare, parse_baseline
+from ci.audit.findings import Finding, Location, Rule, RuleRegistry
 from ci.registration import register
 from registered.fixture_repo import REAL_ROOT
 from registered.skips import registered_skip
@@ -76,7 +76,7 @@ def write_tree(root: Path, *, with_new: bool = False, old_runs: bool = False, pa
 
 def cli(*args: str, cwd: Path = REAL_ROOT, env: dict | None = None) -> subprocess.CompletedProcess:
     run_env = {**os.environ, "PYTHONPATH": str(REAL_ROOT), **(env or {})}
-    return subprocess.run([sys.executable, "-m", "ci.audit_cli", *args], cwd=cwd, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "ci.audit.cli", *args], cwd=cwd, capture_output=True,
                           text=True, timeout=120, env=run_env)
 
 
@@ -409,7 +409,7 @@ sys.meta_path.insert(0, _NoTorch())
 def test_the_console_script_runs_without_torch(tmp_path):
     scripts = tomllib.loads((REAL_ROOT / "pyproject.toml").read_text())["project"]["scripts"]
     installed, _, func = scripts["dspark-audit"].partition(":")
-    assert (installed, func) == ("dspark_suite.ci.audit_cli", "main")
+    assert (installed, func) == ("dspark_suite.ci.audit.cli", "main")
     module = installed.removeprefix("dspark_suite.")   # the same module, as the checkout names it
     site = tmp_path / "site"
     site.mkdir()

@@ -25,10 +25,10 @@ from pathlib import Path
 
 import jsonschema
 
-from ci.audit_cli import build_parser
-from ci.audit_json import SCHEMA_PATH
-from ci.audit_sarif import FINGERPRINT
-from ci.findings import STATES
+from ci.audit.cli import build_parser
+from ci.audit.json_report import SCHEMA_PATH
+from ci.audit.sarif import FINGERPRINT
+from ci.audit.findings import STATES
 from ci.registration import register
 from registered.fixture_repo import REAL_ROOT
 
@@ -94,7 +94,7 @@ def write_tree(root: Path, *, names: dict[str, str] | None = None, files: dict[s
     return root
 
 
-def cli(*args: str, module: str = "ci.audit_cli", fresh: bool = False) -> subprocess.CompletedProcess:
+def cli(*args: str, module: str = "ci.audit.cli", fresh: bool = False) -> subprocess.CompletedProcess:
     """``python -m MODULE ARGS``: a fresh interpreter with ``fresh``, else ``MODULE.main(ARGS)`` in this one
     (the same function ``python -m`` runs, without the interpreter's start-up)."""
     if fresh:
@@ -251,9 +251,9 @@ def test_the_three_entry_points_are_one_program_with_one_json_schema(tmp_path, m
     monkeypatch.setattr(nox, "run_in", lambda session, envs, *args: calls.append(args))
     nox.audit.func(None) if hasattr(nox.audit, "func") else nox.audit(None)
     (nox_args,) = calls
-    assert nox_args[:2] == ("-m", "ci.audit_cli")                      # nox runs dspark-audit itself
+    assert nox_args[:2] == ("-m", "ci.audit.cli")                      # nox runs dspark-audit itself
     documents = {}
-    for name, module, args in (("dspark-audit", "ci.audit_cli", ("--root", str(root), "--format", "json")),
+    for name, module, args in (("dspark-audit", "ci.audit.cli", ("--root", str(root), "--format", "json")),
                                ("python -m ci.audit", "ci.audit", ("--root", str(root), "--format", "json")),
                                ("nox -s audit", nox_args[1], nox_args[2:])):
         for extra in ((), ("--baseline", str(base))):
@@ -343,8 +343,8 @@ jobs:
 
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=2)
 def test_own_adapter_keys_survive_renaming_the_workflow_file_job_and_step(tmp_path):
-    from ci.audit import run_audit
-    from ci.baseline import baseline_text, compare, parse_baseline
+    from ci.audit.own import run_audit
+    from ci.audit.baseline import baseline_text, compare, parse_baseline
     from registered.fixture_repo import FixtureRepo
 
     def audit(root: Path, wf: str, job: str, step: str):

@@ -7,9 +7,9 @@ import datetime as dt
 
 import pytest
 
-from ci.audit import group_plan, run_audit
-from ci.gh_expr import truth
-from ci.jobs import load_registry
+from ci.audit.own import group_plan, run_audit
+from ci.github.expressions import truth
+from ci.registry.jobs import load_registry
 from ci.registration import register
 from registered.fixture_repo import FixtureRepo
 
@@ -220,18 +220,19 @@ def suite(session):
     {body}
 '''
 HONEST_HELPER = 'session.run("python", *cmd, external=True)'
-VIA_HELPER = 'args = session_args(session)\n    run_in(session, [], "-m", "ci.run_suite", *args)'
+VIA_HELPER = 'args = session_args(session)\n    run_in(session, [], "-m", "ci.runner.run_suite", *args)'
 
 
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=3)
 @pytest.mark.parametrize("helper, body, words", [
-    (HONEST_HELPER, 'session.run("python", "-m", "ci.run_suite", *session.posargs, success_codes=[0, 1])',
+    (HONEST_HELPER, 'session.run("python", "-m", "ci.runner.run_suite", *session.posargs, success_codes=[0, 1])',
      "noxfile.py:15: session suite: session.run(success_codes=[0, 1]) turns a failing exit code into success"),
     (HONEST_HELPER,
-     'try:\n        session.run("python", "-m", "ci.run_suite", *session.posargs)\n    except Exception:\n        pass',
+     'try:\n        session.run("python", "-m", "ci.runner.run_suite", *session.posargs)\n'
+     '    except Exception:\n        pass',
      "noxfile.py:15: session suite: the runner call is inside try/except, which can swallow its failure"),
-    (HONEST_HELPER, 'session.run("python", "-m", "ci.run_suite", "--group", "per-commit/cpu")',
-     "noxfile.py:14: session suite never hands ci.run_suite the posargs"),
+    (HONEST_HELPER, 'session.run("python", "-m", "ci.runner.run_suite", "--group", "per-commit/cpu")',
+     "noxfile.py:14: session suite never hands ci.runner.run_suite the posargs"),
     ('session.run("python", *cmd, external=True, success_codes=[0, 1, 5])', VIA_HELPER,
      "noxfile.py:6: helper run_in() called by session suite: session.run(success_codes=[0, 1, 5])"),
     ('try:\n        session.run("python", *cmd)\n    except Exception:\n        session.log("ignored")', VIA_HELPER,
@@ -239,7 +240,7 @@ VIA_HELPER = 'args = session_args(session)\n    run_in(session, [], "-m", "ci.ru
     ('session.run("python", "-c", "pass")', VIA_HELPER,
      "noxfile.py:5: helper run_in() called by session suite does not pass its *cmd on to session.run"),
     (HONEST_HELPER, VIA_HELPER, None),
-    (HONEST_HELPER, 'session.run("python", "-m", "ci.run_suite", "--dry-run", *session.posargs)',
+    (HONEST_HELPER, 'session.run("python", "-m", "ci.runner.run_suite", "--dry-run", *session.posargs)',
      "noxfile.py:15: the session passes `--dry-run` to the runner, which lists the selected tests and runs none"),
 ])
 def test_g_the_nox_suite_session_is_checked(tmp_path, helper, body, words):
@@ -450,12 +451,12 @@ def test_g_the_session_nox_runs_as_suite_is_the_one_checked(tmp_path):
 
         @nox.session
         def suite(session):
-            session.run("python", "-m", "ci.run_suite", *session.posargs)
+            session.run("python", "-m", "ci.runner.run_suite", *session.posargs)
 
 
         @nox.session(name="suite")
         def quick(session):
-            session.run("python", "-m", "ci.run_suite", *session.posargs, success_codes=[0, 1])
+            session.run("python", "-m", "ci.runner.run_suite", *session.posargs, success_codes=[0, 1])
     """)
     masked = run_audit(repo.root, today=TODAY).violations["masked-step"]
     assert masked == ["MASKED noxfile.py:12: session suite: session.run(success_codes=[0, 1]) turns a failing "

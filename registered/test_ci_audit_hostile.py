@@ -19,12 +19,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ci import audit_cli
+from ci.audit import cli as audit_cli
 from ci.log_escape import escape_data, log_safe
 from ci.registration import register
 from ci.safe_yaml import YamlTooLarge, expanded_size, load_yaml, short
-from ci.workflow_matrix import matrix_rows
-from ci.workflow_scan import scan_workflows
+from ci.github.matrix import matrix_rows
+from ci.github.scan import scan_workflows
 from registered.fixture_repo import REAL_ROOT
 
 FORK_FIXTURES = REAL_ROOT / "registered" / "fixtures" / "fork_safety"
@@ -34,7 +34,7 @@ LIMIT_S, LIMIT_MB = 30, 300
 # runs the audit as its own child, so RUSAGE_CHILDREN holds the audit's peak memory and nothing else
 LAUNCHER = """
 import json, resource, subprocess, sys
-p = subprocess.run([sys.executable, "-m", "ci.audit_cli", *sys.argv[1:]], capture_output=True, text=True, timeout=60)
+p = subprocess.run([sys.executable, "-m", "ci.audit.cli", *sys.argv[1:]], capture_output=True, text=True, timeout=60)
 print(json.dumps({"rc": p.returncode, "out": p.stdout, "err": p.stderr,
                   "maxrss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}))
 """
@@ -337,7 +337,7 @@ def test_action_uploads_only_a_sarif_this_run_wrote(tmp_path, code, writes, uplo
 
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
 def test_workflows_check_runs_zizmor_pedantic_on_github_the_action_and_its_caller(monkeypatch):
-    from ci import workflows
+    from ci.github import generate as workflows
 
     seen = []
     monkeypatch.setattr(workflows, "_tool", lambda name, pip: (name, ""))

@@ -1,4 +1,4 @@
-"""The audit's rule registry (ci/audit_rules.py), the docs generated from it, the output format,
+"""The audit's rule registry (ci/audit/rules.py), the docs generated from it, the output format,
 and the two rules from issue 24: suite-name-typo and non-native-gpu-backend."""
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from pathlib import Path
 
 import yaml
 
-from ci.audit import run_audit
-from ci.audit_report import FindingCollector, format_findings
-from ci.audit_rules import DOCS, FOREIGN_RULES, OWN_RULES, splice
-from ci.findings import RULES
+from ci.audit.own import run_audit
+from ci.audit.report import FindingCollector, format_findings
+from ci.audit.rules import DOCS, FOREIGN_RULES, OWN_RULES, splice
+from ci.audit.findings import RULES
 from ci.registration import register
 from registered.fixture_repo import REAL_ROOT, FixtureRepo
 from registered.test_ci_audit import TODAY, baseline
@@ -22,7 +22,7 @@ from registered.test_ci_audit import TODAY, baseline
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
 def test_every_rule_id_the_audits_use_is_registered_once_with_its_prose():
     used: set[str] = set()
-    for rel in ("ci/audit.py", "ci/audit_foreign.py"):
+    for rel in ("ci/audit/own.py", "ci/audit/foreign.py"):
         tree = ast.parse((REAL_ROOT / rel).read_text())
         for node in ast.walk(tree):
             if isinstance(node, ast.Call) and getattr(node.func, "attr", "") in ("add", "extend") and node.args \
@@ -41,8 +41,8 @@ def test_the_rule_tables_in_the_docs_are_the_generated_ones():
     for rel in DOCS:
         text = (REAL_ROOT / rel).read_text()
         assert "audit-rules:begin" in text, rel
-        assert splice(text) == text, f"{rel}: rule table drifted; run python -m ci.audit_rules --write"
-    stale = splice("a\n<!-- audit-rules:begin (python -m ci.audit_rules --markdown) -->\nSTALE-ROW\n"
+        assert splice(text) == text, f"{rel}: rule table drifted; run python -m ci.audit.rules --write"
+    stale = splice("a\n<!-- audit-rules:begin (python -m ci.audit.rules --markdown) -->\nSTALE-ROW\n"
                    "<!-- audit-rules:end -->\n")
     assert "STALE-ROW" not in stale and "| `dormant-suite` |" in stale
 
@@ -72,8 +72,8 @@ def test_text_prints_rule_ids_and_why_a_warning_is_unproven_for_a_filtered_list(
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
 def test_the_audit_imports_no_torch():
     code = ("import sys; sys.modules['torch'] = None; sys.modules['triton'] = None\n"
-            "import ci.audit, ci.audit_cli, ci.audit_foreign, ci.audit_rules, ci.workflow_scan\n"
-            "print(ci.audit_cli.main(['--root', 'registered/fixtures/sglang/base', '--adapter', 'sglang',"
+            "import ci.audit.own, ci.audit.cli, ci.audit.foreign, ci.audit.rules, ci.github.scan\n"
+            "print(ci.audit.cli.main(['--root', 'registered/fixtures/sglang/base', '--adapter', 'sglang',"
             " '--format', 'json']))")
     proc = subprocess.run([sys.executable, "-c", code], cwd=REAL_ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr

@@ -19,8 +19,8 @@ import pytest
 
 from ci.adapters import get_adapter
 from ci.adapters.sglang import collect_suites
-from ci.audit_foreign import check_target, run_foreign_audit
-from ci.audit_rules import FOREIGN_RULES
+from ci.audit.foreign import check_target, run_foreign_audit
+from ci.audit.rules import FOREIGN_RULES
 from ci.registration import register
 from registered.fixture_repo import REAL_ROOT
 

@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from ci.audit import format_report, run_audit
+from ci.audit.own import format_report, run_audit
 from ci.registration import register
 from registered.fixture_repo import FixtureRepo, skips_source
 

@@ -6,9 +6,9 @@ import sys
 
 import pytest
 
-from ci.collect import CollectionError
+from ci.registry.collect import CollectionError
 from registered.fixture_repo import REAL_ROOT, FixtureRepo
-from ci.jobs import load_registry
+from ci.registry.jobs import load_registry
 from ci.registration import register
 
 GOOD = dict(suite="s", hardware="cpu", schedule="per-commit", est_time=1)
@@ -209,10 +209,10 @@ def test_disabled_registrations_make_no_job_but_are_kept(tmp_path):
 
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=6)
 def test_real_registry_collects_and_audits_without_importing_torch():
-    code = ("import sys, ci.jobs, ci.audit, ci.workflows, impl.gates\n"
-            "r = ci.jobs.load_registry('.')\n"
-            "ci.audit.run_audit('.')\n"
-            "ci.workflows.generate(r)\n"
+    code = ("import sys, ci.registry.jobs, ci.audit.own, ci.github.generate, impl.gates\n"
+            "r = ci.registry.jobs.load_registry('.')\n"
+            "ci.audit.own.run_audit('.')\n"
+            "ci.github.generate.generate(r)\n"
             "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'triton', 'numpy'))\n"
             "assert not bad, bad\n"
             "print(len(r.jobs))\n")

@@ -1,4 +1,4 @@
-"""ci.compile_kernels: every kernel specialization the op table launches compiles for the H200 and MI35x.
+"""ci.tools.compile_kernels: every kernel specialization the op table launches compiles for the H200 and MI35x.
 
 CPU jobs run kernels in Triton's interpreter, which accepts code the compiler rejects; this
 compiles them (no GPU needed) so such a bug fails per-commit CI, not the first GPU job. The
@@ -14,7 +14,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from ci.compile_kernels import NO_COMPILER, covering_subset, path_features
+from ci.tools.compile_kernels import NO_COMPILER, covering_subset, path_features
 from ci.registration import register
 from registered.schedule import reduced
 from registered.skips import registered_skip
@@ -26,7 +26,7 @@ EXPECTED_KERNELS = ("_scatter_rows_kernel", "_norm_rope_kernel", "_pass_kernel",
 
 def _run(*args: str, pythonpath: str = str(REPO)) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": pythonpath}
-    result = subprocess.run([sys.executable, "-m", "ci.compile_kernels", *args], cwd=REPO, env=env,
+    result = subprocess.run([sys.executable, "-m", "ci.tools.compile_kernels", *args], cwd=REPO, env=env,
                             capture_output=True, text=True, timeout=1200)
     if result.returncode == NO_COMPILER:
         registered_skip("no-gpu-compiler")
@@ -109,13 +109,13 @@ def test_a_bad_target_is_refused_in_one_line_before_any_work():
     result = _run("--target", "cuda:sm90", "--target", "hip:gfx950")
     assert result.returncode == 2, result.stdout + result.stderr
     assert result.stdout == "" and result.stderr.splitlines() == [
-        "ci.compile_kernels: --target must be cuda:<sm, e.g. 90> or hip:<gfx arch, e.g. gfx950>, got 'cuda:sm90'"]
+        "ci.tools.compile_kernels: --target must be cuda:<sm, e.g. 90> or hip:<gfx arch, e.g. gfx950>, got 'cuda:sm90'"]
 
 
 @register(suite="kernels", hardware=["cpu"], schedule="per-commit", est_time=1)
 def test_the_check_imports_no_test_code_and_sets_no_module_globals():
     """The op table comes from impl.testing; renorm's paths come from explicit tuning objects."""
-    tree = ast.parse((REPO / "ci" / "compile_kernels.py").read_text())
+    tree = ast.parse((REPO / "ci" / "tools" / "compile_kernels.py").read_text())
     imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     imported |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
     assert "impl.testing.op_table" in imported

@@ -1,9 +1,9 @@
-"""ci.compile_kernels records a graph-safe op's launches without running its kernels: the same launches."""
+"""ci.tools.compile_kernels records a graph-safe op's launches without running its kernels: the same launches."""
 from __future__ import annotations
 
 import json
 
-from ci.compile_kernels import record_launches
+from ci.tools.compile_kernels import record_launches
 from ci.registration import register
 from impl.testing.op_table import OPS
 

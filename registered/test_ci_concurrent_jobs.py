@@ -1,4 +1,5 @@
-"""``ci.run_many`` / ``ci.pr`` run job processes side by side within the machine's cores: bounded, output whole
+"""``ci.runner.run_many`` / ``ci.runner.pr`` run job processes side by side within the machine's cores: bounded,
+output whole
 per job, the summary in selection order, a failing job fails the run, a signal stops every job in flight."""
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ from contextlib import redirect_stdout
 from types import SimpleNamespace
 
 from ci.registration import register
-from ci.run_many import Run, next_run, run_concurrently, summary_table
-from ci.run_suite import Outcome
+from ci.runner.run_many import Run, next_run, run_concurrently, summary_table
+from ci.runner.run_suite import Outcome
 from registered.fixture_repo import REAL_ROOT, FixtureRepo
 
 
@@ -110,7 +111,7 @@ def test_run_many_runs_jobs_side_by_side_with_their_own_env_and_a_failure_fails_
     repo = FixtureRepo(tmp_path)
     repo.write("impl/gates.py", (REAL_ROOT / "impl" / "gates.py").read_text(encoding="utf-8"))
     repo.test_file("test_side_by_side.py", JOBS)
-    proc = repo.run_module("ci.run_many", "--schedule", "per-commit", "--hardware", "cpu", "--workers", "1",
+    proc = repo.run_module("ci.runner.run_many", "--schedule", "per-commit", "--hardware", "cpu", "--workers", "1",
                            "--jobs", "2")
     out = proc.stdout
     assert proc.returncode == 1, out + proc.stderr
@@ -151,7 +152,8 @@ def test_b():
 def test_c():
     assert True
 ''')
-    proc = subprocess.Popen([sys.executable, "-m", "ci.run_many", "--root", str(tmp_path), "--schedule", "per-commit",
+    proc = subprocess.Popen([sys.executable, "-m", "ci.runner.run_many", "--root", str(tmp_path),
+                             "--schedule", "per-commit",
                              "--hardware", "cpu", "--workers", "1", "--jobs", "2"],
                             cwd=REAL_ROOT, env=repo.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     reports = [tmp_path / "ci-results" / f"per-commit_cpu_{j}" / ".report-1-of-1.jsonl.partial"   # while they run
@@ -175,7 +177,7 @@ def test_c():
 def test_runs_sharing_the_cores_keep_xdist_only_when_they_alone_would_be_the_tail():
     """Side by side, a run keeps its xdist workers only when its estimate exceeds the total / cores (it alone
     would outlast the rest packed on the cores); every other run takes one core and no worker start-up."""
-    from ci.run_many import shared_cores
+    from ci.runner.run_many import shared_cores
 
     assert shared_cores([300, 40, 40, 20], [2, 2, 1, 2], 2) == [2, 1, 1, 1]   # 300 > 400 / 2: the tail
     assert shared_cores([120, 100, 90, 90], [2, 2, 2, 1], 2) == [1, 1, 1, 1]  # no run outlasts 400 / 2
@@ -202,7 +204,7 @@ def test_each_run_gets_its_own_worker_count(tmp_path):
 def test_each_pytest_process_gets_its_share_of_the_cores_as_threads():
     """torch's intra-op threads spin while they wait: a job's pytest processes share its cores as threads
     (OMP_NUM_THREADS), unless the caller's environment sets it."""
-    from ci.run_suite import thread_budget
+    from ci.runner.run_suite import thread_budget
 
     env = {}
     assert thread_budget(env, 1, 1) == 1 and env["OMP_NUM_THREADS"] == "1"

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import subprocess
 
-from ci.coverage_gap import parse_diff, ranges
+from ci.tools.coverage_gap import parse_diff, ranges
 from registered.fixture_repo import FixtureRepo
 from ci.registration import register
 
@@ -66,18 +66,18 @@ def test_coverage_gap_lists_changed_lines_no_per_commit_job_runs(tmp_path):
     repo.write("impl/mod.py", CHANGED_IMPL)
     repo.write("impl/new_module.py", "def brand_new():\n    return 1\n")   # untracked: every line is new
 
-    proc = repo.run_module("ci.coverage_gap", "--base", "HEAD")
+    proc = repo.run_module("ci.tools.coverage_gap", "--base", "HEAD")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     gaps = [line.strip() for line in proc.stdout.splitlines() if line.startswith("  impl/")]
     # tested() runs per-commit; untested() never; only_nightly() only in a nightly job
     assert gaps == ["impl/mod.py: 7-9, 13", "impl/new_module.py: 1-2"], proc.stdout  # never imported
 
-    proc = repo.run_module("ci.coverage_gap", "--base", "HEAD", "--report-only")
+    proc = repo.run_module("ci.tools.coverage_gap", "--base", "HEAD", "--report-only")
     assert proc.returncode == 0 and "impl/mod.py: 7-9, 13" in proc.stdout
 
     _git(tmp_path, "add", "-A")
     _git(tmp_path, "commit", "-q", "-m", "change")
-    proc = repo.run_module("ci.coverage_gap", "--base", "HEAD")
+    proc = repo.run_module("ci.tools.coverage_gap", "--base", "HEAD")
     assert proc.returncode == 0 and "no changed Python lines" in proc.stdout
 
 
@@ -110,7 +110,7 @@ diff --git a/impl/gone.py b/impl/gone.py
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=3)
 def test_bad_arguments_get_one_line_and_exit_2_before_any_work(tmp_path):
     repo = _mod_repo(tmp_path)
-    proc = repo.run_module("ci.coverage_gap", "--base", "HEAD")          # not a git repository yet
+    proc = repo.run_module("ci.tools.coverage_gap", "--base", "HEAD")          # not a git repository yet
     assert proc.returncode == 2 and "not a git working tree" in proc.stderr and "Traceback" not in proc.stderr
     _git(tmp_path, "init", "-q")
     _git(tmp_path, "add", "-A")
@@ -118,7 +118,7 @@ def test_bad_arguments_get_one_line_and_exit_2_before_any_work(tmp_path):
     for args, needle in ((("--base", "nosuchrev"), "--base 'nosuchrev': not a git revision here"),
                          (("--base", "HEAD", "--hardware", "tpu-9"), "--hardware 'tpu-9': not a label"),
                          (("--base", "HEAD", "--suite-prefix", "zzz"), "no per-commit job matches")):
-        proc = repo.run_module("ci.coverage_gap", *args)
+        proc = repo.run_module("ci.tools.coverage_gap", *args)
         assert proc.returncode == 2, proc.stdout + proc.stderr
         assert needle in proc.stderr and "Traceback" not in proc.stderr
         assert len(proc.stderr.strip().splitlines()) == 1 and "[coverage-gap]" not in proc.stdout

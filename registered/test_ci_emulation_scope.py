@@ -41,7 +41,8 @@ def _stderr_lines(proc) -> list[str]:
 def test_nightly_mi35x_dspark_verify_under_emulation_on_cpu_is_refused_up_front():
     """The command ``nox -s nightly_mi35x -- --emulate --job nightly/mi35x-8/dspark-verify`` runs (noxfile.py):
     the job's only test replays CUDA graphs, so on a machine without a GPU it cannot test anything."""
-    proc = subprocess.run([sys.executable, "-m", "ci.run_many", *NIGHTLY, "--job", "nightly/mi35x-8/dspark-verify"],
+    proc = subprocess.run([sys.executable, "-m", "ci.runner.run_many", *NIGHTLY,
+                           "--job", "nightly/mi35x-8/dspark-verify"],
                           cwd=REAL_ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 3, proc.stdout + proc.stderr
     lines = _stderr_lines(proc)
@@ -57,12 +58,12 @@ def test_emulation_runs_the_jobs_that_can_run_and_names_the_ones_left_out(tmp_pa
     repo = FixtureRepo(tmp_path)
     repo.write("impl/gates.py", (REAL_ROOT / "impl" / "gates.py").read_text(encoding="utf-8"))
     repo.test_file("test_nightly.py", SUITES)
-    proc = repo.run_module("ci.run_many", *NIGHTLY, "--job", "nightly/mi35x-8/graphs", "--workers", "1")
+    proc = repo.run_module("ci.runner.run_many", *NIGHTLY, "--job", "nightly/mi35x-8/graphs", "--workers", "1")
     assert proc.returncode == 3, proc.stdout + proc.stderr
     assert _stderr_lines(proc) == [next(ln for ln in proc.stderr.splitlines() if ln.startswith("[ci] REFUSED"))]
     assert "nightly/mi35x-8/graphs needs hardware this machine lacks: all 2 of its test(s) skip here" in proc.stderr
 
-    proc = repo.run_module("ci.run_many", *NIGHTLY, "--workers", "1")
+    proc = repo.run_module("ci.runner.run_many", *NIGHTLY, "--workers", "1")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "[ci] not run under emulation: nightly/mi35x-8/graphs needs hardware" in proc.stderr
     assert "=== job nightly/mi35x-8/policy" in proc.stdout and "=== job nightly/mi35x-8/graphs" not in proc.stdout

@@ -4,7 +4,7 @@ Each case is a crafted answer from registered/fake_github.py on 127.0.0.1 (a sec
 another port plays "another origin"): a cross-origin redirect, a ``Link: next`` to itself or
 without end, a slow drip, an oversized body, fields of the wrong type, a string run id, 429/503
 then success, a 4xx, plain http to a host that is not loopback. Every case ends in one line on
-stderr and a documented exit code (ci/liveness.py); the last test runs them all through the CLI
+stderr and a documented exit code (ci/tools/liveness.py); the last test runs them all through the CLI
 as subprocesses and bounds their time and memory. Never the network.
 """
 from __future__ import annotations
@@ -18,9 +18,9 @@ import time
 
 import pytest
 
-from ci import liveness
-from ci.github_api import ApiError, Clocks, GitHubApi, Limits, field, path_id
-from ci.http_client import OriginClient, is_loopback, origin_of
+from ci.tools import liveness
+from ci.github.api import ApiError, Clocks, GitHubApi, Limits, field, path_id
+from ci.github.http_client import OriginClient, is_loopback, origin_of
 from ci.registration import register
 from registered.fake_github import FakeGitHub, load_case
 from registered.fixture_repo import REAL_ROOT, FixtureRepo
@@ -276,7 +276,7 @@ def test_plain_http_to_a_host_that_is_not_loopback_is_refused_before_connecting(
 # ---------------------------------------------------------------- the CLI, end to end
 
 def _cli_cases(other: FakeGitHub):
-    """(name, args, case edit, scripts, exit code, words): each run as ``python -m ci.liveness``."""
+    """(name, args, case edit, scripts, exit code, words): each run as ``python -m ci.tools.liveness``."""
     def name_list(case):
         case["jobs"]["80101"][0]["name"] = ["x"]
 
@@ -332,7 +332,7 @@ def test_every_hostile_case_ends_in_one_line_and_a_documented_code_within_bounds
                     api, args = args[0][1:], args[1:]
                 env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": str(REAL_ROOT),
                        "GITHUB_TOKEN": "test-token", "GITHUB_API_URL": api}
-                cmd = [sys.executable, "-c", MEASURE, sys.executable, "-m", "ci.liveness", "--root", str(root),
+                cmd = [sys.executable, "-c", MEASURE, sys.executable, "-m", "ci.tools.liveness", "--root", str(root),
                        "--repo", REPO, "--now", NOW_ARG, *args]
                 proc = subprocess.Popen(cmd, cwd=REAL_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                         text=True)
@@ -384,7 +384,7 @@ def test_usage_errors_are_one_line_and_exit_2(root, capsys, argv, words):
     env = {"GITHUB_REPOSITORY": REPO}
     assert liveness.main(["--root", str(root), *argv], env=env) == 2
     err = _one_line(capsys.readouterr().err)
-    assert err.startswith("python -m ci.liveness: error: ") and words in err, err
+    assert err.startswith("python -m ci.tools.liveness: error: ") and words in err, err
 
 
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)

@@ -5,9 +5,9 @@ import itertools
 
 import pytest
 
-from ci.catalog import CatalogError, load_catalog, parse_catalog
+from ci.registry.catalog import CatalogError, load_catalog, parse_catalog
 from registered.fixture_repo import REAL_ROOT, FixtureRepo
-from ci.jobs import JobKey, job_id, load_registry, parse_job_id, sanitize, workflow_key
+from ci.registry.jobs import JobKey, job_id, load_registry, parse_job_id, sanitize, workflow_key
 from ci.registration import register
 
 
@@ -142,7 +142,7 @@ def test_parse_catalog_accepts_the_good_entry():
 
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
 def test_one_job_filter_and_group_ids(tmp_path):
-    from ci.jobs import JobFilter, parse_group_id
+    from ci.registry.jobs import JobFilter, parse_group_id
 
     repo = FixtureRepo(tmp_path)
     repo.test_file("test_f.py", """

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from ci.audit import run_audit
+from ci.audit.own import run_audit
 from ci.registration import register
 from registered.fixture_repo import REAL_ROOT, FixtureRepo
 
@@ -75,7 +75,7 @@ def test_audit_tells_an_unknown_skip_key_to_be_added_to_skips_py(tmp_path):
 
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=6)
 def test_runner_counts_an_unregistered_skip_apart_and_names_the_missing_key(tmp_path):
-    proc = _repo(tmp_path).run_module("ci.run_suite", "--job", "per-commit/cpu/typo-key", "--workers", "1")
+    proc = _repo(tmp_path).run_module("ci.runner.run_suite", "--job", "per-commit/cpu/typo-key", "--workers", "1")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert ("skip key 'needs-gpuu' is not in SKIP_REASONS: add it to registered/skips.py" in proc.stderr), proc.stderr
     assert "registered_skip(key) / requires_gpu()" not in proc.stderr
@@ -91,7 +91,7 @@ def test_runner_counts_an_unregistered_skip_apart_and_names_the_missing_key(tmp_
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=3)
 def test_job_of_a_wholly_disabled_suite_says_disabled_with_reasons(tmp_path):
     repo = _repo(tmp_path)
-    for module in ("ci.run_suite", "ci.run_many"):
+    for module in ("ci.runner.run_suite", "ci.runner.run_many"):
         proc = repo.run_module(module, "--job", "per-commit/cpu/parked")
         assert proc.returncode == 2, (module, proc.stdout + proc.stderr)
         err = proc.stderr.strip()
@@ -99,5 +99,5 @@ def test_job_of_a_wholly_disabled_suite_says_disabled_with_reasons(tmp_path):
         assert "no registered job" not in err, (module, err)
         assert "'per-commit/cpu/parked' is registered, but all its registrations are disabled" in err, (module, err)
         assert "compiler hang, issue #12 (until 2027-01-31)" in err and "needs the new pool, issue #14" in err, err
-    proc = repo.run_module("ci.run_suite", "--job", "per-commit/cpu/parkd")   # a typo stays "no registered job"
+    proc = repo.run_module("ci.runner.run_suite", "--job", "per-commit/cpu/parkd")   # a typo stays "no registered job"
     assert proc.returncode == 2 and "no registered job 'per-commit/cpu/parkd'" in proc.stderr, proc.stderr

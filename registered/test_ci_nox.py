@@ -82,7 +82,7 @@ esac
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=2)
 @pytest.mark.parametrize("nox_exit, expect", [(0, 0), (5, 1), (1, 1)])
 def test_ci_entry_point_fails_on_any_nonzero_nox_exit(tmp_path, nox_exit, expect):
-    from ci.catalog import load_catalog
+    from ci.registry.catalog import load_catalog
 
     assert f'NOX_PIN="nox=={load_catalog(REAL_ROOT).nox}"' in (REAL_ROOT / ".ci" / "run").read_text()
     fake = tmp_path / "python3"

@@ -11,7 +11,7 @@ import venv
 import zipfile
 
 from ci.registration import register
-from ci.wheel_namespace import NAMESPACE, PACKAGES, rewrite_source
+from ci.tools.wheel_namespace import NAMESPACE, PACKAGES, rewrite_source
 from registered.fixture_repo import REAL_ROOT
 from registered.test_ci_audit_adopt import cli, json_findings, write_tree
 
@@ -75,7 +75,7 @@ def test_the_declared_packages_are_exactly_the_folders():
                for package in PACKAGES for p in [REAL_ROOT / package, *(REAL_ROOT / package).rglob("*")]
                if p.is_dir() and p.name != "__pycache__" and any(p.glob("*.py")) or p.name == "schemas"}
     assert declared == folders
-    assert config["project"]["scripts"]["dspark-audit"] == f"{NAMESPACE}.ci.audit_cli:main"
+    assert config["project"]["scripts"]["dspark-audit"] == f"{NAMESPACE}.ci.audit.cli:main"
 
 
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=10)

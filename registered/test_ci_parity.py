@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import datetime as dt
 
-from ci.audit import run_audit
-from ci.jobs import load_registry
-from ci.parity import compare, parse_collect_output, pytest_collected
+from ci.audit.own import run_audit
+from ci.registry.jobs import load_registry
+from ci.audit.parity import compare, parse_collect_output, pytest_collected
 from ci.registration import register
 from registered.fixture_repo import REAL_ROOT, FixtureRepo
 

@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from registered.fixture_repo import REAL_ROOT, FixtureRepo
-from ci.jobs import load_registry
-from ci.partition import (MAX_IMBALANCE, choose_shard_count, imbalance, load_durations, lpt_partition,
+from ci.registry.jobs import load_registry
+from ci.registry.partition import (MAX_IMBALANCE, choose_shard_count, imbalance, load_durations, lpt_partition,
                           measured_time, parse_shard, shard_loads)
 from ci.registration import register
 
@@ -134,7 +134,7 @@ group_strategy = st.dictionaries(
 @settings(max_examples=40, deadline=None)
 @given(items=group_strategy, budget=st.floats(50, 1500))
 def test_group_shards_hold_every_pair_once_balanced_and_deterministic(items, budget):
-    from ci.partition import choose_group_shard_count, group_loads, group_partition
+    from ci.registry.partition import choose_group_shard_count, group_loads, group_partition
 
     n = choose_group_shard_count(items, budget)
     shards = group_partition(items, n)
@@ -148,7 +148,7 @@ def test_group_shards_hold_every_pair_once_balanced_and_deterministic(items, bud
 
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
 def test_group_shards_keep_jobs_whole_when_they_fit():
-    from ci.partition import group_partition
+    from ci.registry.partition import group_partition
 
     items = {"big": [("a", 300.0), ("b", 300.0)], "v1": [("x", 100.0)], "v2": [("x", 100.0)], "v3": [("y", 200.0)]}
     shards = group_partition(items, 2)

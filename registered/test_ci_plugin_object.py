@@ -1,12 +1,13 @@
-"""ci.pytest_plugin's shape: one plugin object per process in the plugin manager, no mutable module state,
-its hookspec in ci/pytest_hookspecs.py and pytest's private JUnit writer reached only through ci/junit_shim.py."""
+"""ci.runner.pytest_plugin's shape: one plugin object per process in the plugin manager, no mutable module state,
+its hookspec in ci/runner/pytest_hookspecs.py and pytest's private JUnit writer reached only through
+ci/runner/junit_shim.py."""
 from __future__ import annotations
 
 import ast
 import subprocess
 import sys
 
-import ci.pytest_plugin as plugin_module
+import ci.runner.pytest_plugin as plugin_module
 from ci.registration import register
 from registered.fixture_repo import REAL_ROOT, FixtureRepo
 
@@ -27,7 +28,7 @@ def pytest_collection_finish(session):
 def test_the_plugin_is_an_object_in_the_plugin_manager_with_its_job(tmp_path):
     repo = FixtureRepo(tmp_path)
     repo.write("impl/gates.py", (REAL_ROOT / "impl" / "gates.py").read_text(encoding="utf-8"))
-    repo.write("conftest.py", 'pytest_plugins = ["ci.pytest_plugin"]\n\n' + CONFTEST)
+    repo.write("conftest.py", 'pytest_plugins = ["ci.runner.pytest_plugin"]\n\n' + CONFTEST)
     repo.test_file("test_obj.py", TESTS)
 
     def pytest(*args):
@@ -45,13 +46,13 @@ def test_the_plugin_is_an_object_in_the_plugin_manager_with_its_job(tmp_path):
 def test_no_mutable_module_state_hookspec_apart_and_junit_privates_behind_the_shim():
     mutable = {name: type(v).__name__ for name, v in vars(plugin_module).items()
                if not name.startswith("__") and isinstance(v, (list, dict, set, bytearray))}
-    assert not mutable, f"module-level mutable state in ci.pytest_plugin: {mutable}"
-    source = (REAL_ROOT / "ci" / "pytest_plugin.py").read_text(encoding="utf-8")
+    assert not mutable, f"module-level mutable state in ci.runner.pytest_plugin: {mutable}"
+    source = (REAL_ROOT / "ci" / "runner" / "pytest_plugin.py").read_text(encoding="utf-8")
     tree = ast.parse(source)
     assert not [n for n in ast.walk(tree) if isinstance(n, ast.Global)], "a `global` statement"
-    assert "@pytest.hookspec" not in source, "hookspecs live in ci/pytest_hookspecs.py"
+    assert "@pytest.hookspec" not in source, "hookspecs live in ci/runner/pytest_hookspecs.py"
     privates = [n.module for n in ast.walk(tree)
                 if isinstance(n, ast.ImportFrom) and (n.module or "").startswith("_pytest")]
     assert not privates and "node_reporters_ordered" not in source and "xml_key" not in source
-    shim = (REAL_ROOT / "ci" / "junit_shim.py").read_text(encoding="utf-8")
+    shim = (REAL_ROOT / "ci" / "runner" / "junit_shim.py").read_text(encoding="utf-8")
     assert "_pytest.junitxml" in shim

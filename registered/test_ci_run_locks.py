@@ -21,7 +21,7 @@ import warnings
 from pathlib import Path
 
 from ci.registration import register
-from ci.run_lock import hold
+from ci.runner.run_lock import hold
 from registered.fixture_repo import REAL_ROOT, FixtureRepo
 
 FAKE_PYTHON = """#!/bin/sh
@@ -130,7 +130,7 @@ def test_a_second_run_of_a_job_shard_and_a_symlinked_output_are_refused_with_one
     folder = repo.root / "ci-results" / "per-commit_cpu_quick"
     folder.mkdir(parents=True)
     with hold(folder / ".lock-1-of-1", "the first run"):      # another run of the same job shard is in flight
-        busy = repo.run_module("ci.run_suite", "--job", "per-commit/cpu/quick", "--workers", "1")
+        busy = repo.run_module("ci.runner.run_suite", "--job", "per-commit/cpu/quick", "--workers", "1")
     assert busy.returncode == 2, busy.stdout + busy.stderr
     assert busy.stderr.splitlines() == [
         f"[ci] error: {folder} (job per-commit/cpu/quick shard 1/1) is in use by another run (pid {os.getpid()}); "
@@ -140,7 +140,7 @@ def test_a_second_run_of_a_job_shard_and_a_symlinked_output_are_refused_with_one
     target = tmp_path / "outside.md"
     target.write_text("not the runner's")
     (folder / "summary-1-of-1.md").symlink_to(target)
-    linked = repo.run_module("ci.run_suite", "--job", "per-commit/cpu/quick", "--workers", "1")
+    linked = repo.run_module("ci.runner.run_suite", "--job", "per-commit/cpu/quick", "--workers", "1")
     assert linked.returncode == 2, linked.stdout + linked.stderr
     assert linked.stderr.splitlines() == [
         f"[ci] error: {folder / 'summary-1-of-1.md'}: is a symlink; refusing to write through it "

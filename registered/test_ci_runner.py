@@ -1,6 +1,6 @@
 """The suite runner and its pytest plugin on fixture repositories: every way a job must fail.
 
-Each test runs the real runner (``python -m ci.run_suite``) or plain pytest with the plugin
+Each test runs the real runner (``python -m ci.runner.run_suite``) or plain pytest with the plugin
 in a subprocess on a throw-away repository; none of the fixture tests imports torch.
 """
 from __future__ import annotations
@@ -129,7 +129,8 @@ def test_variant_jobs_pass_with_hermetic_env_junit_names_and_summary(tmp_path):
     summary = tmp_path / "step-summary.md"
     for variant, expected_cases, workers in (("paged", 4, "2"), ("unified", 1, "1")):  # with and without xdist
         job = f"per-commit/cpu/env[{variant}]"
-        proc = repo.run_module("ci.run_suite", "--job", job, "--workers", workers, GITHUB_STEP_SUMMARY=str(summary),
+        proc = repo.run_module("ci.runner.run_suite", "--job", job, "--workers", workers,
+                               GITHUB_STEP_SUMMARY=str(summary),
                                DSPARK_CHECK="yes", DSPARK_SPEC_ALGO="mtp", TRITON_INTERPRET="0")
         assert proc.returncode == 0, proc.stdout + proc.stderr
         out = proc.stdout + proc.stderr
@@ -158,7 +159,7 @@ def test_unregistered_skips_and_xfail_that_never_runs_fail_the_job(tmp_path):
     for job, needle in (("per-commit/cpu/silent", "flaky, will look later"),
                         ("per-commit/cpu/unknown-key", "[registered:no-such-key]"),
                         ("per-commit/cpu/xfail", "xfail(run=False) never runs its body")):
-        proc = repo.run_module("ci.run_suite", "--job", job, "--workers", "1")
+        proc = repo.run_module("ci.runner.run_suite", "--job", job, "--workers", "1")
         assert proc.returncode == 1, proc.stdout + proc.stderr
         assert needle in proc.stderr, proc.stderr
         assert "### FAIL" in proc.stdout and "jobs: 0 passed, 1 failed" in proc.stdout
@@ -166,14 +167,14 @@ def test_unregistered_skips_and_xfail_that_never_runs_fail_the_job(tmp_path):
 
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=4)
 def test_a_job_in_which_no_body_ran_fails(tmp_path):
-    proc = _repo(tmp_path).run_module("ci.run_suite", "--job", "per-commit/cpu/all-skipped", "--workers", "1")
+    proc = _repo(tmp_path).run_module("ci.runner.run_suite", "--job", "per-commit/cpu/all-skipped", "--workers", "1")
     assert proc.returncode == 1
     assert "no registered test body ran" in proc.stderr and "this job tested nothing" in proc.stderr
 
 
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=4)
 def test_a_registration_that_collects_nothing_fails_even_beside_passing_tests(tmp_path):
-    proc = _repo(tmp_path).run_module("ci.run_suite", "--job", "per-commit/cpu/empty", "--workers", "1")
+    proc = _repo(tmp_path).run_module("ci.runner.run_suite", "--job", "per-commit/cpu/empty", "--workers", "1")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert ("registered/test_suites.py::TestNotCollectable (registered at registered/test_suites.py:"
             in proc.stderr and "pytest collected no test for this registration" in proc.stderr)
@@ -181,7 +182,7 @@ def test_a_registration_that_collects_nothing_fails_even_beside_passing_tests(tm
 
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=4)
 def test_parameters_that_vanish_on_this_machine_fail_the_job(tmp_path):
-    proc = _repo(tmp_path).run_module("ci.run_suite", "--job", "per-commit/cpu/vanish", "--workers", "1")
+    proc = _repo(tmp_path).run_module("ci.runner.run_suite", "--job", "per-commit/cpu/vanish", "--workers", "1")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "its parameter list is empty on this machine" in proc.stderr
     assert "vanished parameters are not a pass" in proc.stderr
@@ -191,19 +192,19 @@ def test_parameters_that_vanish_on_this_machine_fail_the_job(tmp_path):
 def test_any_deselection_of_a_jobs_test_fails_it(tmp_path):
     repo = _repo(tmp_path)
     job = "per-commit/cpu/params"
-    proc = repo.run_module("ci.run_suite", "--job", job, "--workers", "1", "--", "-k", "not test_param[2]")
+    proc = repo.run_module("ci.runner.run_suite", "--job", job, "--workers", "1", "--", "-k", "not test_param[2]")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert ("registered/test_suites.py::test_param[2]: a test of this job was deselected" in proc.stderr)
-    proc = repo.run_module("ci.run_suite", "--job", job, "--workers", "1", "--",
+    proc = repo.run_module("ci.runner.run_suite", "--job", job, "--workers", "1", "--",
                            "--deselect", "registered/test_suites.py::test_param[3]")
     assert proc.returncode == 1 and "test_param[3]: a test of this job was deselected" in proc.stderr
-    proc = repo.run_module("ci.run_suite", "--job", job, "--workers", "1")
+    proc = repo.run_module("ci.runner.run_suite", "--job", job, "--workers", "1")
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=4)
 def test_failing_test_fails_the_job_and_is_listed(tmp_path):
-    proc = _repo(tmp_path).run_module("ci.run_suite", "--job", "per-commit/cpu/failing", "--workers", "1")
+    proc = _repo(tmp_path).run_module("ci.runner.run_suite", "--job", "per-commit/cpu/failing", "--workers", "1")
     assert proc.returncode == 1
     assert "**Failed tests**" in proc.stdout and "test_fails" in proc.stdout and "arithmetic" in proc.stdout
 
@@ -211,14 +212,14 @@ def test_failing_test_fails_the_job_and_is_listed(tmp_path):
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=2)
 def test_unknown_job_group_and_bad_shard_fail_before_pytest_runs(tmp_path):
     repo = _repo(tmp_path)
-    proc = repo.run_module("ci.run_suite", "--job", "per-commit/cpu/silen")
+    proc = repo.run_module("ci.runner.run_suite", "--job", "per-commit/cpu/silen")
     assert proc.returncode == 2 and "no registered job 'per-commit/cpu/silen'" in proc.stderr
-    proc = repo.run_module("ci.run_suite", "--group", "per-commit/cpux")
+    proc = repo.run_module("ci.runner.run_suite", "--group", "per-commit/cpux")
     assert proc.returncode == 2 and "no registered group 'per-commit/cpux'" in proc.stderr
-    proc = repo.run_module("ci.run_suite", "--group", "per-commit/cpu", "--shard", "3/x")
+    proc = repo.run_module("ci.runner.run_suite", "--group", "per-commit/cpu", "--shard", "3/x")
     assert proc.returncode == 2 and "I/N" in proc.stderr
     # more shards than tests
-    proc = repo.run_module("ci.run_suite", "--job", "per-commit/cpu/silent", "--shard", "40/40")
+    proc = repo.run_module("ci.runner.run_suite", "--job", "per-commit/cpu/silent", "--shard", "40/40")
     assert proc.returncode == 1 and "selects no test" in proc.stderr
     assert not (tmp_path / "ci-results").exists()
 
@@ -227,7 +228,7 @@ def test_unknown_job_group_and_bad_shard_fail_before_pytest_runs(tmp_path):
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=8)
 def test_plain_pytest_selects_a_job_and_suites_by_marker(tmp_path):
     repo = _repo(tmp_path)
-    repo.write("registered/conftest.py", 'pytest_plugins = ["ci.pytest_plugin"]\n')
+    repo.write("registered/conftest.py", 'pytest_plugins = ["ci.runner.pytest_plugin"]\n')
     repo.write("pyproject.toml", '[tool.pytest.ini_options]\naddopts = "-ra --strict-markers"\n')
 
     def pytest(*args):
@@ -274,7 +275,7 @@ def test_unkillable():
 def test_a_hung_test_is_a_named_failure_with_junit_and_summary(tmp_path):
     repo = _repo(tmp_path, HANGS, "test_hangs.py")
     start = time.monotonic()
-    proc = repo.run_module("ci.run_suite", "--job", "per-commit/cpu/hang", "--workers", "1")
+    proc = repo.run_module("ci.runner.run_suite", "--job", "per-commit/cpu/hang", "--workers", "1")
     assert time.monotonic() - start < 50
     assert proc.returncode == 1, proc.stdout + proc.stderr
     junit, md, _ = _results(tmp_path, "per-commit/cpu/hang")
@@ -288,14 +289,14 @@ def test_a_hung_test_is_a_named_failure_with_junit_and_summary(tmp_path):
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=14)
 def test_a_killed_pytest_still_leaves_junit_and_a_summary_that_say_what_happened(tmp_path):
     repo = _repo(tmp_path, HANGS, "test_hangs.py")
-    proc = repo.run_module("ci.run_suite", "--job", "per-commit/cpu/stuck", "--workers", "1",
+    proc = repo.run_module("ci.runner.run_suite", "--job", "per-commit/cpu/stuck", "--workers", "1",
                            "--job-timeout", "15", "--kill-grace", "1")
     assert proc.returncode != 0
     assert "the job exceeded its 15s time limit before the job finished" in proc.stderr, proc.stderr
     assert "running when it stopped: registered/test_hangs.py::test_unkillable" in proc.stderr
     junit, md, _ = _results(tmp_path, "per-commit/cpu/stuck")
     suite, props = _suite(junit)
-    assert props["ci.written-by"].startswith("ci.run_suite")
+    assert props["ci.written-by"].startswith("ci.runner.run_suite")
     cases = {c.get("name"): c for c in suite.iter("testcase")}
     assert cases["test_first"].find("failure") is None
     assert "did not finish" in cases["test_unkillable"].find("failure").get("message")
@@ -332,7 +333,7 @@ def test_fails_once_not_opted_in():
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=10)
 def test_flaky_is_its_own_column_and_one_junit_case_and_only_opted_in_tests_rerun(tmp_path):
     repo = _repo(tmp_path, FLAKY, "test_flaky.py")
-    proc = repo.run_module("ci.run_suite", "--job", "per-commit/cpu/retry", "--workers", "1")
+    proc = repo.run_module("ci.runner.run_suite", "--job", "per-commit/cpu/retry", "--workers", "1")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     junit, md, _ = _results(tmp_path, "per-commit/cpu/retry")
     suite, props = _suite(junit)
@@ -345,7 +346,7 @@ def test_flaky_is_its_own_column_and_one_junit_case_and_only_opted_in_tests_reru
     assert "**Flaky**" in md.read_text()
     for job, needle in (("per-commit/cpu/retry-fail", "broken for real"),
                         ("per-commit/cpu/no-retry", "first attempt fails")):
-        proc = repo.run_module("ci.run_suite", "--job", job, "--workers", "1")
+        proc = repo.run_module("ci.runner.run_suite", "--job", job, "--workers", "1")
         assert proc.returncode == 1 and needle in proc.stdout, proc.stdout + proc.stderr
 
 
@@ -364,7 +365,7 @@ def test_on_mi35x():
 """
 
 FAKE_H200 = '''
-from ci.machine import Machine
+from ci.runner.machine import Machine
 
 def pytest_ci_machine(config):
     return Machine("h200-1", "h200-1", "cuda", "sm90", 1, torch="2.11.0+cu128", torch_build="cuda",
@@ -375,7 +376,7 @@ def pytest_ci_machine(config):
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=8)
 def test_a_gpu_job_refuses_a_machine_that_is_not_its_label(tmp_path):
     repo = _repo(tmp_path, HARDWARE, "test_hw.py")
-    proc = repo.run_module("ci.run_suite", "--job", "per-commit/h200-1/gpu", "--workers", "1")  # this CPU box
+    proc = repo.run_module("ci.runner.run_suite", "--job", "per-commit/h200-1/gpu", "--workers", "1")  # this CPU box
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert ("attestation failed for h200-1 (job per-commit/h200-1/gpu): expected a CUDA build of torch with a "
             "visible NVIDIA (CUDA) GPU, found torch " in proc.stderr), proc.stderr
@@ -390,14 +391,14 @@ def test_a_gpu_job_refuses_a_machine_that_is_not_its_label(tmp_path):
 def test_mi35x_job_refuses_an_h200_unless_emulating_visibly(tmp_path):
     repo = _repo(tmp_path, HARDWARE, "test_hw.py")
     repo.write("registered/conftest.py", FAKE_H200)
-    proc = repo.run_module("ci.run_suite", "--job", "per-commit/mi35x-1/gpu", "--workers", "1")
+    proc = repo.run_module("ci.runner.run_suite", "--job", "per-commit/mi35x-1/gpu", "--workers", "1")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert ("attestation failed for mi35x-1 (job per-commit/mi35x-1/gpu): expected a HIP build of torch with a "
             "visible AMD (ROCm/HIP) GPU, found torch 2.11.0+cu128 (cuda build), 1 visible cuda device(s)"
             in proc.stderr), proc.stderr
     assert "machine record from the pytest_ci_machine hook (a conftest)" in proc.stdout   # never silent
 
-    proc = repo.run_module("ci.run_suite", "--job", "per-commit/mi35x-1/gpu", "--workers", "1", "--emulate")
+    proc = repo.run_module("ci.runner.run_suite", "--job", "per-commit/mi35x-1/gpu", "--workers", "1", "--emulate")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "!!! EMULATION: per-commit/mi35x-1/gpu runs with DSPARK_PLATFORM=hip on this machine" in proc.stdout
     junit, md, _ = _results(tmp_path, "per-commit/mi35x-1/gpu")
@@ -406,7 +407,7 @@ def test_mi35x_job_refuses_an_h200_unless_emulating_visibly(tmp_path):
     assert props["machine.device_name"] == "NVIDIA H200" and props["machine.cuda"] == "12.8"
     assert "> **EMULATION**: per-commit/mi35x-1/gpu runs with DSPARK_PLATFORM=hip emulated" in md.read_text()
 
-    proc = repo.run_module("ci.run_suite", "--job", "per-commit/h200-1/gpu", "--workers", "1")   # the right label
+    proc = repo.run_module("ci.runner.run_suite", "--job", "per-commit/h200-1/gpu", "--workers", "1")   # right label
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "[ci] attestation OK: job per-commit/h200-1/gpu on label h200-1" in proc.stdout
 
@@ -437,7 +438,7 @@ def test_nightly_two(): pass
 
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=14)
 def test_group_shard_runs_each_job_in_its_own_process_and_counts_jobs_and_tests_apart(tmp_path):
-    from ci.jobs import load_registry
+    from ci.registry.jobs import load_registry
 
     repo = _repo(tmp_path, GROUPED, "test_grouped.py")
     registry = load_registry(tmp_path)
@@ -448,7 +449,8 @@ def test_group_shard_runs_each_job_in_its_own_process_and_counts_jobs_and_tests_
     assert pairs == sorted((j.id, t.node_id) for j in group.jobs for t in j.tests)   # each pair exactly once
     shard = next(s for s in shards if any(j.id == "per-commit/cpu/broken" for j, _ in s))
     index = shards.index(shard) + 1
-    proc = repo.run_module("ci.run_suite", "--group", "per-commit/cpu", "--shard", f"{index}/2", "--workers", "1")
+    proc = repo.run_module("ci.runner.run_suite", "--group", "per-commit/cpu", "--shard", f"{index}/2",
+                           "--workers", "1")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     ran = [ln.split()[3] for ln in proc.stdout.splitlines() if ln.startswith("[ci] === job ")]
     assert ran == [j.id for j, _ in shard]                          # one pytest process per job, in order
@@ -457,7 +459,7 @@ def test_group_shard_runs_each_job_in_its_own_process_and_counts_jobs_and_tests_
     assert f"tests: {passed_tests} passed, 0 flaky, 1 failed" in proc.stdout
 
     for i, shard in enumerate(shards, 1):      # --job J --shard I/N: the tests of J that group shard I/N holds
-        proc = repo.run_module("ci.run_suite", "--job", "per-commit/cpu/big", "--shard", f"{i}/2", "--dry-run")
+        proc = repo.run_module("ci.runner.run_suite", "--job", "per-commit/cpu/big", "--shard", f"{i}/2", "--dry-run")
         assert proc.returncode == 0, proc.stderr
         listed = [ln for ln in proc.stdout.splitlines() if ln.startswith("registered/")]
         assert listed == next(t for j, t in shard if j.id == "per-commit/cpu/big")
@@ -467,28 +469,29 @@ def test_group_shard_runs_each_job_in_its_own_process_and_counts_jobs_and_tests_
 def test_run_many_selects_one_nightly_job_and_reports_jobs_not_tests(tmp_path):
     repo = _repo(tmp_path, GROUPED, "test_grouped.py")
     args = ("--schedule", "nightly", "--hardware-prefix", "mi35x", "--workers", "1")
-    proc = repo.run_module("ci.run_many", *args, "--require-mi35x")
+    proc = repo.run_module("ci.runner.run_many", *args, "--require-mi35x")
     assert proc.returncode == 3 and "REFUSED: this machine is not an MI35x" in proc.stderr
-    proc = repo.run_module("ci.run_many", *args, "--require-mi35x", "--emulate", "--job", "nightly/mi35x-8/verify")
+    proc = repo.run_module("ci.runner.run_many", *args, "--require-mi35x", "--emulate",
+                           "--job", "nightly/mi35x-8/verify")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "!!! EMULATION MODE: MI35x jobs on cpu" in proc.stdout
     assert "=== job nightly/mi35x-8/verify" in proc.stdout and "=== job nightly/mi35x-8/e2e" not in proc.stdout
     assert "jobs: 1 passed, 0 failed" in proc.stdout and "tests: 1 passed" in proc.stdout
     summary = (tmp_path / "ci-results" / "summary-run-many.md").read_text()
     assert "> **EMULATION**: nightly/mi35x-8/verify runs with DSPARK_PLATFORM=hip emulated" in summary
-    proc = repo.run_module("ci.run_many", *args, "--job", "nightly/mi35x-8/verif")
+    proc = repo.run_module("ci.runner.run_many", *args, "--job", "nightly/mi35x-8/verif")
     assert proc.returncode == 2 and "did you mean" in proc.stderr
 
 
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=6)
 def test_durations_refresh_from_junit_feeds_the_plan(tmp_path):
-    from ci.durations import DURATIONS_PATH
-    from ci.jobs import load_registry
+    from ci.registry.durations import DURATIONS_PATH
+    from ci.registry.jobs import load_registry
 
     repo = _repo(tmp_path, GROUPED, "test_grouped.py")
-    proc = repo.run_module("ci.run_suite", "--job", "per-commit/cpu/small[x]", "--workers", "1")
+    proc = repo.run_module("ci.runner.run_suite", "--job", "per-commit/cpu/small[x]", "--workers", "1")
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    proc = subprocess.run([sys.executable, "-m", "ci.durations", "--root", str(tmp_path), "--from",
+    proc = subprocess.run([sys.executable, "-m", "ci.registry.durations", "--root", str(tmp_path), "--from",
                            str(tmp_path / "ci-results")], cwd=REAL_ROOT, env=repo.env(), capture_output=True,
                           text=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr
@@ -497,7 +500,7 @@ def test_durations_refresh_from_junit_feeds_the_plan(tmp_path):
     registry = load_registry(tmp_path)
     job = registry.job("per-commit/cpu/small[y]")
     assert registry.test_time(job, "registered/test_grouped.py::test_small") < 100   # measured beats est_time
-    proc = subprocess.run([sys.executable, "-m", "ci.durations", "--root", str(tmp_path), "--from",
+    proc = subprocess.run([sys.executable, "-m", "ci.registry.durations", "--root", str(tmp_path), "--from",
                            str(tmp_path / "nowhere")], cwd=REAL_ROOT, env=repo.env(), capture_output=True, text=True,
                           check=False)
     assert proc.returncode == 2 and "not a directory" in proc.stderr
@@ -507,8 +510,8 @@ def test_durations_refresh_from_junit_feeds_the_plan(tmp_path):
 def test_cpu_jobs_hide_accelerators_and_gpu_jobs_do_not():
     # A cpu-label job run on a GPU host must see what a CPU runner sees: no GPU (else tensors land
     # on cuda:0 and the sync detector counts device copies the CPU contract does not have).
-    from ci.jobs import load_registry
-    from ci.run_suite import job_environment
+    from ci.registry.jobs import load_registry
+    from ci.runner.run_suite import job_environment
 
     registry = load_registry(REAL_ROOT)
     host = {"PATH": "/bin", "CUDA_VISIBLE_DEVICES": "0", "HIP_VISIBLE_DEVICES": "0"}
@@ -522,8 +525,8 @@ def test_cpu_jobs_hide_accelerators_and_gpu_jobs_do_not():
 def test_the_hypothesis_plugin_is_off_only_for_jobs_whose_files_never_use_it(tmp_path):
     """Hypothesis' pytest plugin imports hypothesis in every process's terminal summary (~2 s of CPU): a job
     turns it off unless one of its test files, or a conftest.py above them, mentions hypothesis."""
-    from ci.jobs import load_registry
-    from ci.run_suite import HYPOTHESIS_PLUGIN, pytest_command, uses_hypothesis
+    from ci.registry.jobs import load_registry
+    from ci.runner.run_suite import HYPOTHESIS_PLUGIN, pytest_command, uses_hypothesis
 
     (tmp_path / "t").mkdir()
     (tmp_path / "t" / "test_plain.py").write_text("def test_a():\n    pass\n")

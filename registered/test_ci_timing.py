@@ -1,4 +1,5 @@
-"""``python -m ci.timing``: per-job phases and CPU seconds, one process per job, and the durations file it writes."""
+"""``python -m ci.runner.timing``: per-job phases and CPU seconds, one process per job, and the durations file it
+writes."""
 from __future__ import annotations
 
 import json
@@ -40,7 +41,7 @@ def test_timing_prints_phases_per_job_and_writes_measured_durations(tmp_path):
     repo = FixtureRepo(tmp_path)
     repo.write("impl/gates.py", (REAL_ROOT / "impl" / "gates.py").read_text(encoding="utf-8"))
     repo.test_file("test_timed.py", TESTS)
-    proc = repo.run_module("ci.timing")
+    proc = repo.run_module("ci.runner.timing")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     rows = {ln.split()[0]: ln.split() for ln in proc.stdout.splitlines() if ln.startswith(("per-commit/", "total"))}
     assert set(rows) == {"per-commit/cpu/slow", "per-commit/cpu/quick[a]", "total"}   # one process per job
@@ -55,7 +56,7 @@ def test_timing_prints_phases_per_job_and_writes_measured_durations(tmp_path):
     assert set(measured) == {"registered/test_timed.py::test_slow", "registered/test_timed.py::test_quick"}
     assert measured["registered/test_timed.py::test_slow"] >= 0.6
     assert "nightly_only" not in proc.stdout
-    proc = repo.run_module("ci.timing", "--hardware", "h200-1")
+    proc = repo.run_module("ci.runner.timing", "--hardware", "h200-1")
     assert proc.returncode == 2 and "no per-commit job is registered for h200-1" in proc.stderr
 
 
@@ -79,7 +80,8 @@ def test_sigterm_to_a_multi_job_run_stops_it_instead_of_starting_the_next_job(tm
     repo = FixtureRepo(tmp_path)
     repo.write("impl/gates.py", (REAL_ROOT / "impl" / "gates.py").read_text(encoding="utf-8"))
     repo.test_file("test_hang.py", HANG_THEN_MORE)
-    proc = subprocess.Popen([sys.executable, "-m", "ci.run_many", "--root", str(tmp_path), "--schedule", "per-commit",
+    proc = subprocess.Popen([sys.executable, "-m", "ci.runner.run_many", "--root", str(tmp_path),
+                             "--schedule", "per-commit",
                              "--hardware", "cpu", "--workers", "1", "--jobs", "1"],
                             cwd=REAL_ROOT, env=repo.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     report = tmp_path / "ci-results" / "per-commit_cpu_a-hang" / ".report-1-of-1.jsonl.partial"   # while it runs

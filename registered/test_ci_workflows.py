@@ -11,12 +11,12 @@ import sys
 import pytest
 import yaml
 
-from ci.catalog import CatalogError, parse_catalog
-from ci.changed_paths import decide, gated_groups, group_paths, import_closure
-from ci.group_plan import groups
-from ci.jobs import load_registry
+from ci.registry.catalog import CatalogError, parse_catalog
+from ci.tools.changed_paths import decide, gated_groups, group_paths, import_closure
+from ci.registry.group_plan import groups
+from ci.registry.jobs import load_registry
 from ci.registration import register
-from ci.workflows import (ACTIONS, CHANGES_KEY, GATE_KEY, GATE_SCRIPT, GPU_LABEL, HEADER, WORKFLOW_DIR, check,
+from ci.github.generate import (ACTIONS, CHANGES_KEY, GATE_KEY, GATE_SCRIPT, GPU_LABEL, HEADER, WORKFLOW_DIR, check,
                           drift, generate, gpu_if, schema_check)
 from registered.fixture_repo import REAL_ROOT, FixtureRepo
 
@@ -334,22 +334,22 @@ def test_changed_paths_cli_reads_git_and_writes_outputs(tmp_path):
     repo.write("README.md", "docs only\n")
     subprocess.run([*git, "add", "-A"], check=True)
     subprocess.run([*git, "commit", "-qm", "docs"], check=True)
-    docs = repo.run_module("ci.changed_paths", "--base", "HEAD~1")
+    docs = repo.run_module("ci.tools.changed_paths", "--base", "HEAD~1")
     assert docs.returncode == 0 and docs.stdout == "per-commit__h200-1=false\n", docs.stdout + docs.stderr
     repo.write("impl/gpu_only.py", "X = 2\n")
     subprocess.run([*git, "commit", "-qam", "kernel"], check=True)
-    touched = repo.run_module("ci.changed_paths", "--base", "HEAD~1")
+    touched = repo.run_module("ci.tools.changed_paths", "--base", "HEAD~1")
     assert touched.stdout == "per-commit__h200-1=true\n" and "impl/gpu_only.py" in touched.stderr
-    assert repo.run_module("ci.changed_paths", "--event", "push").stdout == "per-commit__h200-1=true\n"
-    missing = repo.run_module("ci.changed_paths", "--event", "pull_request")
+    assert repo.run_module("ci.tools.changed_paths", "--event", "push").stdout == "per-commit__h200-1=true\n"
+    missing = repo.run_module("ci.tools.changed_paths", "--event", "pull_request")
     assert missing.returncode == 2 and "--base" in missing.stderr
-    bad = repo.run_module("ci.changed_paths", "--base", "nosuchrev")
+    bad = repo.run_module("ci.tools.changed_paths", "--base", "nosuchrev")
     assert bad.returncode == 2 and "nosuchrev" in bad.stderr
 
 
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=8)
 def test_workflows_cli_check_passes_on_the_repository():
-    proc = subprocess.run([sys.executable, "-m", "ci.workflows", "--check"], cwd=REAL_ROOT,
+    proc = subprocess.run([sys.executable, "-m", "ci.github.generate", "--check"], cwd=REAL_ROOT,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     for line in ("workflow drift: none", "schema: ok", "toolchain pins: ok", "actionlint: ok", "zizmor: ok"):

@@ -1,4 +1,4 @@
-"""The import graph has no cycle and keeps its layers (ci/import_graph.py; docs/contributing.md).
+"""The import graph has no cycle and keeps its layers (ci/tools/import_graph.py; docs/contributing.md).
 
 The repository itself must pass; small planted trees show each rule can fail: a cycle
 closed by an import inside a function, ``ci/`` importing a test module, and
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ci.import_graph import PACKAGES, cycles, import_edges, layer_violations, main
+from ci.tools.import_graph import PACKAGES, cycles, import_edges, layer_violations, main
 from ci.registration import register
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,8 +28,8 @@ def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=3)
 def test_repository_has_no_cycle_and_keeps_its_layers(capsys):
     graph = import_edges(ROOT)
-    assert "impl.e2e" in graph and "ci.audit" in graph, f"the graph missed modules: {sorted(graph)[:10]}"
-    assert "impl.gates" in graph["ci.audit"], "ci.audit imports impl.gates: an edge the reader must see"
+    assert "impl.e2e" in graph and "ci.audit.own" in graph, f"the graph missed modules: {sorted(graph)[:10]}"
+    assert "impl.gates" in graph["ci.audit.own"], "ci.audit.own imports impl.gates: an edge the reader must see"
     assert cycles(graph) == []
     assert layer_violations(graph) == []
     assert main(["--root", str(ROOT)]) == 0
@@ -52,13 +52,13 @@ def test_a_cycle_through_a_function_level_import_is_found(tmp_path, capsys):
 def test_layer_rules_name_the_offending_import(tmp_path):
     root = _tree(tmp_path, {
         "registered/helpers.py": "X = 1\n",
-        "ci/audit.py": "from registered.helpers import X\n",
+        "ci/audit/own.py": "from registered.helpers import X\n",
         "impl/op.py": "Y = 2\n",
         "reference/oracle.py": "from ..impl import op\n",  # relative imports resolve too
-        "registered/test_x.py": "import ci.audit\nimport impl.op\n",  # tests may import anything
+        "registered/test_x.py": "import ci.audit.own\nimport impl.op\n",  # tests may import anything
     })
     assert layer_violations(import_edges(root)) == [
-        "ci.audit imports registered.helpers (ci/ must not import registered/)",
+        "ci.audit.own imports registered.helpers (ci/ must not import registered/)",
         "reference.oracle imports impl.op (reference/ must not import impl/)",
     ]
 

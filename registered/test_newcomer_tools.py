@@ -3,7 +3,7 @@
 ``python -m impl.sync_policy`` takes no arguments; ``impl.bench --help`` names its real command;
 ``dir(impl)`` lists the public ops; a smoke benchmark writes outside the source tree; ``e2e --algo
 none`` prints no speculative fields; the lint row of docs/ci.md's session table matches pyproject.toml; and
-``python -m ci.workflows --check`` finds actionlint and zizmor in the running interpreter's venv.
+``python -m ci.github.generate --check`` finds actionlint and zizmor in the running interpreter's venv.
 """
 from __future__ import annotations
 
@@ -148,7 +148,8 @@ def test_workflows_check_finds_linters_in_the_running_venv_not_only_on_path(tmp_
     log = tmp_path / "tools.log"
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": ":".join([str(REAL_ROOT), *site]), "FAKE_TOOL_LOG": str(log),
            "HOME": str(tmp_path)}
-    proc = subprocess.run([str(venv / "bin" / "python"), "-m", "ci.workflows", "--check", "--root", str(repo.root)],
+    proc = subprocess.run([str(venv / "bin" / "python"), "-m", "ci.github.generate", "--check",
+                           "--root", str(repo.root)],
                           cwd=REAL_ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert "not installed" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr
     assert proc.returncode == 0, proc.stdout + proc.stderr

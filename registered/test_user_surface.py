@@ -75,13 +75,13 @@ def test_a_table_into_a_closed_pipe_ends_quietly(module):
 
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=2)
 def test_pr_refuses_an_unknown_hardware_label_before_any_check():
-    proc = subprocess.run([sys.executable, "-m", "ci.pr", "--check-arguments", "--hardware", "mi99"],
+    proc = subprocess.run([sys.executable, "-m", "ci.runner.pr", "--check-arguments", "--hardware", "mi99"],
                           capture_output=True, text=True, cwd=REAL_ROOT, timeout=60)
     assert proc.returncode == 2 and proc.stdout == ""
     assert "--hardware 'mi99': not a label of ci/hardware.yaml; choose from cpu," in proc.stderr
-    ok = subprocess.run([sys.executable, "-m", "ci.pr", "--check-arguments", "--hardware", "cpu"],
+    ok = subprocess.run([sys.executable, "-m", "ci.runner.pr", "--check-arguments", "--hardware", "cpu"],
                         capture_output=True, text=True, cwd=REAL_ROOT, timeout=60)
     assert ok.returncode == 0 and "===" not in ok.stdout   # nothing ran
     noxfile = (REAL_ROOT / "noxfile.py").read_text()
     body = noxfile[noxfile.index("def pr("):noxfile.index("OP_REPORT =")]
-    assert body.index('"--check-arguments"') < body.index('"ruff"') < body.index('"-m", "ci.pr", *args')
+    assert body.index('"--check-arguments"') < body.index('"ruff"') < body.index('"-m", "ci.runner.pr", *args')

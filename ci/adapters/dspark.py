@@ -1,7 +1,7 @@
-"""The project's own format: ``@register(...)`` (ci/collect.py) and the ``ci.run_suite`` runner.
+"""The project's own format: ``@register(...)`` (ci/registry/collect.py) and the ``ci.runner.run_suite`` runner.
 
 A workflow step runs a suite with ``nox -s suite -- --group G --shard I/N`` (or
-the older ``--job ID [--shard I/N]``), or ``python -m ci.run_suite`` with the
+the older ``--job ID [--shard I/N]``), or ``python -m ci.runner.run_suite`` with the
 same options. Gates (``DSPARK_*``) exist here, so gate rules apply.
 Imports nothing from ``impl/``, torch or test code.
 """
@@ -46,9 +46,9 @@ class DSparkAdapter(Adapter):
     runner_hint = 'python3 -m nox -s suite -- --group G --shard "$SHARD"'
 
     def collect(self, root: Path):
-        """``@register`` registrations (ci/collect.py) against the hardware catalog."""
-        from ci.catalog import load_catalog
-        from ci.collect import collect
+        """``@register`` registrations (ci/registry/collect.py) against the hardware catalog."""
+        from ci.registry.catalog import load_catalog
+        from ci.registry.collect import collect
 
         return collect(root, load_catalog(root))
 
@@ -60,7 +60,7 @@ class DSparkAdapter(Adapter):
             rest = words[dashdash + 1:] if dashdash is not None else ()
             return RunnerCall(options, " ".join(words), tuple(rest))
         for i, word in enumerate(words):
-            if word == "ci.run_suite" or word.endswith("ci/run_suite.py"):
+            if word == "ci.runner.run_suite" or word.endswith("ci/runner/run_suite.py"):
                 return RunnerCall(parse_options(words, i + 1, OPTIONS), " ".join(words), tuple(words[i + 1:]))
         return None
 

@@ -276,7 +276,7 @@ class SGLangAdapter(Adapter):
     has_gates = False
     partial_targets = True
     runner_hint = "python3 run_suite.py --hw HW --suite SUITE [--nightly] --auto-partition-id I --auto-partition-size N"
-    context: Mapping[str, Any] = {}   # github.repository: --repo, or the tree's git remote (ci.audit_foreign)
+    context: Mapping[str, Any] = {}   # github.repository: --repo, or the tree's git remote (ci.audit.foreign)
 
     def collect(self, root: Path) -> SuiteCollection:
         return collect_suites(root)

@@ -68,7 +68,7 @@ class OpInfo:
     mutates: str | None = None  # the argument written in place (its final value is the output)
     written_rows: Callable[[Kwargs], set[int]] | None = None  # rows of `mutates` the op may change
     # extra keyword arguments, by name, that steer the op down its other code paths (renorm tunings);
-    # ci.compile_kernels runs every sample plainly and once with each
+    # ci.tools.compile_kernels runs every sample plainly and once with each
     variants: Callable[[], dict[str, Kwargs]] | None = None
     notes: str = ""
     tags: tuple[str, ...] = field(default_factory=tuple)  # "triton": the op launches Triton kernels

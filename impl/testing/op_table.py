@@ -2,7 +2,7 @@
 
 Generic tests (``test_ops_vs_reference``, ``test_op_error_inputs``, ``test_op_syncs``,
 ``test_ops_torch_backend``, ``test_ops_cuda``), ``python -m impl.testing.op_report`` and
-``python -m ci.compile_kernels`` iterate :data:`OPS`. Import the table's names from here.
+``python -m ci.tools.compile_kernels`` iterate :data:`OPS`. Import the table's names from here.
 Imports impl, reference and impl.testing; never ci/, registered/ or pytest.
 """
 from __future__ import annotations

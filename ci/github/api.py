@@ -1,0 +1,248 @@
+"""A read-only GitHub REST client for the CI tools: JSON GETs, retries, paging, typed fields.
+
+``GitHubApi(token, base)`` is a callable ``url -> (decoded JSON, next page URL or None)`` and
+``GitHubApi.pages(url, key)`` yields the objects of a paged list. ``base`` is the REST root:
+``https://api.github.com``, or on GitHub Enterprise Server ``https://HOST/api/v3``;
+:func:`api_base` reads it from ``GITHUB_API_URL`` as Actions sets it. Transport (the token
+only to the base's origin, https unless loopback, a deadline per request, a byte cap per
+answer) is :mod:`ci.github.http_client`; docs/http-client.md lists every promise and its test.
+
+Everything that keeps the history from being read raises :class:`ApiError` (the callers'
+"unreadable" exit 2) with one line: an HTTP error (401, 403 and 404 name the token permission
+they usually mean), a deadline, a reset connection, an answer over the cap, a body that is not
+JSON, a field of the wrong type (:func:`field`), a ``Link: rel="next"`` that leaves the origin,
+comes back to a page already read or goes past :data:`MAX_PAGES`. Retried, with a doubling
+pause, are only: 429, 5xx, a 403 that GitHub marks as a rate limit (``retry-after``,
+``x-ratelimit-remaining: 0`` or "rate limit" in the message), and a connection that failed
+before an answer; a 404, 401, 422 or a request past its deadline is not. A rate limit waits
+``retry-after`` seconds, else until ``x-ratelimit-reset``, else a minute, doubling; a wait
+beyond ``max_wait`` seconds, or beyond what is left of the run's deadline (``run_seconds``),
+fails at once saying when the limit resets. The bounds are one :class:`Limits`; the clock, the
+monotonic clock and the sleeper one :class:`Clocks`, so tests run the backoff without sleeping. Imports the stdlib and
+:mod:`ci.github.http_client` only; never torch, ``impl`` or test code.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+import reprlib
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Mapping
+
+from ci.github.http_client import ApiError, DeadlineExceeded, OriginClient, TransportError, origin_of
+
+__all__ = ["ApiError", "Clocks", "DeadlineExceeded", "GitHubApi", "Limits", "api_base", "field", "next_link",
+           "path_id"]
+
+DEFAULT_API_URL = "https://api.github.com"
+RUN_SECONDS = 900.0
+_NEXT = re.compile(r'<([^>]+)>\s*;\s*rel="next"')
+_TYPE_WORDS = {int: "an integer", float: "a number", str: "a string", bool: "a boolean", list: "a list",
+               dict: "an object", type(None): "null"}
+
+
+def next_link(header: str | None) -> str | None:
+    """The ``rel="next"`` URL of a GitHub ``Link`` header."""
+    match = _NEXT.search(header or "")
+    return match.group(1) if match else None
+
+
+def api_base(env: Mapping[str, str]) -> str:
+    """The REST root from ``GITHUB_API_URL`` (unset or empty: api.github.com); a value that is not
+    an https URL (http only on loopback) is an :class:`ApiError` naming the variable."""
+    value = (env.get("GITHUB_API_URL") or "").strip()
+    if not value:
+        return DEFAULT_API_URL
+    what = "GITHUB_API_URL must be the REST API root, an https URL such as " \
+           f"{DEFAULT_API_URL} (GitHub Enterprise Server: https://HOST/api/v3)"
+    origin_of(value, what)
+    if "?" in value or "#" in value:
+        raise ApiError(f"{what}: no query or fragment, got {value!r}")
+    return value.rstrip("/")
+
+
+# ---------------------------------------------------------------- typed fields
+
+def _words(kinds: tuple[type, ...]) -> str:
+    return " or ".join(_TYPE_WORDS.get(k, k.__name__) for k in kinds)
+
+
+def _got(value: Any) -> str:
+    """The type and a short, bounded repr (reprlib stops at a few items and levels, whatever the size)."""
+    text = reprlib.repr(value)
+    return f"{_TYPE_WORDS.get(type(value), type(value).__name__)} {text[:40]}{'...' if len(text) > 40 else ''}"
+
+
+def field(obj: Any, key: str, *kinds: type, where: str, required: bool = True) -> Any:
+    """``obj[key]`` when it is one of ``kinds`` (``bool`` is never an ``int``); a missing key is
+    None unless ``required``; anything else is an :class:`ApiError` naming ``where``, the key and
+    what was expected."""
+    if not isinstance(obj, dict):
+        raise ApiError(f"{where}: expected an object, got {_got(obj)}")
+    if key not in obj:
+        if required:
+            raise ApiError(f"{where}: no '{key}' field (expected {_words(kinds)})")
+        return None
+    value = obj[key]
+    if type(value) not in kinds:          # exact types: True is not an id, a float is not a count
+        raise ApiError(f"{where}: '{key}' is {_got(value)}, expected {_words(kinds)}")
+    return value
+
+
+def path_id(value: Any, what: str) -> int:
+    """An id that goes into a URL path: a non-negative int (not a bool, not a string)."""
+    if type(value) is not int or value < 0:
+        raise ApiError(f"{what}: expected a non-negative integer id, got {_got(value)}")
+    return value
+
+
+# ---------------------------------------------------------------- the client
+
+@dataclass(frozen=True)
+class Limits:
+    """What one run may spend reading the API (docs/http-client.md)."""
+    request_seconds: float = 20.0          # wall clock per request, connect to last byte (an answer takes < 1 s)
+    run_seconds: float = RUN_SECONDS       # wall clock for the whole run, retry waits included
+    attempts: int = 5                      # per request, counting the first
+    max_wait: float = 300.0                # the longest rate-limit wait honoured
+    max_body: int = 8 * 1024 * 1024        # bytes per answer; a page of 100 runs or jobs is under 1 MiB
+    max_pages: int = 100                   # per listing: 10 000 runs or jobs at per_page=100
+
+
+@dataclass(frozen=True)
+class Clocks:
+    """Time as the client sees it; tests pass a fake whose sleep advances the other two."""
+    sleep: Callable[[float], None] = time.sleep
+    wall: Callable[[], float] = time.time          # for x-ratelimit-reset (epoch seconds)
+    monotonic: Callable[[], float] = time.monotonic   # for the run's deadline
+
+def _explain(status: int, message: str) -> str:
+    if status == 401:
+        return "the token was refused (expired or not a GitHub token)"
+    if status == 403:
+        return ("the token may not read Actions history: it needs `actions: read` (workflow "
+                "`permissions:`) or, for a personal token, the `repo`/Actions read scope")
+    if status == 404:
+        return ("not found: the repository or workflow does not exist, or the token cannot see it "
+                "(a private repository needs `actions: read` in the workflow's `permissions:`)")
+    return message or "unexpected response"
+
+
+class GitHubApi:
+    """GET with the token, JSON decoded, ``Link: rel="next"`` returned for paging."""
+
+    def __init__(self, token: str, base: str = DEFAULT_API_URL, limits: Limits = Limits(),
+                 clocks: Clocks = Clocks()):
+        if not token.isascii() or not token.isprintable() or " " in token:
+            raise ApiError("GITHUB_TOKEN has characters a token never has (spaces, control or non-ASCII characters)")
+        self.token, self.base, self.limits, self.clocks = token, base.rstrip("/"), limits, clocks
+        self._start = clocks.monotonic()
+        self.http = OriginClient(self.base, max_body=limits.max_body, what="the API root")
+
+    def url(self, path_or_url: str) -> str:
+        if not path_or_url.startswith(("http://", "https://")):
+            return self.base + path_or_url
+        self.http.check(path_or_url, "a next-page link")
+        return path_or_url
+
+    def _left(self, full: str) -> float:
+        left = self.limits.run_seconds - (self.clocks.monotonic() - self._start)
+        if left <= 0:
+            raise DeadlineExceeded(f"GET {full}: the run's {self.limits.run_seconds:g}-second deadline has passed")
+        return left
+
+    def __call__(self, url: str) -> tuple[Any, str | None]:
+        full = self.url(url)
+        attempts = self.limits.attempts
+        for attempt in range(attempts):
+            last = attempt == attempts - 1
+            try:
+                response = self.http.get(full, self._headers(), min(self.limits.request_seconds, self._left(full)))
+            except TransportError as exc:
+                if last:
+                    raise ApiError(f"{exc} ({attempts} attempts)") from None
+                self._pause(full, 2.0 ** attempt)
+                continue
+            status, headers, body = response.status, response.headers, response.body
+            if status == 200:
+                return _decode(full, body), next_link(headers.get("Link"))
+            message = _message(body)
+            wait = self._rate_limit_wait(status, headers, message, attempt)
+            if wait is None and status < 500:
+                raise ApiError(f"GET {full}: HTTP {status}: {_explain(status, message)}")
+            if last:
+                raise ApiError(f"GET {full}: HTTP {status} {message} ({attempts} attempts)".rstrip())
+            self._pause(full, wait if wait is not None else 2.0 ** attempt)
+        raise AssertionError("unreachable")
+
+    def pages(self, url: str, key: str) -> Iterator[dict[str, Any]]:
+        """The objects of ``key`` on every page, fetched lazily; a next link that was already
+        read, leaves the origin, or a listing over ``max_pages`` pages is an :class:`ApiError`."""
+        seen: set[str] = set()
+        next_url: str | None = url
+        while next_url:
+            full = self.url(next_url)
+            if full in seen:
+                raise ApiError(f"GET {url}: the next-page link {full} points to a page already read")
+            if len(seen) >= self.limits.max_pages:
+                raise ApiError(f"GET {url}: more than {self.limits.max_pages} pages; the listing does not end")
+            seen.add(full)
+            data, next_url = self(full)
+            items = field(data, key, list, where=f"GET {full}")
+            for i, item in enumerate(items):
+                if not isinstance(item, dict):
+                    raise ApiError(f"GET {full}: entry {i} of '{key}' is {_got(item)}, expected an object")
+                yield item
+
+    def _headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}", "Accept": "application/vnd.github+json",
+                "X-GitHub-Api-Version": "2022-11-28", "User-Agent": "dspark-suite-ci"}
+
+    def _pause(self, full: str, seconds: float) -> None:
+        left = self._left(full)
+        if seconds >= left:
+            raise DeadlineExceeded(f"GET {full}: a retry in {seconds:.0f} s would pass the run's "
+                                   f"{self.limits.run_seconds:g}-second deadline ({left:.0f} s left)")
+        self.clocks.sleep(seconds)
+
+    def _rate_limit_wait(self, status: int, headers: Mapping[str, str], message: str, attempt: int) -> float | None:
+        """Seconds to wait before retrying a rate-limited request; None when it is not one."""
+        if status not in (403, 429):
+            return None
+        retry_after, remaining = headers.get("retry-after"), headers.get("x-ratelimit-remaining")
+        limited = status == 429 or retry_after is not None or remaining == "0" or "rate limit" in message.lower()
+        if not limited:
+            return None
+        if retry_after is not None and retry_after.strip().isdigit() and len(retry_after.strip()) < 10:
+            wait = float(retry_after)
+        elif remaining == "0" and (reset := (headers.get("x-ratelimit-reset") or "").strip()).isdigit() \
+                and len(reset) < 12:
+            wait = max(0.0, float(reset) - self.clocks.wall()) + 1.0
+        else:
+            wait = 60.0 * 2 ** attempt
+        if wait > self.limits.max_wait:
+            resume = dt.datetime.fromtimestamp(self.clocks.wall() + wait, dt.timezone.utc).strftime(
+                "%Y-%m-%dT%H:%M:%SZ")
+            raise ApiError(f"rate limited (HTTP {status}); GitHub asks to wait {wait:.0f} s, until {resume}, "
+                           f"longer than the {self.limits.max_wait:.0f} s this check waits")
+        return wait
+
+
+def _message(body: bytes) -> str:
+    """The ``message`` of a JSON error body, on one line and short (it is the server's text)."""
+    try:
+        data = json.loads(body)
+    except (ValueError, RecursionError):
+        return ""
+    message = data.get("message") if isinstance(data, dict) else None
+    return " ".join(message.split())[:200] if isinstance(message, str) else ""
+
+
+def _decode(full: str, body: bytes) -> Any:
+    try:
+        return json.loads(body)
+    except (ValueError, RecursionError) as exc:    # JSONDecodeError, UnicodeDecodeError, deep nesting
+        head = body[:60].decode("utf-8", "replace")
+        raise ApiError(f"GET {full}: the response is not JSON ({exc.__class__.__name__}; begins {head!r})") from None

@@ -1,0 +1,196 @@
+"""One HTTP GET for tools that read an API with a token: origin-bound, deadlined, size-capped.
+
+:class:`OriginClient` sends ``GET`` to one *origin* (scheme, host, port) and nothing else; the
+promises are listed in docs/http-client.md and each has a test in registered/test_ci_http_client.py:
+
+* the headers it is given (the token among them) go only to its origin. A redirect to another
+  origin is **refused** (an :class:`ApiError`), never followed: every answer the tools read is
+  JSON from the API itself, so a cross-origin hop is a misconfiguration or an attack, and
+  following it even without the token would send the request path to a host nobody chose and
+  read that host's unauthenticated answer as if the API had sent it. Redirects inside the origin
+  are followed, at most :data:`MAX_REDIRECTS` hops, never the same URL twice. A change of scheme
+  (https to http) or port is another origin;
+* ``https`` unless the host is loopback (``localhost``, 127.0.0.0/8, ``::1``), checked on the
+  URL before any connection or name lookup;
+* a wall-clock deadline per request, from connecting to the last byte: a timer shuts the
+  socket down when it passes, so a server that drips one byte every few seconds is cut off
+  (a socket timeout alone restarts with every byte);
+* a byte cap on a body, read in chunks: a ``Content-Length`` over the cap or the cap + 1st byte
+  is an :class:`ApiError`, so memory is bounded whatever the server sends.
+
+Proxy variables are ignored (a proxy would be one more party on the token's path). Retries,
+rate limits and pagination are the caller's (:mod:`ci.github.api`). Stdlib only; imports
+nothing from the project.
+"""
+from __future__ import annotations
+
+import http.client
+import ipaddress
+import socket
+import threading
+import time
+import urllib.parse
+from dataclasses import dataclass
+from typing import Mapping
+
+MAX_REDIRECTS = 5
+CHUNK = 64 * 1024
+REDIRECTS = frozenset({301, 302, 303, 307, 308})
+_DEFAULT_PORT = {"http": 80, "https": 443}
+
+
+class ApiError(RuntimeError):
+    """The answer cannot be read: refused URL, network failure, deadline, size cap, HTTP error, shape."""
+
+
+class DeadlineExceeded(ApiError):
+    """A request (or the whole run) ran past its wall-clock deadline."""
+
+
+class TransportError(ApiError):
+    """The connection failed or was reset before a whole answer arrived (worth one more try)."""
+
+
+@dataclass(frozen=True)
+class Origin:
+    scheme: str
+    host: str        # lower case, IPv6 without brackets
+    port: int
+
+    def __str__(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.scheme}://{host}:{self.port}"
+
+
+@dataclass(frozen=True)
+class Response:
+    status: int
+    headers: Mapping[str, str]      # an http.client.HTTPMessage: names are case-insensitive
+    body: bytes
+    url: str                        # the URL that answered (after same-origin redirects)
+
+
+def is_loopback(host: str) -> bool:
+    """``localhost`` or a loopback IP literal; names are never resolved for this."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def origin_of(url: str, what: str = "URL") -> Origin:
+    """The origin of an absolute http(s) URL; no user:password part; https unless loopback."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise ApiError(f"{what}: not a valid URL ({exc}): {url!r}") from None
+    scheme, host = parts.scheme.lower(), (parts.hostname or "")
+    if scheme not in _DEFAULT_PORT or not host:
+        raise ApiError(f"{what}: expected an absolute http(s) URL, got {url!r}")
+    if parts.username is not None or parts.password is not None:
+        raise ApiError(f"{what}: a URL with user:password@ is refused (the token goes in a header), got {url!r}")
+    if scheme != "https" and not is_loopback(host):
+        raise ApiError(f"{what}: https is required unless the host is loopback "
+                       f"(localhost, 127.0.0.0/8, ::1), got {url!r}")
+    return Origin(scheme, host, port or _DEFAULT_PORT[scheme])
+
+
+class OriginClient:
+    """GET on one origin with a per-request deadline and a body cap (see the module doc)."""
+
+    def __init__(self, base: str, *, max_body: int, what: str = "URL"):
+        self.origin = origin_of(base, what)
+        self.max_body = max_body
+
+    def check(self, url: str, why: str) -> None:
+        """Raise unless ``url`` is on this client's origin (``why`` names where the URL came from)."""
+        other = origin_of(url, why)
+        if other != self.origin:
+            raise ApiError(f"refusing to send the token to {other} ({why} leaves the API origin {self.origin})")
+
+    def get(self, url: str, headers: Mapping[str, str], timeout: float) -> Response:
+        """One answer, following same-origin redirects; ``timeout`` is wall-clock seconds for all of it."""
+        end = time.monotonic() + timeout
+        self.check(url, "the URL")
+        seen = {url}
+        for _ in range(MAX_REDIRECTS + 1):
+            response = self._once(url, headers, end, timeout)
+            if response.status not in REDIRECTS:
+                return response
+            location = response.headers.get("Location")
+            if not location:
+                raise ApiError(f"GET {url}: HTTP {response.status} without a Location header")
+            target = urllib.parse.urljoin(url, location)
+            self.check(target, f"a redirect (HTTP {response.status}) from {url}")
+            if target in seen:
+                raise ApiError(f"GET {url}: the redirect to {target} loops back to a URL already requested")
+            seen.add(target)
+            url = target
+        raise ApiError(f"GET {url}: more than {MAX_REDIRECTS} redirects")
+
+    def _once(self, url: str, headers: Mapping[str, str], end: float, timeout: float) -> Response:
+        parts = urllib.parse.urlsplit(url)
+        target = urllib.parse.urlunsplit(("", "", parts.path or "/", parts.query, ""))
+        remaining = end - time.monotonic()
+        if remaining <= 0:
+            raise DeadlineExceeded(f"GET {url}: timed out: no time left of the {timeout:g}-second deadline")
+        kind = http.client.HTTPSConnection if self.origin.scheme == "https" else http.client.HTTPConnection
+        conn = kind(self.origin.host, self.origin.port, timeout=remaining)
+        fired, held = threading.Event(), []
+
+        def cut() -> None:
+            """The deadline passed: shut the socket down so a blocked read (headers, body, TLS)
+            returns at once. The connection drops ``conn.sock`` once a response owns it, hence
+            ``held``; the base class's shutdown acts on the descriptor, also under TLS."""
+            fired.set()
+            sock = held[0] if held else conn.sock
+            if sock is not None:
+                try:
+                    socket.socket.shutdown(sock, socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+        timer = threading.Timer(remaining, cut)
+        timer.daemon = True
+        timer.start()
+        try:
+            conn.connect()
+            held.append(conn.sock)
+            conn.request("GET", target, headers=dict(headers))
+            answer = conn.getresponse()
+            length = answer.getheader("Content-Length")
+            if length and length.strip().isdigit() and int(length) > self.max_body:
+                raise ApiError(f"GET {url}: the answer is {int(length)} bytes, over the {self.max_body}-byte cap")
+            chunks, size = [], 0
+            while True:
+                chunk = answer.read(min(CHUNK, self.max_body + 1 - size))
+                if fired.is_set() or time.monotonic() > end:
+                    raise DeadlineExceeded(f"GET {url}: timed out: no complete answer within {timeout:g} s")
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                size += len(chunk)
+                if size > self.max_body:
+                    raise ApiError(f"GET {url}: the answer is over the {self.max_body}-byte cap")
+            return Response(answer.status, answer.headers, b"".join(chunks), url)
+        except ApiError:
+            raise
+        except (ValueError, http.client.InvalidURL) as exc:     # a path or header http.client will not send
+            # the exception's text may quote a header value, the token among them: never printed
+            raise ApiError(f"GET {url!r}: cannot be sent ({type(exc).__name__}: a character the request line "
+                           f"or a header may not carry)") from None
+        except (OSError, http.client.HTTPException) as exc:
+            if fired.is_set() or time.monotonic() > end:
+                raise DeadlineExceeded(f"GET {url}: timed out: no complete answer within {timeout:g} s") from None
+            raise TransportError(f"GET {url}: {type(exc).__name__}: {_reason(exc)}") from None
+        finally:
+            timer.cancel()
+            conn.close()
+
+
+def _reason(exc: BaseException) -> str:
+    text = " ".join(str(getattr(exc, "reason", None) or exc or "connection closed").split())
+    return text[:200] or "connection closed"

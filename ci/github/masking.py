@@ -1,0 +1,172 @@
+"""What can turn a runner's failure green, and under which events a job and a step run at all.
+
+A step's exit is masked by ``continue-on-error`` (step or job), a step ``if:`` that is not
+definitely true (it can skip the run while the job stays green), the shell around the command
+(ci/github/shell.py), options on the runner's own command line (the adapter), and environment
+variables that rewrite pytest's selection. Events are three-valued: a job or step ``if:`` that
+is unknown for an event (change detection, a repository gate) makes that event a *maybe*.
+Imports nothing from ``impl/`` or test code.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from ci.adapters import Adapter, RunnerCall
+from ci.github.expressions import ExpressionError, evaluate, is_truthy, truth
+from ci.safe_yaml import short
+from ci.github.shell import NOT_A_RUN, Command, masking, split_commands
+from ci.github.triggers import Activation
+
+# environment variables that change what pytest selects or how it reports, wherever a workflow sets them
+MASKING_ENV = {"PYTEST_ADDOPTS": "adds pytest options (-k, --deselect, -p no:...) behind the runner's back",
+               "PYTEST_PLUGINS": "loads extra pytest plugins that can rewrite outcomes"}
+STATUS_OVERRIDE_RE = re.compile(r"\b(always|failure|cancelled)\s*\(")
+PathEvent = tuple[str, tuple[str, ...], tuple[str, ...]]   # (event, paths, paths-ignore)
+
+
+def env_masks(step: dict[str, Any], job: dict[str, Any], doc: dict[str, Any]) -> list[str]:
+    out = []
+    for scope, what in ((step, "step"), (job, "job"), (doc, "workflow")):
+        env = scope.get("env") if isinstance(scope, dict) else None
+        for name in env if isinstance(env, dict) else ():
+            if name in MASKING_ENV:
+                out.append(f"{what} env {name}={short(env[name])} {MASKING_ENV[name]}")
+    return out
+
+
+def truthy_flag(value: Any, ctx: Mapping[str, Any]) -> bool | None:
+    """continue-on-error: a literal or an expression; None when unknown."""
+    if value is None:
+        return False
+    if isinstance(value, bool):
+        return value
+    try:
+        return is_truthy(evaluate(value, ctx))
+    except ExpressionError:
+        return None
+
+
+SHELLS = ("bash", "sh", "zsh")
+
+
+def _inner_script(words: tuple[str, ...]) -> str | None:
+    """The script of ``[docker exec ...] bash -c "SCRIPT"`` (None when the command is not one)."""
+    for i, word in enumerate(words[:-2]):
+        if word.rpartition("/")[2] in SHELLS and words[i + 1] in ("-c", "-lc", "-ec", "-exc"):
+            return words[i + 2]
+    return None
+
+
+def runner_calls(adapter: Adapter, commands: list[Command]) -> list[tuple[int, RunnerCall]]:
+    """(index, call) for each command of a script that starts the suite runner, looking inside
+    ``bash -c "..."`` too (the index is then the outer command's)."""
+    out = []
+    for k, c in enumerate(commands):
+        if not c.words or c.words[0] in NOT_A_RUN:
+            continue
+        call = adapter.find_call(c.words)
+        inner = _inner_script(c.words) if call is None else None
+        if inner:
+            out += [(k, sub) for _j, sub in runner_calls(adapter, split_commands(inner))]
+        elif call is not None:
+            out.append((k, call))
+    return out
+
+
+def command_masks(adapter: Adapter, commands: list[Command], calls: list[tuple[int, RunnerCall]],
+                  shell: str | None) -> list[str]:
+    """What in the script around each runner call (and in the call itself) can mask its exit."""
+    masks: list[str] = []
+    for k, call in calls:
+        masks += masking(commands, k, shell)
+        masks += adapter.call_masks(call)
+    return masks
+
+
+def job_state(doc: dict[str, Any], key: str, ctx: Mapping[str, Any], memo: dict[str, bool | None],
+              depth: int = 0) -> bool | None:
+    """Job ``key`` runs: True (definitely), False (never), None (known only at run time). Its ``if:`` and,
+    unless the if: overrides the status check with always()/failure()/cancelled(), every job it ``needs``."""
+    if key in memo:
+        return memo[key]
+    memo[key] = False   # a cycle never runs
+    job = doc["jobs"].get(key)
+    if not isinstance(job, dict) or depth > 20:
+        return False
+    cond = job.get("if")
+    state = truth(cond, ctx)
+    if state is not False and not (isinstance(cond, str) and STATUS_OVERRIDE_RE.search(cond)):
+        needs = job.get("needs") or []
+        needs = [needs] if isinstance(needs, str) else needs
+        states = [job_state(doc, str(n), ctx, memo, depth + 1) for n in needs]
+        if any(s is False for s in states):
+            state = False
+        elif state is True and any(s is None for s in states):
+            state = None
+    memo[key] = state
+    return state
+
+
+@dataclass
+class StepEvents:
+    """Under which events a step runs: definitely, through a path filter, maybe (and why), and its masks."""
+    definite: set[str] = field(default_factory=set)
+    path_gated: set[PathEvent] = field(default_factory=set)
+    maybe: set[str] = field(default_factory=set)
+    why: list[str] = field(default_factory=list)
+    masks: list[str] = field(default_factory=list)
+    unproven_masks: list[str] = field(default_factory=list)   # masks that hang on a run-time value
+    never: bool = False                                       # job or step if: false under every activation
+    status: list[str | None] = field(default_factory=list)    # per activation: "definite", "path", "maybe", None
+    why_by_act: list[list[str]] = field(default_factory=list)
+
+
+def step_events(doc: dict[str, Any], key: str, job: dict[str, Any], step: dict[str, Any],
+                acts: list[Activation], base_ctx: Mapping[str, Any]) -> StepEvents:
+    out = StepEvents()
+    states = []
+    for act in acts:
+        ctx = act.context(base_ctx)
+        j = job_state(doc, key, ctx, {})
+        s = truth(step.get("if"), ctx)
+        states.append(j is False or s is False)
+        status, why = None, []
+        if j is not False and j and s is True and not act.filtered and not act.unproven:
+            status = "definite" if act.paths is None else "path"
+            if act.paths is None:
+                out.definite.add(act.event)
+            else:
+                out.path_gated.add((act.event, *act.paths))
+        elif j is not False and s is not False and not act.filtered:
+            status = "maybe"
+            out.maybe.add(act.event)
+            if act.unproven:
+                why.append(act.unproven)
+            if j is None:
+                why.append(f"job {key} if: {short(job.get('if'))} (or a job it needs) is known only at run time")
+            if s is None:
+                why.append(f"step if: {short(step.get('if'))} is known only at run time")
+        out.status.append(status)
+        out.why_by_act.append(why)
+        out.why += why
+        if j is False:
+            continue
+        if "if" in step and s is not True:
+            text = (f"step if: {short(step.get('if'))} is not definitely true on {act.event}: "
+                    "it can skip the run while the job stays green")
+            out.masks.append(text)
+            if s is None:
+                out.unproven_masks.append(text)
+        for scope, what in ((step, "step"), (job, "job")):
+            flag = truthy_flag(scope.get("continue-on-error"), ctx)
+            if flag is not False:
+                shown = short(scope.get("continue-on-error"))
+                text = f"{what} continue-on-error: {shown}: a failure is reported as success"
+                out.masks.append(text)
+                if flag is None:
+                    out.unproven_masks.append(text)
+    out.never = bool(acts) and all(states)
+    out.why = list(dict.fromkeys(out.why))
+    return out

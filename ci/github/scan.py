@@ -1,0 +1,384 @@
+"""Read any workflow file back into "this step runs target T (shard S) under event E, unmasked or not".
+
+Works on generated and hand-written workflows alike. For every job and every step whose ``run:``
+starts the suite runner (as the adapter recognizes it), per activation (ci/github/triggers.py,
+ci/github/reusable.py) and matrix row (ci/github/matrix.py):
+
+- the events under which the job and the step definitely run, and those under which they may
+  (an ``if:`` known only at run time), with why (ci/github/masking.py);
+- the targets: runner options resolved through the expression context (ci/github/option_values.py);
+  a partition known only at run time leaves the target's shard unknown, an unresolvable suite
+  leaves an :class:`UnresolvedStep`;
+- what can mask its exit (ci/github/masking.py).
+
+Imports nothing from ``impl/`` or test code.
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import yaml
+
+from ci.adapters import Adapter, RunnerCall, Target, get_adapter
+from ci.adapters.base import UNRESOLVED
+from ci.github.fork_safety import fork_findings
+from ci.safe_files import UnreadableFile, is_inside, read_inside
+from ci.safe_yaml import YamlTooLarge
+from ci.github.shell import split_commands
+from ci.github.option_values import Resolver, script_assignments
+from ci.github.masking import (PathEvent, StepEvents, command_masks, env_masks, runner_calls, step_events)
+from ci.github.matrix import matrix_rows, oversize_matrix
+from ci.github.reusable import activations, expanded_steps
+from ci.github.triggers import (MANUAL_TRIGGERS, NIGHTLY_TRIGGERS, PER_COMMIT_TRIGGERS, Activation,  # noqa: F401
+                                  events_needed, load_yaml, paths_trigger, workflow_triggers)
+
+WORKFLOW_DIR = ".github/workflows"
+MAX_WORKFLOW_BYTES = 1024 * 1024   # no hand-written workflow comes near 1 MiB; a bigger file is not read
+
+
+@dataclass(frozen=True)
+class StepRun:
+    """One resolved runner call: workflow ``workflow``, job ``wf_job``, step ``step``."""
+    workflow: str
+    wf_job: str
+    step: str
+    kind: str                          # "job" | "group" | "suite" | "file"
+    target: str
+    shard: tuple[int, int] | None      # None: the whole target (or unknown, see shard_unknown)
+    events: frozenset[str]             # events under which the job and this step definitely run
+    seen_events: frozenset[str]        # every event that could start this workflow
+    masks: tuple[str, ...] = ()        # why its exit could be masked (empty: it cannot)
+    never_runs: bool = False           # job or step if: is false under every event
+    filters: tuple[str, ...] = ()      # triggers that do not fire on every commit / night, and why
+    path_events: tuple[PathEvent, ...] = ()
+    maybe_events: frozenset[str] = frozenset()   # events under which it may run (an if: known at run time)
+    why_maybe: tuple[str, ...] = ()    # what those hang on
+    shard_unknown: str = ""            # why its partition is known only at run time ("" when known)
+    line: int = 0                      # line of the step in the workflow file (0: unknown)
+    runners: tuple[str, ...] = ()      # runs-on labels when this target runs (resolved per caller / row)
+
+    def events_for(self, files: list[str]) -> frozenset[str]:
+        """Events that run this step whenever one of ``files`` (the suite's own) changes."""
+        extra = {e for e, inc, ign in self.path_events if paths_trigger(inc, ign, files)}
+        return self.events | extra
+
+    def path_note(self, files: list[str]) -> str:
+        missed = sorted({f"{e} is filtered by paths {list(inc) or ['!' + p for p in ign]} that miss its files"
+                         for e, inc, ign in self.path_events if not paths_trigger(inc, ign, files)})
+        return "; ".join(missed)
+
+    @property
+    def where(self) -> str:
+        return f"{self.workflow}:{self.wf_job}:{self.step}"
+
+    @property
+    def job_id(self) -> str | None:
+        return self.target if self.kind == "job" else None
+
+    @property
+    def triggers(self) -> frozenset[str]:
+        return self.events
+
+
+@dataclass(frozen=True)
+class UnresolvedStep:
+    """A runner call whose target the scan cannot tell: ``known`` holds the options it could resolve."""
+    where: str
+    problem: str
+    known: tuple[tuple[str, str], ...] = ()
+    events: frozenset[str] = frozenset()
+    line: int = 0
+
+
+def describe_steps(refs: list[StepRun], files: list[str], *, undecided: str) -> str:
+    """The steps that mention a target, each ``workflow:job on [events]`` with why it does not
+    count (``if: false``; ``undecided`` when its ``if:`` is not definitely true on any event; trigger
+    and path filters; masked), duplicates once, joined by "; ". ``files``: the target's test files."""
+    seen = []
+    for r in refs:
+        text = f"{r.workflow}:{r.wf_job} on {sorted(r.seen_events) or 'nothing'}"
+        notes = list(r.filters) + ([r.path_note(files)] if r.path_note(files) else [])
+        if r.never_runs:
+            text += " (if: false)"
+        elif not r.events and not notes and not r.masks:
+            text += f" ({undecided})"
+        if notes:
+            text += f" ({'; '.join(notes)})"
+        if r.masks:
+            text += " (masked)"
+        seen.append(text)
+    return "; ".join(dict.fromkeys(seen))
+
+
+@dataclass
+class WorkflowScan:
+    refs: list[StepRun] = field(default_factory=list)
+    triggers: dict[str, frozenset[str]] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)   # unreadable files, unresolvable references
+    unresolved: list[UnresolvedStep] = field(default_factory=list)
+    masked: list[str] = field(default_factory=list)     # "workflow:job:step: reason" per masked step
+    masked_unproven: set[str] = field(default_factory=set)   # the masked entries that hang on a run-time value
+    runs_on: dict[tuple[str, str], tuple[str, ...]] = field(default_factory=dict)
+    job_lines: dict[tuple[str, str], int] = field(default_factory=dict)
+    broken: dict[str, tuple[str, int]] = field(default_factory=dict)   # problem -> (file, line) of a broken workflow
+    # (rule, message, path, line) about the input itself: unreadable-input, oversize-matrix, fork-on-self-hosted
+    input_findings: list[tuple[str, str, str, int]] = field(default_factory=list)
+
+
+@dataclass
+class ScanContext:
+    """Everything one workflow job's scan needs, instead of a dozen parameters."""
+    scan: WorkflowScan
+    adapter: Adapter
+    root: Path
+    rel: str
+    doc: dict[str, Any]
+    key: str
+    job: dict[str, Any]
+    acts: list[Activation]
+    base_ctx: Mapping[str, Any]
+    lines: dict[str, int] = field(default_factory=dict)   # step name -> line in the file
+
+    @property
+    def seen(self) -> frozenset[str]:
+        return frozenset(a.event for a in self.acts)
+
+    def resolver(self, step: dict[str, Any], row: Mapping[str, Any], act: Activation,
+                 assignments: Mapping[str, str] | None = None) -> Resolver:
+        return Resolver(self.doc, self.job, step, row, act, self.base_ctx, assignments)
+
+
+def _load(path: Path, root: Path, scan: WorkflowScan) -> tuple[dict[str, Any], str] | None:
+    """(document, text) of a workflow file; None, with an unreadable-input finding, when it cannot be read."""
+    rel = path.relative_to(root).as_posix()
+    try:
+        text = read_inside(root, path, MAX_WORKFLOW_BYTES)
+    except UnreadableFile as exc:
+        scan.input_findings.append(("unreadable-input", f"{exc}: a workflow the audit cannot read may hide a run",
+                                    rel, 0))
+        return None
+    try:
+        doc = load_yaml(text)
+    except YamlTooLarge as exc:
+        scan.input_findings.append(("unreadable-input", f"{rel}: {exc}", rel, 0))
+        return None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        line = mark.line + 1 if mark is not None else 1
+        what = " ".join(str(getattr(exc, "problem", None) or str(exc).splitlines()[0]).split())[:300]
+        _broken(scan, rel, line, f"{rel}:{line}: not valid YAML: {what}")
+        return None
+    if not isinstance(doc, dict) or not isinstance(doc.get("jobs"), dict):
+        _broken(scan, rel, 1, f"{rel}:1: no jobs: mapping")
+        return None
+    return doc, text
+
+
+def _broken(scan: WorkflowScan, rel: str, line: int, problem: str) -> None:
+    """A workflow the scan cannot read: the problem names its file and line (its finding's location and key)."""
+    scan.problems.append(problem)
+    scan.broken[problem] = (rel, line)
+
+
+def _key_lines(text: str) -> dict[str, int]:
+    """Line of each ``name:``/``id:`` value and job key, for locations (first occurrence wins)."""
+    out: dict[str, int] = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        stripped = line.strip().removeprefix("- ")
+        for prefix in ("name:", "id:"):
+            if stripped.startswith(prefix):
+                out.setdefault(stripped[len(prefix):].strip().strip("'\""), number)
+        if line.startswith("  ") and not line.startswith("   ") and line.rstrip().endswith(":"):
+            out.setdefault("job:" + line.strip()[:-1], number)
+    return out
+
+
+def workflow_files(root: Path, scan: WorkflowScan | None = None) -> list[Path]:
+    """The ``*.yml``/``*.yaml`` entries of the workflow folder; none when the folder is a link out of the tree
+    (an unreadable-input finding on ``scan``: even the names there are not the tree's to report)."""
+    base = root / WORKFLOW_DIR
+    if not base.is_dir():
+        return []
+    if not is_inside(root, base):
+        if scan is not None:
+            scan.input_findings.append(("unreadable-input", f"{WORKFLOW_DIR}: a symlink that resolves outside the "
+                                        "audited tree (not read): its workflows cannot be audited", WORKFLOW_DIR, 0))
+        return []
+    return sorted(base.glob("*.y*ml"))
+
+
+def scan_workflows(root: str | Path, adapter: Adapter | str = "dspark") -> WorkflowScan:
+    adapter = get_adapter(adapter) if isinstance(adapter, str) else adapter
+    root = Path(root)
+    scan = WorkflowScan()
+    docs: dict[str, dict[str, Any]] = {}
+    lines: dict[str, dict[str, int]] = {}
+    for path in workflow_files(root, scan):
+        loaded = _load(path, root, scan)
+        if loaded is not None:
+            rel = path.relative_to(root).as_posix()
+            docs[rel] = loaded[0]
+            lines[rel] = _key_lines(loaded[1])
+    base_ctx = dict(adapter.context)
+    acts = activations(docs, root, base_ctx)
+    for rel, doc in docs.items():
+        scan.triggers[rel] = workflow_triggers(doc)
+        for key, job in doc["jobs"].items():
+            oversize = oversize_matrix(job)
+            if oversize:
+                scan.input_findings.append(("oversize-matrix", f"{rel}:{str(key)[:80]}: {oversize}", rel,
+                                            lines[rel].get(f"job:{key}", 0)))
+            if isinstance(job, dict):
+                scan.job_lines[(rel, str(key))] = lines[rel].get(f"job:{key}", 0)
+                _scan_job(ScanContext(scan, adapter, root, rel, doc, str(key), job, acts[rel], base_ctx, lines[rel]))
+    scan.input_findings += fork_findings(docs, scan.runs_on, lines, base_ctx, catalog_runner_labels(root))
+    return scan
+
+
+def catalog_runner_labels(root: Path) -> tuple[str, ...]:
+    """The ``runs_on`` labels of the GPU hardware in the tree's catalog (none when it has no readable one)."""
+    from ci.registry.catalog import CATALOG_PATH, CatalogError, load_catalog
+
+    if not (root / CATALOG_PATH).is_file():
+        return ()
+    try:
+        catalog = load_catalog(root)
+    except (CatalogError, UnreadableFile, yaml.YAMLError):
+        return ()
+    return tuple(dict.fromkeys(label for hw in catalog.hardware.values() if hw.is_gpu for label in hw.runs_on))
+
+
+def _step_label(step: dict[str, Any], index: int) -> str:
+    name = step.get("name") or step.get("id")
+    return str(name) if name else f"step {index + 1}"
+
+
+def _run_defaults(owner: dict[str, Any]) -> dict[str, Any]:
+    """The ``defaults: run:`` mapping of a job or workflow ({} when it has none)."""
+    return (owner.get("defaults") or {}).get("run", {}) if isinstance(owner.get("defaults"), dict) else {}
+
+
+def _runs_on(cx: ScanContext) -> tuple[str, ...]:
+    """The job's runner labels, resolved through the expression context (``${{ inputs.runner }}``)."""
+    raw = cx.job.get("runs-on")
+    tokens = [str(x) for x in raw] if isinstance(raw, list) else [str(raw)] if raw else []
+    if not any("${{" in t for t in tokens):
+        return tuple(tokens)
+    labels: list[str] = []
+    for act in cx.acts or [Activation("none", ())]:
+        rows, _why = matrix_rows(cx.job, act.context(cx.base_ctx))
+        for row in rows:
+            resolver = cx.resolver({}, row, act)
+            for token in tokens:
+                got = resolver.values(token)
+                if got is None:
+                    return tuple(tokens)
+                labels += [g for g in got if g]
+    return tuple(dict.fromkeys(labels)) or tuple(tokens)
+
+
+def _row_runners(cx: ScanContext, resolver: Resolver) -> tuple[str, ...]:
+    """runs-on labels for one activation and matrix row (the raw tokens when they do not resolve)."""
+    raw = cx.job.get("runs-on")
+    tokens = [str(x) for x in raw] if isinstance(raw, list) else [str(raw)] if raw else []
+    labels: list[str] = []
+    for token in tokens:
+        got = resolver.values(token) if "${{" in token else [token]
+        if got is None:
+            return tuple(tokens)
+        labels += [g for g in got if g]
+    return tuple(labels)
+
+
+def _scan_job(cx: ScanContext) -> None:
+    """Record the runs-on labels of one job and, for each step that starts the runner, its targets and masks."""
+    scan = cx.scan
+    scan.runs_on[(cx.rel, cx.key)] = _runs_on(cx)
+    defaults, wf_defaults = _run_defaults(cx.job), _run_defaults(cx.doc)
+    filters = tuple(sorted({a.filtered for a in cx.acts if a.filtered}))
+    for index, step in expanded_steps(cx.job.get("steps") or [], cx.root):
+        if not isinstance(step, dict) or not isinstance(step.get("run"), str):
+            continue
+        commands = split_commands(step["run"])
+        calls = runner_calls(cx.adapter, commands)
+        if not calls:
+            continue
+        label = _step_label(step, index)
+        where = f"{cx.rel}:{cx.key}:{label}"
+        line = cx.lines.get(label, scan.job_lines.get((cx.rel, cx.key), 0))
+        shell = step.get("shell") or defaults.get("shell") or wf_defaults.get("shell")
+        events = step_events(cx.doc, cx.key, cx.job, step, cx.acts, cx.base_ctx)
+        masks = list(dict.fromkeys(command_masks(cx.adapter, commands, calls, shell)
+                                   + env_masks(step, cx.job, cx.doc) + events.masks))
+        scan.masked += [f"{where}: {m}" for m in masks]
+        scan.masked_unproven |= {f"{where}: {m}" for m in events.unproven_masks}
+        assignments = script_assignments(step["run"])
+        for _k, call in calls:
+            found = _call_targets(cx, step, call, events, assignments, where, line)
+            for target, (evs, maybe, gated, why, runners) in found.items():
+                scan.refs.append(StepRun(
+                    cx.rel, cx.key, label, target.kind, target.id, target.shard, frozenset(evs), cx.seen,
+                    tuple(masks), events.never, filters, tuple(sorted(gated)), frozenset(maybe),
+                    tuple(why), target.shard_unknown, line, tuple(sorted(runners))))
+
+
+def _call_targets(cx: ScanContext, step: dict[str, Any], call: RunnerCall, events: StepEvents,
+                  assignments: Mapping[str, str], where: str, line: int,
+                  ) -> dict[Target, tuple[set[str], set[str], set[PathEvent], list[str], set[str]]]:
+    """Targets of one runner call over every activation and matrix row: (definite events, maybe events,
+    path-gated events, why) per target; unresolvable calls go to ``scan.unresolved``."""
+    found: dict[Target, tuple[set[str], set[str], set[PathEvent], list[str], set[str]]] = {}
+    unresolved: dict[str, UnresolvedStep] = {}
+    acts = cx.acts or [Activation("none", ())]
+    for index, act in enumerate(acts):
+        status = events.status[index] if index < len(events.status) else None
+        act_why = events.why_by_act[index] if index < len(events.why_by_act) else []
+        ctx = act.context(cx.base_ctx)
+        rows, matrix_why = matrix_rows(cx.job, ctx)
+        for row in rows:
+            resolver = cx.resolver(step, row, act, assignments)
+            runners = _row_runners(cx, resolver)
+            option_values: dict[str, list[str]] = {}
+            bad = None
+            for name, token in call.options.items():
+                got = resolver.values(token) if token is not None else None
+                if got is None and not cx.adapter.partial_targets:
+                    bad = f"{name} has no value" if token is None else f"cannot resolve {name} {token}"
+                    break
+                option_values[name] = got if got is not None else [UNRESOLVED]
+            if bad:
+                unresolved.setdefault(bad, UnresolvedStep(where, bad, (), frozenset({act.event}), line))
+                continue
+            names = list(option_values)
+            for combo in itertools.product(*(option_values[n] for n in names)):
+                options = dict(zip(names, combo))
+                targets, problem = cx.adapter.targets(options)
+                if problem and act.event != "none":   # a workflow nothing starts reports nothing unresolved
+                    known = tuple(sorted((k, v) for k, v in options.items() if v != UNRESOLVED))
+                    if matrix_why and UNRESOLVED in combo:
+                        problem += f" ({matrix_why})"
+                    unresolved.setdefault(problem, UnresolvedStep(where, problem, known, frozenset(), line))
+                    old = unresolved[problem]
+                    unresolved[problem] = UnresolvedStep(where, problem, known, old.events | {act.event}, line)
+                for target in targets:
+                    if target.shard_unknown and matrix_why:
+                        target = Target(target.kind, target.id, target.shard, matrix_why)
+                    evs, maybe, gated, why, labels = found.setdefault(target, (set(), set(), set(), [], set()))
+                    labels |= set(runners)
+                    if status == "definite":
+                        evs.add(act.event)
+                    elif status == "path":
+                        gated.add((act.event, *act.paths))
+                    elif status == "maybe":
+                        maybe.add(act.event)
+                        why += [w for w in act_why if w not in why]
+    cx.scan.unresolved += list(unresolved.values())
+    cx.scan.problems += [f"{where}: {u.problem}" for u in unresolved.values()]
+    return found
+
+
+def runs_for(refs: Iterable[StepRun], kind: str, target: str) -> list[StepRun]:
+    return [r for r in refs if r.kind == kind and r.target == target]
