@@ -5,20 +5,20 @@ from __future__ import annotations
 import pytest
 
 import impl.kernels.norm_rope
-import impl.kernels.renorm
-import impl.kernels.renorm_kernels
+import impl.kernels.renorm.kernels
+import impl.kernels.renorm.torch_path
 import impl.kernels.scatter
 from ci.registration import register
 from impl.platform import default_device, kernel_backend
 from impl.testing.op_table import case_id, cases, sample_mismatches
 
 TRITON_CASES = [c for c in cases(large=False) if "triton" in c[0].tags]
-# (module, Triton kernel or None, torch fallbacks) per kernel file
+# (module, Triton kernel or None, torch fallbacks) per kernel file: the module each name is read from
 PATHS = [
     (impl.kernels.scatter, "_scatter_rows_kernel", ["_scatter_torch"]),
     (impl.kernels.norm_rope, "_norm_rope_kernel", ["_norm_rope_torch"]),
-    (impl.kernels.renorm_kernels, "_pass_kernel", []),
-    (impl.kernels.renorm, None, ["_top_k_torch", "_top_p_torch"]),
+    (impl.kernels.renorm.kernels, "_pass_kernel", []),
+    (impl.kernels.renorm.torch_path, None, ["_top_k_torch", "_top_p_torch"]),  # read there by the API
 ]
 
 
