@@ -54,3 +54,24 @@ def test_default_backend_runs_triton(case, monkeypatch):
             monkeypatch.setattr(module, name, _Trap(f"torch fallback {name}"))
     problems = sample_mismatches(*case, default_device())
     assert not problems, problems
+
+
+FALLBACKS = [(module, name) for module, _, names in PATHS for name in names]
+FIRST_CASES = list({op.name: (op, sample) for op, sample in reversed(TRITON_CASES)}.values())  # one sample per op
+
+
+@register(suite="kernels", hardware=["cpu", "h200-1", "mi35x-1"], schedule="per-commit", est_time=1)
+@pytest.mark.parametrize("module, name", FALLBACKS, ids=[f"{m.__name__}.{n}" for m, n in FALLBACKS])
+def test_each_trapped_fallback_is_the_name_its_op_reads(module, name, monkeypatch):
+    """A trap set where no op reads the name (a package re-export, a name an importer bound to itself)
+    would let test_default_backend_runs_triton pass whatever runs: under the torch gate, some op's
+    first sample must walk into each trapped fallback."""
+    monkeypatch.setenv("DSPARK_KERNEL_BACKEND", "torch")
+    monkeypatch.setattr(module, name, _Trap(f"torch fallback {name}"))
+    for case in FIRST_CASES:
+        try:
+            sample_mismatches(*case, default_device())
+        except AssertionError as exc:
+            if name in str(exc):
+                return
+    pytest.fail(f"no op sample ran {module.__name__}.{name} under the torch backend: the trap is not the name it reads")
