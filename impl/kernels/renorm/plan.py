@@ -1,7 +1,7 @@
 """Every launch of one renorm call, worked out once per shape: _plan, _plan_for and the plan objects.
 
-Imports the tuning and the kernels only; never the workspace, the fast path or the API (they
-read a plan, a plan knows nothing of them).
+Imports the tuning, the kernels and _backend's arithmetic; never the workspace, the fast path or
+the API (they read a plan, a plan knows nothing of them).
 
 The Triton path finds the pivot without sorting the row, by a range select over keys:
 non-negative fp32 values order like their int32 bit patterns. Each row carries a

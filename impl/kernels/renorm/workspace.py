@@ -1,7 +1,7 @@
 """The renorm workspaces and how a call launches: the cache, bound launches, eager CUDA graphs.
 
-Imports the plan and the kernels' constants; never the fast path or the API (the fast path reads
-this module's cache and index, the API calls _launch_all).
+Imports the plan, the kernels' constants and _backend's launchers; never the fast path or the API
+(the fast path reads this module's cache and index, the API calls _launch_all).
 
 Eager calls (the ones engines make, outside their graphs) are host-bound at small batches, so
 their host path is short. A call like an earlier one (the same Gates object, checks off, compiled
