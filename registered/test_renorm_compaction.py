@@ -22,7 +22,9 @@ import torch
 
 import impl.kernels as K
 import impl.kernels.renorm as renorm
-import impl.kernels.renorm_kernels as rk
+import impl.kernels.renorm.kernels as rk
+import impl.kernels.renorm.plan as rplan
+from impl.kernels.renorm import api
 import reference as R
 from ci.registration import register
 from registered.renorm_tunings import PATH_VOCAB, SMALL_SHAPES
@@ -65,8 +67,8 @@ def _tuning(**changes) -> renorm.RenormTuning:
 
 
 def _state(probs: torch.Tensor, param: torch.Tensor, top_p: bool, tuning: renorm.RenormTuning) -> torch.Tensor:
-    plan = renorm._plan(probs.shape[0], probs.shape[1], top_p, True, tuning)
-    return renorm._select(probs, None, param, plan)[0]
+    plan = rplan._plan(probs.shape[0], probs.shape[1], top_p, True, tuning)
+    return api._select(probs, None, param, plan)[0]
 
 
 def _compacted_by(probs: torch.Tensor, param: torch.Tensor, top_p: bool, tuning: renorm.RenormTuning) -> list[int]:
@@ -88,7 +90,7 @@ def test_compaction_paths_match_the_oracle(seed, top_p):
     assert by[0] == 1, f"row 0 should fit from the first attempt: {by}"
     assert by[1] > 1, f"row 1 should fit only on a later attempt: {by}"
     assert by[2] == by[3] == 0, f"tied and zero rows must never fit {CAP} slots: {by}"
-    assert renorm._split(len(probs), VOCAB, tuning)[1] >= 3, "rows should span several chunks"
+    assert rplan._split(len(probs), VOCAB, tuning)[1] >= 3, "rows should span several chunks"
     oracle, op = (R.top_p_renorm, K.top_p_renorm) if top_p else (R.top_k_renorm, K.top_k_renorm)
     problem = mismatch(RENORM, op(probs.to(DEV), param.to(DEV), tuning=tuning), oracle(probs, param))
     assert problem is None, f"compacted by pass {by}: {problem}"
@@ -128,7 +130,7 @@ def test_op_samples_through_the_finish_path(case):
     tuning = _tuning(finish_min_rows=1)
     op, sample = case
     kwargs = sample.make(DEV)
-    assert renorm._steps(len(kwargs["probs"]), op.name == "top_p_renorm", tuning)[-1][0] == "finish"
+    assert rplan._steps(len(kwargs["probs"]), op.name == "top_p_renorm", tuning)[-1][0] == "finish"
     got = run_op(op, functools.partial(op.impl, tuning=tuning), clone_kwargs(kwargs))
     for g, w in zip(got, run_reference(op, kwargs), strict=True):
         problem = mismatch(op.compare, g, w)
@@ -199,9 +201,9 @@ def test_finish_sorts_or_runs_passes_to_the_end(top_p):
 
 def _first_range(probs: torch.Tensor, param: torch.Tensor, top_p: bool) -> list[tuple[int, int]]:
     """Each row's key range [LO, HI) after the first pass alone."""
-    plan = renorm._plan(probs.shape[0], probs.shape[1], top_p, True, _tuning(finish_min_rows=1))
+    plan = rplan._plan(probs.shape[0], probs.shape[1], top_p, True, _tuning(finish_min_rows=1))
     first = dataclasses.replace(plan, launches=plan.launches[:1])
-    state = renorm._select(probs, None, param, first)[0]
+    state = api._select(probs, None, param, first)[0]
     return [(int(lo), int(hi)) for lo, hi in state[:, [int(rk.LO), int(rk.HI)]].tolist()]
 
 

@@ -17,6 +17,7 @@ import torch
 
 import impl.kernels as K
 import impl.kernels.renorm as renorm
+from impl.kernels.renorm import fast_path, torch_path, workspace
 import reference as R
 from ci.registration import register
 from impl.platform import default_device, use_kernel_backend
@@ -74,7 +75,7 @@ def _want(probs: torch.Tensor, param, top_p: bool) -> torch.Tensor:
     bs = probs.shape[0]
     p = param if isinstance(param, torch.Tensor) else torch.full(
         (bs,), param, dtype=torch.float32 if top_p else torch.int64, device=probs.device)
-    return (renorm._top_p_torch if top_p else renorm._top_k_torch)(probs, p)
+    return (torch_path._top_p_torch if top_p else torch_path._top_k_torch)(probs, p)
 
 
 def _exact(got: torch.Tensor, probs: torch.Tensor, param, top_p: bool, label: str) -> None:
@@ -90,7 +91,7 @@ def _prepared(top_p: bool, bs: int = 4, vocab: int = 8192):
     for _ in range(3):
         op(probs, param)
     torch.cuda.synchronize()
-    assert renorm._fast_call(probs, param, top_p, None) is not None, "the fast path did not take a prepared call"
+    assert fast_path._fast_call(probs, param, top_p, None) is not None, "the fast path did not take a prepared call"
     return op, probs, param
 
 
@@ -102,14 +103,14 @@ def test_fast_calls_read_fresh_values_and_count_their_replays(top_p):
     scalar parameters, are exact; the workspace counts the replays the fast path made."""
     op, probs, param = _prepared(top_p)
     bs, vocab = probs.shape
-    key = renorm._FAST_INDEX[(top_p, bs, vocab, renorm._specialization(0, probs, None, param),
-                              torch.cuda.current_stream().cuda_stream, id(renorm.DEFAULT_TUNING))][1]
-    hits = renorm._WORKSPACES[key].hits
+    key = workspace._FAST_INDEX[(top_p, bs, vocab, workspace._specialization(0, probs, None, param),
+                                 torch.cuda.current_stream().cuda_stream, id(renorm.DEFAULT_TUNING))][1]
+    hits = workspace._WORKSPACES[key].hits
     for call in range(5):
         probs.copy_(_probs(10 + call, bs, vocab))
         param.copy_(torch.rand(bs) if top_p else torch.randint(1, vocab, (bs,)))
         _exact(op(probs, param), probs, param, top_p, f"call {call}")
-    assert renorm._WORKSPACES[key].hits >= hits + 4, "the fast path's calls did not replay the graph"
+    assert workspace._WORKSPACES[key].hits >= hits + 4, "the fast path's calls did not replay the graph"
     for scalar in ((0.3, 0.95, 0.3) if top_p else (1, 16, 5000, 1)):
         _exact(op(probs, scalar), probs, scalar, top_p, f"scalar {scalar}")
     torch.cuda.synchronize()
@@ -151,19 +152,19 @@ def test_fast_path_steps_aside_for_checks_backends_streams_and_capture(monkeypat
         op(bad, param)
     name = "_top_p_torch" if top_p else "_top_k_torch"
     torch_calls = []
-    real = getattr(renorm, name)
-    monkeypatch.setattr(renorm, name, lambda *a: torch_calls.append(1) or real(*a))
+    real = getattr(torch_path, name)
+    monkeypatch.setattr(torch_path, name, lambda *a: torch_calls.append(1) or real(*a))
     with use_kernel_backend("torch"):
-        assert renorm._fast_call(probs, param, top_p, None) is not None  # the index alone would take it
+        assert fast_path._fast_call(probs, param, top_p, None) is not None  # the index alone would take it
         got = op(probs, param)
-    monkeypatch.setattr(renorm, name, real)
+    monkeypatch.setattr(torch_path, name, real)
     assert torch_calls, "the torch backend gate was ignored"
     _exact(got, probs, param, top_p, "torch backend")
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
         outs = [op(probs, param) for _ in range(4)]
-        assert renorm._fast_call(probs, param, top_p, None) is not None
+        assert fast_path._fast_call(probs, param, top_p, None) is not None
     torch.cuda.current_stream().wait_stream(side)
     for i, got in enumerate(outs):
         _exact(got, probs, param, top_p, f"side stream call {i}")

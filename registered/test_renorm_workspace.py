@@ -15,6 +15,8 @@ import torch
 
 import impl.kernels as K
 import impl.kernels.renorm as renorm
+import impl.kernels.renorm.plan as rplan
+from impl.kernels.renorm import torch_path, workspace
 import reference as R
 from ci.registration import register
 from impl.platform import default_device
@@ -45,7 +47,7 @@ def _check(got: torch.Tensor, probs: torch.Tensor, param, top_p: bool, label: st
         bs = probs.shape[0]
         p = param if isinstance(param, torch.Tensor) else torch.full(
             (bs,), param, dtype=torch.float32 if top_p else torch.int64, device=probs.device)
-        want = (renorm._top_p_torch if top_p else renorm._top_k_torch)(probs, p)
+        want = (torch_path._top_p_torch if top_p else torch_path._top_k_torch)(probs, p)
     else:
         want = (R.top_p_renorm if top_p else R.top_k_renorm)(
             probs.cpu(), param.cpu() if isinstance(param, torch.Tensor) else param)
@@ -62,7 +64,7 @@ def test_a_reused_dirty_workspace_gives_exact_results(top_p):
     so the leftover state differs from row to row."""
     op = K.top_p_renorm if top_p else K.top_k_renorm
     bs, vocab = 4, PATH_VOCAB
-    before = len(renorm._WORKSPACES)
+    before = len(workspace._WORKSPACES)
     for call, rows in ((c, r) for r in (2, 10**9) for c in range(4)):  # the finish path, the small-batch path
         tuning = dataclasses.replace(renorm.DEFAULT_TUNING, **SMALL_SHAPES, candidate_capacity=16,
                                      finish_min_rows=rows)
@@ -74,7 +76,7 @@ def test_a_reused_dirty_workspace_gives_exact_results(top_p):
             param = 0.6 if top_p else 7
         got = op(probs, param, tuning=tuning)
         _check(got, probs, param, top_p, f"call {call}, finish_min_rows {rows}")
-    assert len(renorm._WORKSPACES) >= min(before + 1, renorm.WORKSPACE_ENTRIES), "the workspace was not cached"
+    assert len(workspace._WORKSPACES) >= min(before + 1, workspace.WORKSPACE_ENTRIES), "the workspace was not cached"
 
 
 @register(suite="kernels", hardware=["cpu", "h200-1"], schedule="per-commit", est_time=40)
@@ -100,12 +102,12 @@ def test_two_threads_never_share_a_running_workspace():
 @register(suite="kernels", hardware=["cpu"], schedule="per-commit", est_time=20)
 def test_the_workspace_cache_stays_bounded():
     """More shapes than the cache holds: it keeps at most WORKSPACE_ENTRIES workspaces, the newest."""
-    for bs in range(1, renorm.WORKSPACE_ENTRIES + 3):
+    for bs in range(1, workspace.WORKSPACE_ENTRIES + 3):
         probs = _probs(bs, bs, 64).to(DEV)
         _check(K.top_k_renorm(probs, 5), probs, 5, False, f"bs {bs}")
-    assert len(renorm._WORKSPACES) <= renorm.WORKSPACE_ENTRIES
-    newest = next(reversed(renorm._WORKSPACES))
-    assert newest[0].launches[0].grid[1] == renorm.WORKSPACE_ENTRIES + 2, "the newest workspace must stay"
+    assert len(workspace._WORKSPACES) <= workspace.WORKSPACE_ENTRIES
+    newest = next(reversed(workspace._WORKSPACES))
+    assert newest[0].launches[0].grid[1] == workspace.WORKSPACE_ENTRIES + 2, "the newest workspace must stay"
 
 
 class _Launcher:
@@ -224,8 +226,8 @@ def test_eager_calls_replay_a_graph_per_address_set_with_fresh_values(top_p):
             if call == 3:
                 kept.append(got)  # the next output lands elsewhere
             del got  # freed before the next call: its output may reuse the address
-        plan = renorm._plan_for(bs, vocab, top_p, True, tuning)
-        ws = next(w for (p, *_), w in renorm._WORKSPACES.items() if p is plan)
+        plan = rplan._plan_for(bs, vocab, top_p, True, tuning)
+        ws = next(w for (p, *_), w in workspace._WORKSPACES.items() if p is plan)
         if after:
             assert ws.captures >= 1 and ws.hits >= 1, (ws.captures, ws.hits)
         else:

@@ -5,7 +5,7 @@
 Every variant reads the whole [rows, vocab] fp32 matrix once, split into (chunk, row)
 programs like the renorm kernels, and reduces it to a few numbers per program, so the
 differences between variants are the binning arithmetic, not the memory traffic. The
-table backs the design notes in impl/kernels/renorm.py (docs/performance.md has the runs).
+table backs the design notes in impl/kernels/renorm/plan.py (docs/performance.md has the runs).
 """
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Triton kernels of the top-k / top-p renorm range select (host side: impl/kernels/renorm.py).
+"""Triton kernels of the top-k / top-p renorm range select (host side: impl/kernels/renorm/plan.py).
+
+Imports Triton (through impl/kernels/_backend.py) and the interpreter's sort only: never another
+module of the renorm package.
 
 The first pass, pass, compaction, gather and write kernels run on a (chunk, row) grid
 and read their chunk of a probability row or, once the row is compacted, their share

@@ -1,0 +1,162 @@
+"""Every launch of one renorm call, worked out once per shape: _plan, _plan_for and the plan objects.
+
+Imports the tuning, the kernels and _backend's arithmetic; never the workspace, the fast path or
+the API (they read a plan, a plan knows nothing of them).
+
+The Triton path finds the pivot without sorting the row, by a range select over keys:
+non-negative fp32 values order like their int32 bit patterns. Each row carries a
+key range [lo, hi) known to hold the pivot; a pass splits it into sub-ranges,
+counts (top-k) or weighs in fp64 (top-p) the row's keys in each, and keeps the one
+holding the pivot. The first pass splits at 8 fixed buckets two octaves wide ([0, 2^-24),
+[2^-24, 2^-22), ..., [2^-14, 2^-12), [2^-12, the row's largest key]), where probability rows
+keep their pivots: each lane counts its keys per bucket in one int64 (a byte a bucket), top-p
+weighs the buckets in fp32 and keeps every bucket the pivot may be in given a rigorous bound
+on the rounding; the exact fp64 masses (below the range, the row's total) come from the
+compaction, which reads the row anyway. Later passes split evenly. Nothing syncs with the
+host and the launch count is fixed (CUDA-graph safe). Kernels: impl/kernels/renorm/kernels.py.
+
+Candidate compaction: a row whose current range holds few enough keys copies them
+into a per-row scratch, and its later passes read only those. The pass before
+counted the keys per chunk, so every program knows where its candidates go: no
+atomics and no overflow.
+Every knob below lives in the frozen RenormTuning (impl/kernels/renorm/tuning.py; DEFAULT_TUNING
+is the H200 tuning); tests and benchmarks pass their own with ``tuning=``.
+  >= finish_min_rows rows: compact_attempts attempts, after the first pass and after each
+    full 4-way pass that follows (those skip compacted rows), into candidate_capacity slots;
+    then one program per row runs the remaining passes in an in-kernel loop (no
+    partials, tickets or launches) until at most finish_sort candidates remain, sorts them and
+    reads the pivot off, and sums top-k's kept mass. A row that never fit finishes from its
+    full row: slower, still exact. From large_batch_rows rows the (chunk, row) grid is finer
+    and the compaction runs one-warp programs (no bar.sync in its loop).
+  smaller batches: one attempt after the first pass, into a whole-row scratch (any
+    row fits; the range shrinks to the keys copied), then small_batch_passes 16-way
+    passes over (chunk, row) programs; then the keys still in range are gathered
+    and the row's last program sorts them (at most sort_capacity; else it runs range
+    passes over them) and reads the pivot off, as the sort-based definition does.
+    Top-k's gather also sums its kept mass (each program its share's keys above the
+    range). Batch 1 is bound by launch latency (~4-8 us a launch), so this plan cuts
+    launches: 6 instead of 11-12. Top-p takes it below 8 rows; top-k never does by default
+    (its finish path needs 4 launches: first pass, compaction, finish, write).
+
+Costs that shaped this (a full-row pass, a histogram, a [BLOCK, NB] tile, the compaction's
+barriers) and every measurement: impl/bench/renorm_pass_probe.py and docs/performance.md.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+
+from impl.kernels._backend import cdiv, next_pow2
+from impl.kernels.renorm import kernels as rk
+from impl.kernels.renorm.tuning import RenormTuning
+
+
+@dataclass(frozen=True)
+class _Launch:
+    kernel: object  # a jitted kernel of renorm_kernels
+    grid: tuple[int, ...]
+    args: str  # which argument list: "first", "pass", "gather", "compact", "finish"
+    sizes: tuple[int, ...]
+    meta: dict  # constexpr and launch keywords
+
+
+@dataclass(frozen=True, eq=False)  # compared and hashed by identity: a workspace cache key
+class _Plan:
+    launches: tuple[_Launch, ...]
+    cap: int  # candidate slots per row
+    chunks: int
+    cand_rows: int  # 0: no candidate scratch
+    gathers: bool
+    write: _Launch
+    tuning: RenormTuning
+    top_p: bool
+    # specialization key -> the compiled kernels of launches + write (after the first call that key made)
+    compiled: dict = field(default_factory=dict, init=False, repr=False)
+
+
+def _steps(bs: int, top_p: bool, t: RenormTuning) -> list[tuple[str, int]]:
+    """Launch steps after the first pass: ("pass", NB), ("skip-compacted pass", NB),
+    ("compact", 0), ("finish", NB), ("gather", NB) (top-k's gather also sums the kept mass)."""
+    if bs >= t.finish_min_rows[top_p]:
+        steps = [("compact", 0)]
+        for _ in range(t.compact_attempts[top_p] - 1):
+            steps += [("skip-compacted pass", 4), ("compact", 0)]
+        return steps + [("finish", t.finish_split[top_p])]
+    return [("compact", 0)] + [("pass", t.wide_split)] * t.small_batch_passes + [("gather", t.wide_split)]
+
+
+def _split(bs: int, vocab: int, t: RenormTuning, most_chunks: int | None = None) -> tuple[int, int]:
+    """(chunk length, chunks): enough (chunk, row) programs to fill the GPU, at most most_chunks, and
+    chunks the first pass covers in at most FIELD_MAX steps (its per-lane byte counters)."""
+    steps = cdiv(vocab, t.chunk_align)
+    programs = t.large_batch_programs if bs >= t.large_batch_rows else t.target_programs
+    chunks = max(1, min(steps, cdiv(programs, bs), most_chunks or steps),
+                 cdiv(steps, int(rk.FIELD_MAX) * t.first_pass[0] // t.chunk_align))
+    chunk_len = t.chunk_align * cdiv(steps, chunks)
+    return chunk_len, cdiv(vocab, chunk_len)
+
+
+@functools.lru_cache(maxsize=256)
+def _plan(bs: int, vocab: int, top_p: bool, param_is_tensor: bool, t: RenormTuning) -> _Plan:
+    """Every launch of one call, worked out once per shape (eager calls pay only the launches)."""
+    chunk_len, chunks = _split(bs, vocab, t)
+    steps = [("first pass", 4)] + _steps(bs, top_p, t)
+    # Small batches compact once, so their scratch holds a whole row (a few MiB at most): every
+    # row fits. Large batches cap it and retry as the range narrows.
+    small = bs < t.finish_min_rows[top_p]
+    cap = vocab if small else min(t.candidate_capacity, vocab)
+    grid, sizes, chunks_p2 = (chunks, bs), (vocab, chunk_len, chunks, cap), next_pow2(chunks)
+    # Small batches switch to a narrower grid after their compaction (full rows that did not fit
+    # are still covered: any chunk length x chunks spanning the vocab will do).
+    small_len, small_chunks = _split(bs, vocab, t, min(t.small_batch_chunks[top_p], cdiv(t.small_batch_programs, bs)))
+    param = dict(TOP_P=top_p, PARAM_IS_TENSOR=param_is_tensor)
+    ticket, attempt, launches = int(rk.FIRST_TICKET), 0, []
+    for kind, nb in steps:
+        if kind in ("pass", "gather"):  # small-batch steps after the compaction
+            grid, sizes, chunks_p2 = (small_chunks, bs), (vocab, small_len, small_chunks, cap), next_pow2(small_chunks)
+        common = dict(TICKET=ticket, CHUNKS_P2=chunks_p2)
+        if kind == "first pass":
+            block, warps = t.first_pass
+            meta = dict(**param, **common, BLOCK=block, num_warps=warps)
+            launches.append(_Launch(rk._first_pass_kernel, grid, "first", sizes[:3], meta))
+        elif kind in ("pass", "skip-compacted pass"):
+            block, warps = t.narrow_pass if nb == 4 else t.wide_pass[top_p]
+            meta = dict(**param, **common, SKIP_COMPACTED=kind == "skip-compacted pass", NB=nb, BLOCK=block,
+                        num_warps=warps)
+            launches.append(_Launch(rk._pass_kernel, grid, "pass", sizes, meta))
+        elif kind == "gather":  # the passes' BLOCK: the same shares of the candidates
+            meta = dict(**param, **common, NB=nb, SORT_CAP=t.sort_capacity,
+                        SHORT_SORT=min(t.short_sort, t.sort_capacity),
+                        BLOCK=t.wide_pass[top_p][0], num_warps=t.gather_warps)
+            launches.append(_Launch(rk._gather_finish_kernel, grid, "gather", sizes, meta))
+        elif kind == "compact":
+            attempt += 1
+            block, warps = t.large_batch_compact if bs >= t.large_batch_rows else t.compact
+            meta = dict(**param, **common, ATTEMPT=attempt, ADAPT=small, MASSES=top_p and attempt == 1, BLOCK=block,
+                        num_warps=warps)
+            launches.append(_Launch(rk._compact_kernel, grid, "compact", sizes, meta))
+        else:  # "finish"
+            block, warps = t.finish[top_p]
+            launches.append(_Launch(rk._finish_kernel, (bs,), "finish", (vocab, cap),
+                                    dict(**param, NB=nb, SORT_CAP=t.finish_sort[top_p], BLOCK=block, num_warps=warps)))
+        ticket += kind != "finish"
+    block, warps = t.write
+    write = _Launch(rk._write_kernel, (chunks, bs), "write", (vocab, chunk_len), dict(TOP_P=top_p, BLOCK=block,
+                                                                                       num_warps=warps))
+    compacts = any(kind == "compact" for kind, _ in steps)
+    return _Plan(tuple(launches), cap, chunks, bs if compacts else 0, any(k == "gather" for k, _ in steps), write, t,
+                 top_p)
+
+
+def _plan_for(bs: int, vocab: int, top_p: bool, param_is_tensor: bool, t: RenormTuning) -> _Plan:
+    """``_plan``, looked up by the tuning's identity first (hashing a RenormTuning costs microseconds)."""
+    key = (bs, vocab, top_p, param_is_tensor, id(t))
+    hit = _PLANS.get(key)
+    if hit is None or hit[0] is not t:
+        if len(_PLANS) >= 256:
+            _PLANS.clear()
+        hit = _PLANS[key] = (t, _plan(bs, vocab, top_p, param_is_tensor, t))
+    return hit[1]
+
+
+_PLANS: dict[tuple, tuple[RenormTuning, _Plan]] = {}

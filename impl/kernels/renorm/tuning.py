@@ -1,0 +1,135 @@
+"""How the renorm kernels launch: the frozen RenormTuning and DEFAULT_TUNING (the H200 tuning).
+
+Every knob of the range select lives here (what each one steers: impl/kernels/renorm/plan.py;
+the measurements behind the defaults: docs/performance.md). Tests and benchmarks pass their own
+with ``tuning=``; a tuning never changes a result. Imports only the kernels' constants
+(impl/kernels/renorm/kernels.py): never the plan, the workspace or the API.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from impl.kernels.renorm import kernels as rk
+
+_Shape = tuple[int, int]  # (BLOCK, warps)
+
+
+@dataclass(frozen=True)
+class RenormTuning:
+    """How the renorm select is launched (the defaults: H200 sweeps, docs/performance.md).
+
+    Pairs indexed by op are (top-k, top-p). Launch shapes are (BLOCK, warps). Bad settings
+    raise ValueError naming the field when the object is built.
+    """
+
+    # Batches of at least this many rows (by op; one int sets both) try compaction compact_attempts
+    # times (candidate_capacity values per row) and finish in one program per row; smaller batches
+    # compact once, into a scratch that holds a whole row, and run the remaining passes over
+    # (chunk, row) programs (launch latency, not bandwidth, bounds them). A huge value forces the
+    # small-batch path. Top-k finishes at every batch (4 launches instead of 7, faster even at batch 1);
+    # top-p's small-batch path wins below 8 rows (docs/performance.md, "Why the tuning defaults").
+    finish_min_rows: int | tuple[int, int] = (1, 8)
+    candidate_capacity: int = 32768
+    # After the first pass and after each full pass that follows, by op (one int sets both): 2 beat 3
+    # (docs/performance.md). Top-k's candidates (the pivot's octaves) fit at once on probability
+    # rows; a flatter row that does not fit finishes from its full row (slower, still exact).
+    compact_attempts: int | tuple[int, int] = (1, 2)
+    # Small batches: this many 16-way passes over the candidates, then the keys still in range are
+    # gathered and sorted if at most sort_capacity (a power of two; short_sort slots first when they
+    # fit: sorting 1024 keys costs several us more), else one program runs range passes over them.
+    # 2 passes are ~4 us faster on typical rows, but near-uniform rows then loop.
+    small_batch_passes: int = 3
+    sort_capacity: int = 1024
+    short_sort: int = 256
+    # Sub-ranges per pass after the first: the small-batch passes (tl.histogram counts, top-p's
+    # fp64 tile) and the finish kernel's, by op (top-p's 1-D accumulators need 4).
+    wide_split: int = 16
+    finish_split: tuple[int, int] = (16, 4)
+    first_pass: _Shape = (1024, 8)  # chunk_align <= 255 x its BLOCK (byte counters per lane)
+    narrow_pass: _Shape = (1024, 8)  # 4-way passes, 1-D accumulators
+    wide_pass: tuple[_Shape, _Shape] = ((512, 4), (256, 4))
+    compact: _Shape = (1024, 8)
+    # By op (one shape sets both): top-p keeps 1024 x 8, which its mid-size batches prefer
+    # (docs/performance.md).
+    finish: _Shape | tuple[_Shape, _Shape] = ((512, 4), (1024, 8))
+    # The finish kernel sorts a row's candidates once at most this many remain in range (by op; a
+    # power of two, or 0: range passes to the end). tl.sort costs ~2 us for 256 keys, ~5 for 1024.
+    finish_sort: tuple[int, int] = (256, 256)
+    gather_warps: int = 4  # the gather kernel's BLOCK is the wide passes'
+    write: _Shape = (1024, 8)
+    # (chunk, row) programs to aim for; chunks are whole multiples of chunk_align columns.
+    chunk_align: int = 1024
+    target_programs: int = 1280
+    # From large_batch_rows rows: large_batch_programs (chunk, row) programs, and the compaction in
+    # programs of large_batch_compact (one warp: no bar.sync in its loop; it needs many programs).
+    # Below large_batch_rows that many one-warp programs cost more than they save, so smaller
+    # batches keep the shapes above (docs/performance.md).
+    large_batch_rows: int = 256
+    large_batch_programs: int = 4096
+    large_batch_compact: _Shape = (512, 1)
+    # Small batches read the candidates on this many programs per row after the compaction: top-k's
+    # histogram passes are latency-bound (fewer partials to reduce), top-p's fp64 tiles
+    # compute-bound (spread them). H200 sweep, batch 1.
+    small_batch_chunks: tuple[int, int] = (16, 128)
+    small_batch_programs: int = 256  # and at most this many programs in all (64 rows: 4 chunks each)
+    # Eager calls on a GPU: once one call's (probs, parameter, output) addresses and scalar parameter
+    # have come this many times on one stream, the call's launches are captured into a CUDA graph
+    # (the stream's cached workspace, no allocation) and later calls with those addresses replay it:
+    # one graph launch instead of 4-7 kernel launches of host time. 0: never. At most
+    # eager_graphs_kept graphs per workspace; a workspace whose graphs keep missing stops capturing.
+    eager_graph_after: int = 2
+    eager_graphs_kept: int = 4
+
+    def __post_init__(self) -> None:
+        for name in ("finish_min_rows", "compact_attempts"):  # one int sets both ops
+            value = getattr(self, name)
+            if isinstance(value, int) and not isinstance(value, bool):
+                object.__setattr__(self, name, (value, value))
+        if isinstance(self.finish, tuple) and len(self.finish) == 2 and all(isinstance(v, int) for v in self.finish):
+            object.__setattr__(self, "finish", (self.finish, self.finish))  # one shape sets both ops
+        def refuse(name: str, why: str) -> None:
+            raise ValueError(f"RenormTuning.{name} {why}, got {getattr(self, name)!r}")
+
+        def pow2(v: int) -> bool:
+            return isinstance(v, int) and v >= 1 and not v & (v - 1)
+
+        for name in ("eager_graph_after", "eager_graphs_kept"):
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < 0:
+                refuse(name, "must be an int >= 0")
+        for name in ("candidate_capacity", "chunk_align", "target_programs", "small_batch_programs",
+                     "large_batch_rows", "large_batch_programs"):
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
+                refuse(name, "must be an int >= 1")
+        for name in ("finish_min_rows", "compact_attempts"):
+            pair = getattr(self, name)
+            if not (isinstance(pair, tuple) and len(pair) == 2 and all(isinstance(r, int) and r >= 1 for r in pair)):
+                refuse(name, "must be an int >= 1 or a (top-k, top-p) pair of them")
+        if not isinstance(self.small_batch_passes, int) or self.small_batch_passes < 1:
+            refuse("small_batch_passes", "must be >= 1 (the gather places its keys by the last pass's counts)")
+        for name in ("sort_capacity", "short_sort"):  # tl.sort sizes
+            if not pow2(getattr(self, name)):
+                refuse(name, "must be a power of two")
+        if not (isinstance(self.finish_sort, tuple) and len(self.finish_sort) == 2
+                and all(v == 0 or pow2(v) for v in self.finish_sort)):
+            refuse("finish_sort", "must be a (top-k, top-p) pair of powers of two or 0")
+        if not pow2(self.wide_split) or not 2 <= self.wide_split <= int(rk.NB_MAX):
+            refuse("wide_split", f"must be a power of two in [2, {int(rk.NB_MAX)}]")
+        if any(not pow2(nb) or not 2 <= nb <= int(rk.NB_MAX) for nb in self.finish_split):
+            refuse("finish_split", f"must hold powers of two in [2, {int(rk.NB_MAX)}]")
+        if 2 * max(self.compact_attempts) + 1 > rk.MAX_LAUNCHES or self.small_batch_passes + 4 > rk.MAX_LAUNCHES:
+            refuse("compact_attempts", f"leaves more reducing launches than the {rk.MAX_LAUNCHES} ticket words")
+        if not (isinstance(self.finish, tuple) and len(self.finish) == 2
+                and all(isinstance(v, tuple) and len(v) == 2 for v in self.finish)):
+            refuse("finish", "must be a (BLOCK, warps) shape or a (top-k, top-p) pair of them")
+        shapes = [self.first_pass, self.narrow_pass, *self.wide_pass, self.compact, self.large_batch_compact,
+                  *self.finish, self.write]
+        if any(not pow2(block) or not pow2(warps) for block, warps in shapes) or not pow2(self.gather_warps):
+            refuse("narrow_pass", "and every launch shape must be (power-of-two BLOCK, power-of-two warps)")
+        if self.chunk_align > int(rk.FIELD_MAX) * self.first_pass[0]:
+            refuse("first_pass", f"BLOCK must be >= chunk_align / {int(rk.FIELD_MAX)} (its per-lane byte counters)")
+        for name in ("compact", "large_batch_compact"):
+            if getattr(self, name)[0] > 1 << 14:
+                refuse(name, "BLOCK must be <= 16384 (one int32 reduction counts two things, 16 bits apart)")
+
+
+DEFAULT_TUNING = RenormTuning()
