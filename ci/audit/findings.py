@@ -3,7 +3,9 @@
 Both audits (this project's own, ``ci.audit.own``, and another repository's through an adapter,
 ``ci.audit.foreign``) report a list of :class:`Finding`. Each finding names a :class:`Rule` by
 its id (``dormant-suite``, ``masked-step``, ...); the same idea has the same id everywhere.
-Output formats (text, json, sarif) and baselines read only these two types.
+Output formats (text, json, sarif) and baselines read only these two types. The registry of the
+rules is ``ci.audit.rules.REGISTRY``, built from the list of rule modules; this module imports no rule
+(every rule module imports it).
 
     severity  meaning                                                     exit code
     error     proven: e.g. no triggered path can run the suite            1
