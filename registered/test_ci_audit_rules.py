@@ -140,3 +140,29 @@ def test_a_gpu_label_whose_env_selects_a_non_native_backend_is_an_error(tmp_path
     assert rows["per-commit/h200-1/kernels"][-1] == "torch"
     assert rows["per-commit/cpu/kernels[torch-none]"][-1] == "torch (variant torch-none)"
     assert run_audit(baseline(tmp_path / "clean").root, today=TODAY).of("non-native-gpu-backend") == []
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
+def test_the_workflow_scan_reports_input_findings_only_under_rules_that_take_them():
+    """ci/github/ cannot import the rules (rooms point one way), so the scan names its rules by string:
+    each such id must be one a rule module's ``from_scan`` takes, and any other id is refused by name."""
+    from ci.audit.rules import SCAN_RULES, add_scan_findings
+    from ci.github import fork_safety
+
+    named = {fork_safety.RULE}
+    for rel in ("ci/github/scan.py", "ci/github/fork_safety.py"):
+        for node in ast.walk(ast.parse((REAL_ROOT / rel).read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "append" and node.args \
+                    and isinstance(node.args[0], ast.Tuple) and isinstance(node.args[0].elts[0], ast.Constant):
+                named.add(node.args[0].elts[0].value)
+    assert {"unreadable-input", "oversize-matrix", "fork-on-self-hosted"} <= named, named
+    assert named <= set(SCAN_RULES), named - set(SCAN_RULES)
+    report = FindingCollector()
+    add_scan_findings(report, [("oversize-matrix", "w.yml:j: too many", "w.yml", 3)], "own")
+    assert [(f.rule, f.suite, f.locations[0].line) for f in report.findings] == [("oversize-matrix", "w.yml", 3)]
+    try:
+        add_scan_findings(report, [("no-such-rule", "m", "w.yml", 1)], "own")
+    except KeyError as exc:
+        assert "no-such-rule" in str(exc) and "oversize-matrix" in str(exc)
+    else:
+        raise AssertionError("an id no rule module takes was accepted")
