@@ -1,4 +1,4 @@
-"""The audit's rule registry (ci/audit/rules.py), the docs generated from it, the output format,
+"""The audit's rule registry (ci/audit/rules/, a module a rule), the docs generated from it, the output format,
 and the two rules from issue 24: suite-name-typo and non-native-gpu-backend."""
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import yaml
 
 from ci.audit.own import run_audit
 from ci.audit.report import FindingCollector, format_findings
-from ci.audit.rules import DOCS, FOREIGN_RULES, OWN_RULES, splice
-from ci.audit.findings import RULES
+from ci.audit.rules import DOCS, FOREIGN_RULES, MODULES, OWN_RULES, splice
+from ci.audit.rules import REGISTRY as RULES
 from ci.registration import register
 from registered.fixture_repo import REAL_ROOT, FixtureRepo
 from registered.test_ci_audit import TODAY, baseline
@@ -21,16 +21,32 @@ from registered.test_ci_audit import TODAY, baseline
 
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
 def test_every_rule_id_the_audits_use_is_registered_once_with_its_prose():
+    """Every ``report.add(id, ...)`` / ``report.extend(id, ...)`` names a declared rule: a rule module only
+    its own (``RULE.id``, never a bare string), the audits and the shared modules a declared one."""
     used: set[str] = set()
-    for rel in ("ci/audit/own.py", "ci/audit/foreign.py"):
-        tree = ast.parse((REAL_ROOT / rel).read_text())
+    ids = {m.__name__.rpartition(".")[2]: m.RULE.id for m in MODULES}
+    modules = sorted((REAL_ROOT / "ci" / "audit" / "rules").glob("*.py"))
+    assert {p.stem for p in modules} - {"__init__", "__main__"} == set(ids), "a rule module is not in the list"
+    for path in [*modules, *(REAL_ROOT / "ci" / "audit").glob("*.py")]:
+        tree = ast.parse(path.read_text())
         for node in ast.walk(tree):
-            if isinstance(node, ast.Call) and getattr(node.func, "attr", "") in ("add", "extend") and node.args \
-                    and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
-                used.add(node.args[0].value)
-    assert used, "no report.add(...) found: the test reads the wrong thing"
+            if not (isinstance(node, ast.Call) and getattr(node.func, "attr", "") in ("add", "extend") and node.args):
+                continue
+            arg = node.args[0]
+            if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+                assert path.parent.name != "rules", f"{path.name}:{node.lineno}: a bare rule id; use RULE.id"
+                used.add(arg.value)
+            elif isinstance(arg, ast.Attribute) and arg.attr == "id" and isinstance(arg.value, ast.Name) \
+                    and arg.value.id == "RULE":
+                assert path.stem in ids, f"{path.name}:{node.lineno}: RULE.id outside a rule module"
+                used.add(ids[path.stem])
+            elif isinstance(arg, ast.Attribute) and arg.attr == "id" and isinstance(arg.value, ast.Attribute) \
+                    and arg.value.attr == "RULE" and isinstance(arg.value.value, ast.Name):
+                assert path.parent.name != "rules", f"{path.name}:{node.lineno}: reports another rule's id"
+                used.add(ids[arg.value.value.id])
+    assert used >= {"masked-step", "dormant-suite"}, "no report.add(...) found: the test reads the wrong thing"
     assert used <= set(RULES.rules), used - set(RULES.rules)
-    assert set(OWN_RULES) | set(FOREIGN_RULES) == set(RULES.rules)
+    assert used == set(RULES.rules) == set(OWN_RULES) | set(FOREIGN_RULES), "a declared rule reports nothing"
     for rule in RULES:
         assert re.fullmatch(r"[a-z]+(-[a-z]+)+", rule.id), rule.id
         assert rule.title and rule.prevents and rule.example and f"[{rule.id}]" in rule.output
@@ -124,3 +140,29 @@ def test_a_gpu_label_whose_env_selects_a_non_native_backend_is_an_error(tmp_path
     assert rows["per-commit/h200-1/kernels"][-1] == "torch"
     assert rows["per-commit/cpu/kernels[torch-none]"][-1] == "torch (variant torch-none)"
     assert run_audit(baseline(tmp_path / "clean").root, today=TODAY).of("non-native-gpu-backend") == []
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
+def test_the_workflow_scan_reports_input_findings_only_under_rules_that_take_them():
+    """ci/github/ cannot import the rules (rooms point one way), so the scan names its rules by string:
+    each such id must be one a rule module's ``from_scan`` takes, and any other id is refused by name."""
+    from ci.audit.rules import SCAN_RULES, add_scan_findings
+    from ci.github import fork_safety
+
+    named = {fork_safety.RULE}
+    for rel in ("ci/github/scan.py", "ci/github/fork_safety.py"):
+        for node in ast.walk(ast.parse((REAL_ROOT / rel).read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "append" and node.args \
+                    and isinstance(node.args[0], ast.Tuple) and isinstance(node.args[0].elts[0], ast.Constant):
+                named.add(node.args[0].elts[0].value)
+    assert {"unreadable-input", "oversize-matrix", "fork-on-self-hosted"} <= named, named
+    assert named <= set(SCAN_RULES), named - set(SCAN_RULES)
+    report = FindingCollector()
+    add_scan_findings(report, [("oversize-matrix", "w.yml:j: too many", "w.yml", 3)], "own")
+    assert [(f.rule, f.suite, f.locations[0].line) for f in report.findings] == [("oversize-matrix", "w.yml", 3)]
+    try:
+        add_scan_findings(report, [("no-such-rule", "m", "w.yml", 1)], "own")
+    except KeyError as exc:
+        assert "no-such-rule" in str(exc) and "oversize-matrix" in str(exc)
+    else:
+        raise AssertionError("an id no rule module takes was accepted")

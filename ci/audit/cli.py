@@ -29,12 +29,12 @@ import traceback
 from pathlib import Path
 from typing import Callable, NoReturn
 
-import ci.audit.rules  # noqa: F401  (fills RULES: SARIF describes every rule)
 from ci.adapters import ADAPTER_NAMES
 from ci.audit.json_report import findings_document
 from ci.audit.sarif import sarif_log
 from ci.audit.baseline import BaselineComparison, BaselineError, compare, load_baseline, write_baseline
-from ci.audit.findings import RULES, SEVERITIES, Finding, Location
+from ci.audit.findings import SEVERITIES, Finding, Location
+from ci.audit.rules import REGISTRY as RULES
 from ci.log_escape import log_safe
 from ci.safe_files import UnreadableFile, UnsafeOutput, write_atomic
 from ci.github.scan import workflow_files

@@ -1,9 +1,11 @@
-"""What an audit finds, and the one registry of the rules that find it.
+"""What an audit finds: the finding, the rule it names, and the registry type the rules fill.
 
 Both audits (this project's own, ``ci.audit.own``, and another repository's through an adapter,
 ``ci.audit.foreign``) report a list of :class:`Finding`. Each finding names a :class:`Rule` by
 its id (``dormant-suite``, ``masked-step``, ...); the same idea has the same id everywhere.
-Output formats (text, json, sarif) and baselines read only these two types.
+Output formats (text, json, sarif) and baselines read only these two types. The registry of the
+rules is ``ci.audit.rules.REGISTRY``, built from the list of rule modules; this module imports no rule
+(every rule module imports it).
 
     severity  meaning                                                     exit code
     error     proven: e.g. no triggered path can run the suite            1
@@ -81,8 +83,15 @@ class Finding:
 
 @dataclass
 class RuleRegistry:
-    """Rules by id, in registration order. ``register`` refuses a duplicate id."""
+    """Rules by id, in registration order. ``register`` refuses a duplicate id; ``of`` builds one from a list."""
     rules: dict[str, Rule] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, rules: "list[Rule] | tuple[Rule, ...]") -> "RuleRegistry":
+        registry = cls()
+        for rule in rules:
+            registry.register(rule)
+        return registry
 
     def register(self, rule: Rule) -> Rule:
         if rule.id in self.rules:
@@ -101,6 +110,3 @@ class RuleRegistry:
 
     def __len__(self) -> int:
         return len(self.rules)
-
-
-RULES = RuleRegistry()   # filled by ci/audit/rules.py (the one place each rule is declared)

@@ -1,8 +1,10 @@
 """The audit for another repository, through an adapter (``dspark-audit --adapter sglang``).
 
-Rules (ci/audit/rules.py; the same ids as the project's own audit): dormant-suite,
-unknown-suite, unresolved-step, disabled-without-reason, empty-suite, masked-step,
-unreadable-registration, runner-mismatch, suite-name-typo. Severities: error = proven (no
+Rules: ``ci.audit.rules.FOREIGN_RULES``, one module each in ci/audit/rules/ (the same ids as the
+project's own audit). This module collects the registrations through the adapter and scans the
+workflows once, hands the scan's input findings to their rules, reads each suite once (the job table,
+and the findings of dormant-suite, disabled-without-reason and empty-suite, through those rules'
+functions), then runs every rule's ``foreign`` check in the list's order. Severities: error = proven (no
 triggered path can run the suite); warning = hangs on a run-time value (a job if: on change
 detection, a computed matrix, an unresolved step) or runs only by workflow_dispatch, with
 ``why_unproven``; note = odd but harmless. Gate rules apply only where the adapter declares gates.
@@ -12,29 +14,23 @@ Imports nothing from ``impl/`` or test code.
 from __future__ import annotations
 
 import configparser
-import difflib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ci.adapters import Adapter, get_adapter
-from ci.adapters.sglang import SuiteCollection, SuiteRegistration, expected_runner, runner_mismatch
+from ci.adapters.sglang import SuiteCollection, SuiteRegistration, expected_runner
 from ci.audit.report import FindingCollector, format_findings
-from ci.audit.rules import FOREIGN_RULES
-from ci.audit.findings import RULES as RULE_REGISTRY
+from ci.audit.rules import FOREIGN_CHECKS, FOREIGN_RULES, REGISTRY, add_scan_findings
+from ci.audit.rules import disabled_without_reason, dormant_suite, empty_suite
 from ci.audit.findings import Finding, Location
+from ci.audit.keys import target_key
 from ci.safe_files import UnreadableFile, read_inside
-from ci.safe_yaml import short
 from ci.table import format_table
-from ci.github.scan import (MANUAL_TRIGGERS, StepRun, WorkflowScan, describe_steps, events_needed,
-                              scan_workflows)
+from ci.github.scan import MANUAL_TRIGGERS, StepRun, WorkflowScan, events_needed, scan_workflows
 
-RULES = {rule_id: RULE_REGISTRY[rule_id].title for rule_id in FOREIGN_RULES}
-UNDECIDED = "its if: is not definitely true on any trigger"
-# another repository may require approval of every fork run in its settings, which its files cannot show
-FORK_SETTINGS = ("unless the repository's settings require approval of every workflow run from outside "
-                 "collaborators (Settings > Actions > fork pull request workflows), which its files cannot show")
+RULES = {rule_id: REGISTRY[rule_id].title for rule_id in FOREIGN_RULES}
 
 
 @dataclass
@@ -46,6 +42,9 @@ class ForeignReport(FindingCollector):
     job_rows: list[tuple] = field(default_factory=list)
     disabled_rows: list[tuple] = field(default_factory=list)
     repository: str | None = None
+    # what the rules' checks read, besides the scan and the collection
+    jobs: dict[str, list[SuiteRegistration]] = field(default_factory=dict)   # suite id -> its registrations
+    refs: list[StepRun] = field(default_factory=list)   # the scan's steps that run a suite (kind "suite")
 
 
 def _by_job(regs: list[SuiteRegistration]) -> dict[str, list[SuiteRegistration]]:
@@ -115,87 +114,24 @@ def run_foreign_audit(root: str | Path, adapter: Adapter | str = "sglang", *,
         adapter.context = {**adapter.context, "github.repository": repository}
     suites = adapter.collect(root)
     scan = scan_workflows(root, adapter)
-    report = ForeignReport(adapter=adapter.name, root=root, suites=suites, scan=scan, repository=repository)
-    jobs = _by_job(suites.registrations)
-    refs = [r for r in scan.refs if r.kind == "suite"]
-    for problem in suites.problems:   # "file:line: ...": keyed by the registered file
-        report.add("unreadable-registration", problem, suite=problem.split(":", 1)[0])
-    report.add_input_findings(scan.input_findings, {"fork-on-self-hosted": FORK_SETTINGS})
-    for masked in scan.masked:
-        key = masked_key(masked, scan)   # the baseline key: what the step runs, never its job or step name
-        if masked in scan.masked_unproven:
-            report.add("masked-step", f"MASKED {masked}", severity="warning", locations=_step_location(masked, scan),
-                       why_unproven="the condition is known only at run time", **key)
-        else:
-            report.add("masked-step", f"MASKED {masked}", locations=_step_location(masked, scan), **key)
-    for step in scan.unresolved:
-        known = dict(step.known)
-        report.add("unresolved-step", f"{step.where}: {step.problem}", hardware=known.get("--hw", ""),
-                   schedule="nightly" if "--nightly" in known else "", suite=step.problem,
-                   locations=(Location(step.where.split(":")[0], step.line),),
-                   why_unproven="the step's suite is computed at run time; the suites it could run are warnings")
-    problems = [p for p in scan.problems if not any(p == f"{u.where}: {u.problem}" for u in scan.unresolved)]
-    for problem in problems:
-        report.add("unknown-suite", problem, **problem_key(problem, scan))
+    report = ForeignReport(adapter=adapter.name, root=root, suites=suites, scan=scan, repository=repository,
+                           jobs=_by_job(suites.registrations), refs=[r for r in scan.refs if r.kind == "suite"])
+    add_scan_findings(report, scan.input_findings, "foreign")
     direct: dict[str, list[StepRun]] = {}
     for ref in scan.refs:
         if ref.kind == "file":
             direct.setdefault(ref.target, []).append(ref)
-    for job_id, regs in jobs.items():
-        _audit_job(report, job_id, regs, [r for r in refs if r.target == job_id], direct)
-    _check_runners(report, refs)
-    _check_unknown_suites(report, refs, jobs)
-    _check_typos(report, jobs)
+    for job_id, regs in report.jobs.items():
+        _audit_job(report, job_id, regs, [r for r in report.refs if r.target == job_id], direct)
+    for check in FOREIGN_CHECKS:   # ci/audit/rules/: every rule's foreign check, in the list's order
+        check(report)
     return report
-
-
-def masked_key(masked: str, scan: WorkflowScan) -> dict[str, str]:
-    """The key of a masked step: the target(s) it runs (one suite: its schedule, hardware and suite), so
-    renaming the workflow file, the job or the step keeps it; "" when the step's target is unknown."""
-    where = masked.split(": ", 1)[0]
-    refs = [r for r in scan.refs if r.where == where]
-    targets = sorted({r.target for r in refs})
-    if len(targets) == 1 and refs[0].kind == "suite" and targets[0].count("/") >= 2:
-        return _key(targets[0])
-    return {"suite": ",".join(targets)}
-
-
-def problem_key(problem: str, scan: WorkflowScan) -> dict[str, Any]:
-    """A workflow-level problem: a broken workflow is keyed and located by its file and line."""
-    broken = scan.broken.get(problem)
-    if broken is None:
-        return {}
-    return {"suite": broken[0], "locations": (Location(*broken),)}
-
-
-def _step_location(text: str, scan: WorkflowScan) -> tuple[Location, ...]:
-    workflow, _, rest = text.partition(":")
-    job = rest.partition(":")[0]
-    return (Location(workflow, scan.job_lines.get((workflow, job), 0)),)
-
-
-def _key(job_id: str) -> dict[str, str]:
-    schedule, hardware, suite = job_id.split("/", 2)
-    return {"schedule": schedule, "hardware": hardware, "suite": suite}
-
-
-def _could_run(report: ForeignReport, job_id: str) -> list[str]:
-    """Unresolved steps that could run this suite (their known --hw / --nightly do not rule it out)."""
-    schedule, hw, _suite = job_id.split("/", 2)
-    out = []
-    for step in report.scan.unresolved:
-        known = dict(step.known)
-        if known.get("--hw", hw) != hw:
-            continue
-        if ("--nightly" in known) != (schedule == "nightly") and "--suite" not in known:
-            continue
-        out.append(f"{step.where} ({step.problem})")
-    return out
 
 
 def _audit_job(report: ForeignReport, job_id: str, regs: list[SuiteRegistration], mine: list[StepRun],
                direct: dict[str, list[StepRun]]) -> None:
-    """dormant-suite, disabled-without-reason and empty-suite for one job, and its row of the job table.
+    """One suite, read once for three rules (dormant-suite, disabled-without-reason, empty-suite: their
+    modules' functions turn what is read here into findings) and its row of the job table.
     A suite whose every enabled file is run by path (python3 test/registered/x.py, pytest x.py) runs too."""
     enabled = [r for r in regs if r.disabled is None]
     enabled_files = sorted({r.file for r in enabled})
@@ -213,6 +149,7 @@ def _audit_job(report: ForeignReport, job_id: str, regs: list[SuiteRegistration]
     runners = sorted({lbl for r in mine for lbl in (r.runners or report.scan.runs_on.get((r.workflow, r.wf_job), ()))})
     expected = expected_runner(regs[0].backend, regs[0].suite)
     _note_disabled(report, regs)
+    disabled_without_reason.foreign_registrations(report, regs)
     whole = any(r.shard is None and not r.shard_unknown for r in live)
     complete, parts = _partitions_text({r.shard for r in live if r.shard is not None})
     by_path = bool(enabled_files) and all(any(ref.events_for([f]) & need for ref in direct.get(f, []))
@@ -220,15 +157,12 @@ def _audit_job(report: ForeignReport, job_id: str, regs: list[SuiteRegistration]
     first = enabled[0] if enabled else regs[0]
     location = (Location(first.file, first.line),)
     if enabled and not (whole or complete or by_path):
-        _dormant(report, job_id, enabled, mine, live, maybe, manual, parts, files, expected, location)
+        dormant_suite.foreign_job(report, job_id, enabled, mine, live, maybe, manual, parts, files, expected,
+                                  location)
     elif enabled:
-        key = _key(job_id)
+        key = target_key(job_id)
         report.run_suites.add((key["hardware"], key["suite"], key["schedule"]))
-    if mine and not enabled:
-        report.add("empty-suite",
-                   f"EMPTY {job_id}: {', '.join(sorted({r.where for r in mine}))} runs it, but all {len(regs)} "
-                   "registration(s) are disabled: the runner finds nothing and the step passes",
-                   locations=location + tuple(Location(r.workflow, r.line) for r in mine[:1]), **_key(job_id))
+    empty_suite.foreign_job(report, job_id, regs, mine, location)
     workflows = sorted({r.workflow.rpartition("/")[2] for r in mine}) or ["-"]
     triggers = sorted({t for r in mine for t in r.events_for(files)}) or \
         sorted({f"{t}?" for r in mine for t in r.maybe_events}) or ["-"]
@@ -239,108 +173,12 @@ def _audit_job(report: ForeignReport, job_id: str, regs: list[SuiteRegistration]
                             ", ".join(runners) or (f"({expected})" if expected else "-")))
 
 
-def _dormant(report: ForeignReport, job_id: str, enabled: list[SuiteRegistration], mine: list[StepRun],
-             live: list[StepRun], maybe: list[StepRun], manual: list[StepRun], parts: str, files: list[str],
-             expected: str | None, location: tuple[Location, ...]) -> None:
-    """The dormant-suite finding of a suite no triggered step is proven to run: an error when nothing
-    could run it, a warning (with why) when a run-time value, a dispatch or an unresolved step could."""
-    schedule = job_id.split("/")[0]
-    where = location + tuple(Location(r.workflow, r.line) for r in (live or maybe or mine)[:1])
-    if live and not any(r.shard_unknown for r in live):
-        places = ", ".join(sorted({f"{r.workflow}:{r.wf_job}" for r in live}))
-        report.add("dormant-suite", f"PARTIAL {job_id}: {places} {parts}", locations=where, state="partial",
-                   **_key(job_id))
-        return
-    need = "a schedule" if schedule == "nightly" else "pull_request/push"
-    hint = f" (runner {expected})" if expected else ""
-    head = f"DORMANT {job_id}{hint}: {len(enabled)} registered file(s), first at {enabled[0].where}; "
-    why: list[str] = []
-    if maybe or live:
-        for r in maybe + live:
-            why += list(r.why_maybe) + ([r.shard_unknown] if r.shard_unknown else [])
-        places = ", ".join(sorted({f"{r.workflow}:{r.wf_job}" for r in maybe + live}))
-        report.add("dormant-suite", f"UNPROVEN {job_id}{hint}: may run in {places}", severity="warning",
-                   locations=where, why_unproven="; ".join(dict.fromkeys(why)) or "a run-time value",
-                   state="unproven", **_key(job_id))
-        return
-    if manual:
-        places = ", ".join(sorted({f"{r.workflow}:{r.wf_job}" for r in manual}))
-        report.add("dormant-suite", head + f"runs only by workflow_dispatch ({places})", severity="warning",
-                   locations=where, why_unproven="runs only when someone dispatches it by hand",
-                   state="manual-only", **_key(job_id))
-        return
-    could = _could_run(report, job_id)
-    if could:
-        report.add("dormant-suite", head + f"needs a workflow triggered by {need}; no step is proven to run it",
-                   severity="warning", locations=where,
-                   why_unproven=f"unresolved step(s) could run it: {'; '.join(could[:3])}", state="unproven",
-                   **_key(job_id))
-        return
-    detail = (f"only referenced by {describe_steps(mine, files, undecided=UNDECIDED)}" if mine
-              else "no workflow step runs it")
-    report.add("dormant-suite", head + f"needs a workflow triggered by {need}; {detail}", locations=where,
-               state="dormant", **_key(job_id))
-
-
 def _note_disabled(report: ForeignReport, regs: list[SuiteRegistration]) -> None:
-    """The disabled registrations' table rows; disabled-without-reason for those that give no reason."""
+    """The disabled registrations' table rows."""
     for reg in regs:
         if reg.disabled is not None:
             reason = reg.disabled if isinstance(reg.disabled, str) else ""
             report.disabled_rows.append((reg.file, reg.suite, reason.strip() or "-", reg.where))
-            if not reason.strip():
-                report.add("disabled-without-reason",
-                           f"{reg.where}: disabled={short(reg.disabled)} in suite {reg.suite}: "
-                           "give the reason as a string",
-                           **_key(reg.job_id))
-
-
-def _check_runners(report: ForeignReport, refs: list[StepRun]) -> None:
-    """runner-mismatch: a step runs a suite on a runner the suite's name rules out."""
-    for ref in refs:
-        schedule, hw, suite = ref.target.split("/", 2)
-        problem = runner_mismatch(suite, hw, ref.runners or report.scan.runs_on.get((ref.workflow, ref.wf_job), ()))
-        if problem:
-            wasteful = re.search(r"needs (\d+) GPU\(s\), runner \S+ has (\d+)", problem)
-            note = bool(wasteful) and int(wasteful.group(2)) > int(wasteful.group(1))
-            report.add("runner-mismatch", f"HARDWARE {ref.where}: runs {ref.target}, but {problem}"
-                       + (" (more GPUs than it needs: wasteful, not wrong)" if note else ""),
-                       severity="note" if note else None,
-                       locations=(Location(ref.workflow, ref.line),), **_key(ref.target))
-
-
-def _check_unknown_suites(report: ForeignReport, refs: list[StepRun], jobs: dict[str, list]) -> None:
-    """unknown-suite: a step runs a suite nothing registers, with the nearest registered name as a hint."""
-    for ref in refs:
-        if ref.target in jobs:
-            continue
-        schedule, hw, suite = ref.target.split("/", 2)
-        others = [j for j in jobs if j.split("/", 2)[2] == suite]
-        hint = f"; registered as {others}" if others else ""
-        if not others:
-            close = difflib.get_close_matches(ref.target, list(jobs), n=1)
-            hint = f"; did you mean {close[0]}?" if close else ""
-        if any(j.startswith("nightly/") for j in others) and schedule == "per-commit":
-            hint += " (add --nightly: run_suite.py only picks nightly=True registrations with it)"
-        report.add("unknown-suite", f"UNKNOWN {ref.where}: runs --hw {hw} --suite {suite}"
-                   f"{' --nightly' if schedule == 'nightly' else ''}, which nothing registers{hint}",
-                   locations=(Location(ref.workflow, ref.line),), **_key(ref.target))
-
-
-def _check_typos(report: ForeignReport, jobs: dict[str, list[SuiteRegistration]]) -> None:
-    """suite-name-typo: a suite with one registered file whose name is within 2 edits of a bigger one."""
-    from ci.registry.suite_names import near_names
-
-    sizes = {job_id: len(regs) for job_id, regs in jobs.items()}
-    run = {r.target for r in report.scan.refs}
-    for job_id, other, distance in near_names(sizes):
-        if job_id in run:   # a workflow names it: intended
-            continue
-        reg = jobs[job_id][0]
-        report.add("suite-name-typo", f"{reg.where}: suite {job_id.split('/', 2)[2]!r} ({sizes[job_id]} file(s)) is "
-                   f"{distance} edit(s) from {other.split('/', 2)[2]!r} ({sizes[other]} file(s)): a typo makes a new "
-                   "suite", severity="warning", locations=(Location(reg.file, reg.line),),
-                   why_unproven="a name this close may be intended", **_key(job_id))
 
 
 def format_foreign(report: ForeignReport, findings: list[Finding] | None = None, **opts: Any) -> str:

@@ -11,8 +11,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
-import ci.audit.rules  # noqa: F401  (fills RULES)
-from ci.audit.findings import RULES, Finding, Location, Severity, SuiteKey, severity_rank
+from ci.audit.findings import Finding, Location, Severity, SuiteKey, severity_rank
+from ci.audit.rules import REGISTRY as RULES
 
 LOCATION_RE = re.compile(r"(?P<path>[\w./-]+\.(?:py|ya?ml|toml|json|cfg)):(?P<line>\d+)")
 
@@ -45,21 +45,6 @@ class FindingCollector:
                           tuple(locations) or locations_in(message), why_unproven, state)
         self.findings.append(finding)
         return finding
-
-    def add_input_findings(self, items: Iterable[tuple[str, str, str, int]],
-                           unproven: Mapping[str, str] | None = None) -> None:
-        """The workflow scan's findings about its input, (rule, message, path, line): keyed by the path,
-        except ``fork-on-self-hosted``, keyed by what it exposes (the self-hosted labels and the event),
-        so renaming a workflow file or a job is not a new finding (docs/audit-baseline.md).
-        ``unproven``: rule id -> why its findings are warnings here (what the files cannot show)."""
-        unproven = unproven or {}
-        for rule, message, path, line in items:
-            key = path
-            if rule == "fork-on-self-hosted":
-                exposed = re.search(r"self-hosted runner\(s\) \[([^\]]*)\] under (\S+)", message)
-                key = f"[{exposed.group(1)}] under {exposed.group(2)}" if exposed else "self-hosted"
-            self.add(rule, message, suite=key, locations=(Location(path, line),),
-                     severity="warning" if rule in unproven else None, why_unproven=unproven.get(rule))
 
     def extend(self, rule: str, messages: Iterable[str]) -> None:
         for message in messages:
