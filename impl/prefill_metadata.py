@@ -267,7 +267,7 @@ def _expand_metadata(prefix_lens: torch.Tensor, extend_lens: torch.Tensor | int,
 def _one_launch(prefix_lens, extend_lens, req_pool_indices, *, window, path, num_tokens, padded_bs, decision,
                 exact, platform, algorithm) -> TokenMetadata:
     """The layout where the policy elides the sync: one kernel sized by the host total (no sync)."""
-    from impl.kernels import build_token_metadata
+    from impl.kernels.token_metadata import token_metadata_checked
 
     graph = decision == sync_policy.PADDED_TIER
     if check_mode_enabled():  # invariant 12 before use (reads the device: check mode only)
@@ -280,8 +280,9 @@ def _one_launch(prefix_lens, extend_lens, req_pool_indices, *, window, path, num
                 raise ValueError(f"verify/extend lens sum to {real}, above the graph token tier {num_tokens}")
         else:
             check_output_size(num_tokens, ext)
-    fields = build_token_metadata(prefix_lens, extend_lens, req_pool_indices, window=window, num_tokens=num_tokens,
-                                  padded_bs=(padded_bs or prefix_lens.shape[0]) if graph else None)
+    # the arguments were checked by the builder (_check_inputs, _total_tokens)
+    fields = token_metadata_checked(prefix_lens, extend_lens, req_pool_indices, window, num_tokens,
+                                    (padded_bs or prefix_lens.shape[0]) if graph else None)
     return TokenMetadata(*fields[:9], padded_lens=fields[9] if graph else None, num_tokens=num_tokens,
                          exact=exact, used_output_size=True, output_size=num_tokens, path=path, decision=decision,
                          platform=platform, algorithm=algorithm, tier=None if exact else num_tokens)

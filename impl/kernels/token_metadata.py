@@ -14,22 +14,27 @@ index is the number of inclusive cumsums <= t and its offset inside the request
 is t minus the lens summed over those requests. Every program recomputes the
 cumsum over the batch in BLOCK_B chunks (a batch is a few hundred requests at
 most per step; the work is tiny next to one launch) and program 0 also writes
-the per-request fields. Outputs come from three allocations split into views,
-padded so every view starts 16-byte aligned (one compiled kernel per input
-dtype set). Never imports reference/, ci/ or registered/.
+the per-request fields. Outputs come from three allocations split into views.
+Never imports reference/, ci/ or registered/.
 """
 from __future__ import annotations
 
 import torch
 
-from impl.kernels._backend import LaunchCache, launch_mode, next_pow2, tl, triton
+from impl.kernels._backend import INTERPRETED, bound_launcher, direct_launch_ready, launch_mode, next_pow2, tl, triton
 from impl.validation import INDEX_DTYPES, check_mode_enabled, check_positive_int, check_tensor
 
 BLOCK_T = 64  # tokens per program
 MAX_BLOCK_B = 64  # requests per chunk of the batch loop ([BLOCK_T, BLOCK_B] compare per chunk)
 
 
-@triton.jit(do_not_specialize=["bs", "num_tokens", "padded_bs", "window", "rows"])
+# Nothing is specialized on values or alignment (the work is a few loads and stores per token): one
+# compiled kernel per input dtype set and constexprs, and the outputs need no alignment padding.
+_ARGS = ["prefix_ptr", "ext_ptr", "rpi_ptr", "pos_ptr", "final_ptr", "batch_ptr", "causal_ptr", "req_ptr", "pad_ptr",
+         "ext_out_ptr", "start_ptr", "seq_ptr", "padded_ptr", "bs", "num_tokens", "padded_bs", "window", "rows"]
+
+
+@triton.jit(do_not_specialize=_ARGS)
 def _token_metadata_kernel(
     prefix_ptr, ext_ptr, rpi_ptr,  # [bs] inputs (ext unused when UNIFORM: every request has `rows`)
     pos_ptr, final_ptr, batch_ptr,  # [num_tokens] int64 outputs
@@ -137,24 +142,16 @@ def _torch_metadata(prefix, ext_raw, rpi, window, num_tokens, padded_bs, outs) -
             padded[bs - 1] += leftover.to(torch.int32)
 
 
-def _up(n: int, m: int) -> int:
-    return -(-n // m) * m
-
-
 def _allocate(n: int, bs: int, padded_bs: int | None, device) -> tuple:
-    """Every output, as 16-byte aligned views of three allocations (one int64, one int32, one bool)."""
-    n2, n4, b2, b4 = _up(n, 2), _up(n, 4), _up(bs, 2), _up(bs, 4)
-    p4 = _up(padded_bs or 0, 4)
-    wide = torch.empty(3 * n2 + b2, dtype=torch.int64, device=device)
-    narrow = torch.empty(2 * n4 + 2 * b4 + p4, dtype=torch.int32, device=device)
-    pos, final, batch, seq = wide.split([n2, n2, n2, b2])
-    causal, req, ext_out, start, padded = narrow.split([n4, n4, b4, b4, p4])
+    """Every output, as views of three allocations (one int64, one int32, one bool): one
+    ``split_with_sizes`` per allocation makes the views (fewer host calls than one tensor each)."""
+    p = padded_bs or 0
+    pos, final, batch, seq = torch.empty(3 * n + bs, dtype=torch.int64, device=device).split_with_sizes(
+        [n, n, n, bs])
+    causal, req, ext, start, padded = torch.empty(2 * n + 2 * bs + p, dtype=torch.int32,
+                                                  device=device).split_with_sizes([n, n, bs, bs, p])
     pad = torch.empty(n, dtype=torch.bool, device=device)
-    return (pos[:n], causal[:n], req[:n], final[:n], batch[:n], pad, ext_out[:bs], start[:bs], seq[:bs],
-            padded[:padded_bs] if padded_bs is not None else None)
-
-
-_LAUNCHES = LaunchCache()
+    return pos, causal, req, final, batch, pad, ext, start, seq, padded if padded_bs is not None else None
 
 
 def build_token_metadata(prefix_lens, extend_lens, req_pool_indices, *, window, num_tokens, padded_bs=None):
@@ -194,10 +191,19 @@ def build_token_metadata(prefix_lens, extend_lens, req_pool_indices, *, window, 
         raise ValueError("prefix_lens must hold at least one request (padding rows take the last one's slot)")
     if check_mode_enabled():
         _check_values(prefix_lens, extend_lens, num_tokens, bs)
-    device = prefix_lens.device
-    outs = _allocate(num_tokens, bs, padded_bs, device)
+    return token_metadata_checked(prefix_lens, extend_lens, req_pool_indices, window, num_tokens, padded_bs)
+
+
+def token_metadata_checked(prefix_lens, extend_lens, req_pool_indices, window: int, num_tokens: int,
+                           padded_bs: int | None) -> tuple:
+    """:func:`build_token_metadata` for a caller that has made its argument checks (the metadata
+    builders): the same outputs, without checking twice on the host path."""
+    bs = prefix_lens.shape[0]
+    uniform = isinstance(extend_lens, int)
+    outs = _allocate(num_tokens, bs, padded_bs, prefix_lens.device)
     if launch_mode(prefix_lens, req_pool_indices) == "torch":
-        ext = torch.full((bs,), extend_lens, dtype=torch.int32, device=device) if uniform else extend_lens
+        ext = (torch.full((bs,), extend_lens, dtype=torch.int32, device=prefix_lens.device) if uniform
+               else extend_lens)
         _torch_metadata(prefix_lens, ext, req_pool_indices, window, num_tokens, padded_bs, outs)
     else:
         _launch(prefix_lens, extend_lens, req_pool_indices, window, num_tokens, padded_bs, outs, uniform, bs)
@@ -218,16 +224,41 @@ def _check_values(prefix_lens, extend_lens, num_tokens: int, bs: int) -> None:
         raise ValueError(f"num_tokens={num_tokens} is smaller than sum(extend_lens)={total}")
 
 
+# Launches after the first of a specialization skip ``kernel[grid](...)`` (argument binding and
+# specialization lookup cost tens of microseconds a launch): the compiled kernel's C launcher is bound
+# once per (specialization, grid, stream) and called with raw pointers (impl/kernels/_backend.py).
+_COMPILED: dict[tuple, object] = {}  # specialization key -> compiled kernel
+_BOUND: dict[tuple, tuple] = {}  # (key, grid, stream) -> (launcher, packed)
+BOUND_ENTRIES = 256  # a bound on _BOUND (grids differ per token count): cleared when full
+_RAW_STREAM = getattr(torch._C, "_cuda_getCurrentRawStream", None) or (
+    lambda dev: torch.cuda.current_stream(dev).cuda_stream)
+
+
 def _launch(prefix, ext, rpi, window, num_tokens, padded_bs, outs, uniform: bool, bs: int) -> None:
     pos, causal, req, final, batch, pad, ext_out, start, seq, padded = outs
     block_b = min(next_pow2(bs), MAX_BLOCK_B)
     grid = (max(1, -(-num_tokens // BLOCK_T)),)
     ext_arg = ext_out if uniform else ext  # a placeholder pointer when UNIFORM (never read)
+    pad_arg = ext_out if padded is None else padded
     rows = ext if uniform else 0
-    dev = prefix.device.index or 0
-    key = (dev, prefix.dtype, rpi.dtype, ext_arg.dtype, prefix.data_ptr() % 16 == 0, rpi.data_ptr() % 16 == 0,
-           ext_arg.data_ptr() % 16 == 0, uniform, padded is not None, block_b)
-    args = (prefix, ext_arg, rpi, pos, final, batch, causal, req, pad, ext_out, start, seq,
-            padded if padded is not None else ext_out, bs, num_tokens, padded_bs or 0, window, rows)
+    constexprs = (uniform, padded is not None, BLOCK_T, block_b)  # the kernel's constexprs, in order
+    key = (prefix.device, prefix.dtype, rpi.dtype, ext_arg.dtype, constexprs)  # what the kernel specializes on
+    ints = (bs, num_tokens, padded_bs or 0, window, rows)
+    if prefix.is_cuda and direct_launch_ready():
+        stream = _RAW_STREAM(prefix.device.index)
+        bound = _BOUND.get((key, grid, stream))
+        if bound is None and key in _COMPILED:
+            if len(_BOUND) >= BOUND_ENTRIES:
+                _BOUND.clear()
+            bound = _BOUND[(key, grid, stream)] = bound_launcher(_COMPILED[key], grid, stream)
+        if bound is not None:
+            launch, packed = bound
+            ptrs = tuple(t.data_ptr() for t in (prefix, ext_arg, rpi, pos, final, batch, causal, req, pad, ext_out,
+                                                 start, seq, pad_arg))
+            launch((*ptrs, *ints, *constexprs)) if packed else launch(*ptrs, *ints, *constexprs)
+            return
+    args = (prefix, ext_arg, rpi, pos, final, batch, causal, req, pad, ext_out, start, seq, pad_arg, *ints)
     meta = dict(UNIFORM=uniform, PADDED=padded is not None, BLOCK_T=BLOCK_T, BLOCK_B=block_b)
-    _LAUNCHES.launch(key, LaunchCache.stream(dev), _token_metadata_kernel, grid, args, meta)
+    compiled = _token_metadata_kernel[grid](*args, **meta)
+    if prefix.is_cuda and compiled is not None and not INTERPRETED:
+        _COMPILED[key] = compiled
