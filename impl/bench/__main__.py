@@ -24,7 +24,7 @@ from impl.cli_args import CliParser
 
 GRAPH_REPLAY_MAX_ROWS = 1024
 REPO_ROOT = Path(__file__).resolve().parents[2]
-SELECTIONS = [*cases.GPU_SWEEP, "verify_step", "host"]
+SELECTIONS = [*cases.GPU_SWEEP, "verify_step", "host", "metadata", "passes"]
 
 
 def _device_name() -> str:
@@ -87,6 +87,8 @@ def main(argv: list[str] | None = None) -> int:
                     "root; for a smoke run <temp dir>/dspark-bench-smoke/<date>_<device>)")
     ap.add_argument("--only", help="comma-separated subset of: " + ",".join(SELECTIONS))
     ap.add_argument("--flashinfer-aot", help="folder of FlashInfer's prebuilt modules (for its contender rows)")
+    ap.add_argument("--before-root", type=Path, help="a checkout whose impl is the metadata table's 'before' "
+                    "(impl.bench.metadata_cost)")
     args = ap.parse_args(argv)
     only = _selection(args.only, ap)  # before any work: a bad selection exits 2
     gpu = torch.cuda.is_available()
@@ -108,6 +110,23 @@ def main(argv: list[str] | None = None) -> int:
         host_rows = host_cost.measure(host_cost.renorm_cases(device, batches, vocab, fi)
                                       + host_cost.step_op_cases(device, *((64, 5, 512) if gpu else (2, 2, 64))),
                                       **reps)
+    extra_rows, extra_tables = [], []
+    if gpu and (not only or "metadata" in only):  # launches, host and GPU us per builder call
+        from impl.bench import metadata_cost
+
+        versions = {"after": __import__("impl")}
+        if args.before_root:
+            versions = {"before": metadata_cost.import_renamed(args.before_root), **versions}
+        meta_rows = metadata_cost.measure(versions)
+        extra_rows += meta_rows
+        extra_tables.append("metadata builders per call (before -> after):\n" + metadata_cost.table(meta_rows))
+    if gpu and (not only or "passes" in only):  # HBM passes of each renorm case
+        from impl.bench import renorm_passes
+
+        pass_rows = renorm_passes.measure()
+        extra_rows += pass_rows
+        extra_tables.append("renorm HBM passes (bytes / one read + one write of the rows):\n"
+                            + renorm_passes.table(pass_rows))
     step_rows = []
     if not only or "verify_step" in only:
         from impl.bench.verify_step_case import measure_verify_step
@@ -119,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     out = args.out or default_results_dir(meta["mode"], meta["date"], name)
     out.mkdir(parents=True, exist_ok=True)
-    all_rows, kept = report.merge_json(out / "bench.json", meta, rows + step_rows + host_rows)
+    all_rows, kept = report.merge_json(out / "bench.json", meta, rows + step_rows + host_rows + extra_rows)
     plot_rows = [r for r in all_rows if "gbps" in r]
     plotted, why_not = report.write_plot(out / "bench.png", plot_rows,
                                          f"{name} - torch {meta['torch']}, triton {meta['triton']}")
@@ -135,10 +154,13 @@ def main(argv: list[str] | None = None) -> int:
         for r in host_rows:
             if not r["op"].endswith("renorm"):
                 print(f"  {r['op']} {r['shape']}: {r['host_us']:.1f} us")
+    for text in extra_tables:
+        print(text)
     for r in step_rows:
         print(f"verify step {r['shape']} ({r['variant']}): {r['us']:.1f} us, "
               f"host syncs in eager run: {r['host_syncs']}")
-    print(f"wrote {out / 'bench.json'} ({len(rows) + len(step_rows) + len(host_rows)} rows measured now, "
+    print(f"wrote {out / 'bench.json'} ({len(rows) + len(step_rows) + len(host_rows) + len(extra_rows)} rows "
+          "measured now, "
           f"{kept} kept from before)")
     print(f"wrote {out / 'bench.png'}" if plotted else f"no plot: {why_not}")
     print(f"wrote {out / 'host.png'}" if host_plotted else f"no host plot: {host_why_not}")
