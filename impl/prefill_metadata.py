@@ -123,7 +123,9 @@ def _total_tokens(path: str, num_tokens: int | None, extend_lens: torch.Tensor) 
         exact = True
     elif path == "ragged-eager":
         if num_tokens is None:
-            num_tokens = int(extend_lens.clamp_min(0).sum().item())  # the eager total: one sync, counted
+            from impl.kernels.token_metadata import real_total
+
+            num_tokens = real_total(extend_lens)  # the eager total (negatives count 0): one sync, counted
         exact = True
     else:
         if num_tokens is None:

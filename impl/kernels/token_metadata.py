@@ -24,14 +24,24 @@ import torch
 from impl.kernels._backend import INTERPRETED, bound_launcher, direct_launch_ready, launch_mode, next_pow2, tl, triton
 from impl.validation import INDEX_DTYPES, check_mode_enabled, check_positive_int, check_tensor
 
-BLOCK_T = 64  # tokens per program
-MAX_BLOCK_B = 64  # requests per chunk of the batch loop ([BLOCK_T, BLOCK_B] compare per chunk)
-
+BLOCK_T = 32  # tokens per program
+MAX_BLOCK_B = 256  # requests per chunk of the batch loop: one chunk up to 256 requests ([BLOCK_T, BLOCK_B] compare)
+INT32_LIMIT = 2**31 - 1  # the count math is int32 while bs * (num_tokens + 1) stays below this (else torch)
 
 # Nothing is specialized on values or alignment (the work is a few loads and stores per token): one
 # compiled kernel per input dtype set and constexprs, and the outputs need no alignment padding.
 _ARGS = ["prefix_ptr", "ext_ptr", "rpi_ptr", "pos_ptr", "final_ptr", "batch_ptr", "causal_ptr", "req_ptr", "pad_ptr",
          "ext_out_ptr", "start_ptr", "seq_ptr", "padded_ptr", "bs", "num_tokens", "padded_bs", "window", "rows"]
+
+
+@triton.jit
+def _lens(ext_ptr, b, rows, bs, UNIFORM: tl.constexpr):
+    # (raw, clamped) int64 lens of requests b (0 past the batch); a negative length counts as 0
+    if UNIFORM:
+        raw = tl.where(b < bs, rows, 0).to(tl.int64)
+    else:
+        raw = tl.load(ext_ptr + b, mask=b < bs, other=0).to(tl.int64)
+    return raw, tl.maximum(raw, 0)
 
 
 @triton.jit(do_not_specialize=_ARGS)
@@ -46,48 +56,56 @@ def _token_metadata_kernel(
     UNIFORM: tl.constexpr, PADDED: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_B: tl.constexpr,
 ):
     pid = tl.program_id(0)
-    t = pid * BLOCK_T + tl.arange(0, BLOCK_T).to(tl.int64)
-    count = tl.zeros([BLOCK_T], tl.int64)  # requests wholly before token t
-    start = tl.zeros([BLOCK_T], tl.int64)  # tokens of those requests
-    carry = tl.zeros([], tl.int64)  # lens summed over the chunks done
+    if pid == 0:  # the per-request fields, once
+        _request_fields(prefix_ptr, ext_ptr, ext_out_ptr, start_ptr, seq_ptr, padded_ptr, bs, num_tokens,
+                        padded_bs, rows, UNIFORM, PADDED, BLOCK_B)
+    t = pid * BLOCK_T + tl.arange(0, BLOCK_T)
+    count = tl.zeros([BLOCK_T], tl.int32)  # requests wholly before token t
+    start = tl.zeros([BLOCK_T], tl.int32)  # tokens of those requests
+    carry = tl.zeros([], tl.int32)  # lens summed over the chunks done
     for b0 in range(0, bs, BLOCK_B):
         b = b0 + tl.arange(0, BLOCK_B)
-        in_batch = b < bs
-        if UNIFORM:
-            raw = tl.where(in_batch, rows, 0).to(tl.int64)
-        else:
-            raw = tl.load(ext_ptr + b, mask=in_batch, other=0).to(tl.int64)
-        ext = tl.maximum(raw, 0)  # out of contract: a negative length counts as 0
+        _, ext = _lens(ext_ptr, b, rows, bs, UNIFORM)
+        # A length capped at num_tokens changes no token < num_tokens (its request still covers
+        # every later one), and keeps the int32 sums exact (the host checks bs * (num_tokens + 1)).
+        ext = tl.minimum(ext, num_tokens).to(tl.int32)
         incl = tl.cumsum(ext, 0) + carry
-        done = (incl[None, :] <= t[:, None]) & in_batch[None, :]
-        count += tl.sum(done.to(tl.int64), 1)
+        done = (incl[None, :] <= t[:, None]) & (b < bs)[None, :]
+        count += tl.sum(done.to(tl.int32), 1)
         start += tl.sum(tl.where(done, ext[None, :], 0), 1)
-        if pid == 0:  # the per-request fields, once
-            prefix = tl.maximum(tl.load(prefix_ptr + b, mask=in_batch, other=0).to(tl.int64), 0)
-            tl.store(ext_out_ptr + b, raw.to(tl.int32), mask=in_batch)
-            tl.store(start_ptr + b, (incl - ext).to(tl.int32), mask=in_batch)
-            tl.store(seq_ptr + b, prefix + ext, mask=in_batch)
         carry += tl.sum(ext, 0)
 
-    # per token: its request r (padding rows: the last request) and its offset j inside r
+    # per token: its request r (padding rows: the last request) and its offset inside r
     is_pad = t >= carry
     r = tl.minimum(count, bs - 1)
     live = t < num_tokens
     prefix_r = tl.maximum(tl.load(prefix_ptr + r, mask=live, other=0).to(tl.int64), 0)
-    if UNIFORM:
-        ext_r = tl.zeros([BLOCK_T], tl.int64) + rows
-    else:
-        ext_r = tl.maximum(tl.load(ext_ptr + r, mask=live, other=0).to(tl.int64), 0)
+    _, ext_r = _lens(ext_ptr, r, rows, bs, UNIFORM)
     pos = tl.where(is_pad, 0, prefix_r + (t - start))
     tl.store(pos_ptr + t, pos, mask=live)
     tl.store(causal_ptr + t, (pos + 1).to(tl.int32), mask=live)
     tl.store(req_ptr + t, tl.load(rpi_ptr + r, mask=live, other=0).to(tl.int32), mask=live)
     tl.store(final_ptr + t, tl.where(is_pad, window, prefix_r + ext_r - 1), mask=live)
-    tl.store(batch_ptr + t, r, mask=live)
+    tl.store(batch_ptr + t, r.to(tl.int64), mask=live)
     tl.store(pad_ptr + t, is_pad, mask=live)
+
+
+@triton.jit
+def _request_fields(prefix_ptr, ext_ptr, ext_out_ptr, start_ptr, seq_ptr, padded_ptr, bs, num_tokens, padded_bs,
+                    rows, UNIFORM: tl.constexpr, PADDED: tl.constexpr, BLOCK_B: tl.constexpr):
+    # int32 lens as given, exclusive start offsets, seq_lens = prefix + len (int64 sums: exact for any lens)
+    carry = tl.zeros([], tl.int64)
+    for b0 in range(0, bs, BLOCK_B):
+        b = b0 + tl.arange(0, BLOCK_B)
+        raw, ext = _lens(ext_ptr, b, rows, bs, UNIFORM)
+        prefix = tl.maximum(tl.load(prefix_ptr + b, mask=b < bs, other=0).to(tl.int64), 0)
+        incl = tl.cumsum(ext, 0) + carry
+        tl.store(ext_out_ptr + b, raw.to(tl.int32), mask=b < bs)
+        tl.store(start_ptr + b, (incl - ext).to(tl.int32), mask=b < bs)
+        tl.store(seq_ptr + b, prefix + ext, mask=b < bs)
+        carry += tl.sum(ext, 0)
     if PADDED:
-        if pid == 0:
-            _padded_lens(ext_ptr, padded_ptr, bs, padded_bs, num_tokens - carry, rows, UNIFORM, BLOCK_B)
+        _padded_lens(ext_ptr, padded_ptr, bs, padded_bs, num_tokens - carry, rows, UNIFORM, BLOCK_B)
 
 
 @triton.jit
@@ -100,15 +118,22 @@ def _padded_lens(ext_ptr, padded_ptr, bs, padded_bs, leftover, rows, UNIFORM: tl
     n_pad = padded_bs - bs
     for b0 in range(0, padded_bs, BLOCK_B):
         b = b0 + tl.arange(0, BLOCK_B)
-        if UNIFORM:
-            ext = tl.where(b < bs, rows, 0).to(tl.int64)
-        else:
-            ext = tl.maximum(tl.load(ext_ptr + b, mask=b < bs, other=0).to(tl.int64), 0)
+        _, ext = _lens(ext_ptr, b, rows, bs, UNIFORM)
         i = tl.maximum(b - bs, 0)  # index among the pad rows
         share = leftover // tl.maximum(n_pad, 1) + (i < leftover % tl.maximum(n_pad, 1)).to(tl.int64)
         value = tl.where(b < bs, ext, share)
         value += tl.where((n_pad == 0) & (b == bs - 1), leftover, 0)
         tl.store(padded_ptr + b, value.to(tl.int32), mask=b < padded_bs)
+
+
+@triton.jit(do_not_specialize=["ext_ptr", "total_ptr", "bs"])
+def _total_kernel(ext_ptr, total_ptr, bs, BLOCK_B: tl.constexpr):
+    # sum(max(lens, 0)) in int64: the eager ragged total, one launch (then read back: the sync kept)
+    acc = tl.zeros([BLOCK_B], tl.int64)
+    for b0 in range(0, bs, BLOCK_B):
+        b = b0 + tl.arange(0, BLOCK_B)
+        acc += tl.maximum(tl.load(ext_ptr + b, mask=b < bs, other=0).to(tl.int64), 0)
+    tl.store(total_ptr, tl.sum(acc, 0))
 
 
 def _torch_metadata(prefix, ext_raw, rpi, window, num_tokens, padded_bs, outs) -> None:
@@ -201,13 +226,26 @@ def token_metadata_checked(prefix_lens, extend_lens, req_pool_indices, window: i
     bs = prefix_lens.shape[0]
     uniform = isinstance(extend_lens, int)
     outs = _allocate(num_tokens, bs, padded_bs, prefix_lens.device)
-    if launch_mode(prefix_lens, req_pool_indices) == "torch":
+    if launch_mode(prefix_lens, req_pool_indices) == "torch" or bs * (num_tokens + 1) > INT32_LIMIT:
         ext = (torch.full((bs,), extend_lens, dtype=torch.int32, device=prefix_lens.device) if uniform
                else extend_lens)
         _torch_metadata(prefix_lens, ext, req_pool_indices, window, num_tokens, padded_bs, outs)
     else:
         _launch(prefix_lens, extend_lens, req_pool_indices, window, num_tokens, padded_bs, outs, uniform, bs)
     return outs if padded_bs is not None else outs[:-1]
+
+
+def real_total(extend_lens: torch.Tensor) -> int:
+    """``int(sum(max(extend_lens, 0)))`` in one launch, then read back (a sync: the eager ragged
+    path's total, which the policy keeps)."""
+    bs = extend_lens.shape[0]
+    if launch_mode(extend_lens) == "torch" or not bs:
+        return int(extend_lens.clamp_min(0).sum().item())
+    total = torch.empty(1, dtype=torch.int64, device=extend_lens.device)
+    block = min(next_pow2(bs), 1024)
+    _run(_total_kernel, ("total", extend_lens.get_device(), extend_lens.dtype, block), (1,), (extend_lens, total),
+         (bs,), {"BLOCK_B": block})
+    return int(total.item())
 
 
 def _check_values(prefix_lens, extend_lens, num_tokens: int, bs: int) -> None:
@@ -237,15 +275,21 @@ _RAW_STREAM = getattr(torch._C, "_cuda_getCurrentRawStream", None) or (
 def _launch(prefix, ext, rpi, window, num_tokens, padded_bs, outs, uniform: bool, bs: int) -> None:
     pos, causal, req, final, batch, pad, ext_out, start, seq, padded = outs
     block_b = min(next_pow2(bs), MAX_BLOCK_B)
-    grid = (max(1, -(-num_tokens // BLOCK_T)),)
     ext_arg = ext_out if uniform else ext  # a placeholder pointer when UNIFORM (never read)
-    pad_arg = ext_out if padded is None else padded
-    rows = ext if uniform else 0
-    constexprs = (uniform, padded is not None, BLOCK_T, block_b)  # the kernel's constexprs, in order
-    key = (prefix.device, prefix.dtype, rpi.dtype, ext_arg.dtype, constexprs)  # what the kernel specializes on
-    ints = (bs, num_tokens, padded_bs or 0, window, rows)
-    if prefix.is_cuda and direct_launch_ready():
-        stream = _RAW_STREAM(prefix.device.index)
+    meta = {"UNIFORM": uniform, "PADDED": padded is not None, "BLOCK_T": BLOCK_T, "BLOCK_B": block_b}
+    key = ("metadata", prefix.get_device(), prefix.dtype, rpi.dtype, ext_arg.dtype, *meta.values())
+    tensors = (prefix, ext_arg, rpi, pos, final, batch, causal, req, pad, ext_out, start, seq,
+               ext_out if padded is None else padded)
+    _run(_token_metadata_kernel, key, (max(1, -(-num_tokens // BLOCK_T)),), tensors,
+         (bs, num_tokens, padded_bs or 0, window, ext if uniform else 0), meta)
+
+
+def _run(kernel, key: tuple, grid: tuple, tensors: tuple, ints: tuple, meta: dict) -> None:
+    """Launch ``kernel`` (its parameters: ``tensors``, ``ints``, then the constexprs ``meta``): through
+    the bound C launcher once this specialization has compiled, else ``kernel[grid](...)``."""
+    device = tensors[0]
+    if device.is_cuda and direct_launch_ready():
+        stream = _RAW_STREAM(device.get_device())
         bound = _BOUND.get((key, grid, stream))
         if bound is None and key in _COMPILED:
             if len(_BOUND) >= BOUND_ENTRIES:
@@ -253,12 +297,9 @@ def _launch(prefix, ext, rpi, window, num_tokens, padded_bs, outs, uniform: bool
             bound = _BOUND[(key, grid, stream)] = bound_launcher(_COMPILED[key], grid, stream)
         if bound is not None:
             launch, packed = bound
-            ptrs = tuple(t.data_ptr() for t in (prefix, ext_arg, rpi, pos, final, batch, causal, req, pad, ext_out,
-                                                 start, seq, pad_arg))
-            launch((*ptrs, *ints, *constexprs)) if packed else launch(*ptrs, *ints, *constexprs)
+            args = (*(t.data_ptr() for t in tensors), *ints, *meta.values())
+            launch(args) if packed else launch(*args)
             return
-    args = (prefix, ext_arg, rpi, pos, final, batch, causal, req, pad, ext_out, start, seq, pad_arg, *ints)
-    meta = dict(UNIFORM=uniform, PADDED=padded is not None, BLOCK_T=BLOCK_T, BLOCK_B=block_b)
-    compiled = _token_metadata_kernel[grid](*args, **meta)
-    if prefix.is_cuda and compiled is not None and not INTERPRETED:
+    compiled = kernel[grid](*tensors, *ints, **meta)
+    if device.is_cuda and compiled is not None and not INTERPRETED:
         _COMPILED[key] = compiled
