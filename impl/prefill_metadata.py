@@ -89,7 +89,7 @@ def check_output_size(output_size: int, repeats: torch.Tensor) -> None:
 
 
 def _check_inputs(prefix_lens: torch.Tensor, extend_lens: torch.Tensor | int, req_pool_indices: torch.Tensor, *,
-                  window: int, path: str, platform: str, algorithm: str) -> None:
+                  window: int, path: str, platform: str, algorithm: str, checks: bool) -> None:
     """Dtypes, shapes, device, ``window`` and the policy keys; in check mode also non-negative lengths.
     An int ``extend_lens`` (uniform path only) is every request's row count."""
     if isinstance(extend_lens, int) and not isinstance(extend_lens, bool):
@@ -104,11 +104,14 @@ def _check_inputs(prefix_lens: torch.Tensor, extend_lens: torch.Tensor | int, re
         check_tensor("prefix_lens", prefix_lens, dtype=INDEX_DTYPES, shape=[bs])
     check_tensor("req_pool_indices", req_pool_indices, dtype=INDEX_DTYPES, shape=[bs])
     ext_t = extend_lens if isinstance(extend_lens, torch.Tensor) else None
-    check_same_device(prefix_lens=prefix_lens, extend_lens=ext_t, req_pool_indices=req_pool_indices)
+    dev = prefix_lens.get_device()  # device index ints (-1: CPU) are cheap; the message needs the devices
+    if (req_pool_indices.get_device() != dev or req_pool_indices.is_cuda != prefix_lens.is_cuda
+            or (ext_t is not None and (ext_t.get_device() != dev or ext_t.is_cuda != prefix_lens.is_cuda))):
+        check_same_device(prefix_lens=prefix_lens, extend_lens=ext_t, req_pool_indices=req_pool_indices)
     if not isinstance(window, int) or window < 1:
         raise ValueError(f"window must be a positive int, got {window!r}")
     sync_policy.lookup(platform, algorithm, path)  # validates the three keys
-    if check_mode_enabled():
+    if checks:
         if bs and bool((prefix_lens < 0).any()):
             raise ValueError(f"prefix_lens must be non-negative, got {prefix_lens.tolist()}")
         if bs and ext_t is not None and bool((ext_t < 0).any()):
@@ -207,15 +210,18 @@ def build_prefill_metadata(
         (default: bs) and rows past the real total are padding.
     """
     platform, algorithm = resolve_platform_and_algorithm(platform, algorithm)
+    gates = active_gates()  # one lookup for the call: check mode and the kernel backend
+    checks = gates.check_mode == "on"
     _check_inputs(prefix_lens, extend_lens, req_pool_indices, window=window, path=path,
-                  platform=platform, algorithm=algorithm)
+                  platform=platform, algorithm=algorithm, checks=checks)
     return _expand_metadata(prefix_lens, extend_lens, req_pool_indices, window=window, path=path,
-                           num_tokens=num_tokens, padded_bs=padded_bs, platform=platform, algorithm=algorithm)
+                            num_tokens=num_tokens, padded_bs=padded_bs, platform=platform, algorithm=algorithm,
+                            gates=gates)
 
 
 def _expand_metadata(prefix_lens: torch.Tensor, extend_lens: torch.Tensor | int, req_pool_indices: torch.Tensor, *,
                     window: int, path: str, num_tokens: int | None, padded_bs: int | None, platform: str,
-                    algorithm: str) -> TokenMetadata:
+                    algorithm: str, gates) -> TokenMetadata:
     """:func:`build_prefill_metadata` after its argument checks; ``extend_lens`` may be an int on the
     uniform path (every request extends that many rows: the verify layout, no lens tensor to build).
 
@@ -230,7 +236,7 @@ def _expand_metadata(prefix_lens: torch.Tensor, extend_lens: torch.Tensor | int,
     if decision != sync_policy.KEEP_SYNC and bs:
         return _one_launch(prefix_lens, extend_lens, req_pool_indices, window=window, path=path,
                            num_tokens=num_tokens, padded_bs=padded_bs, decision=decision, exact=exact,
-                           platform=platform, algorithm=algorithm)
+                           platform=platform, algorithm=algorithm, gates=gates)
     if uniform_rows is not None:
         extend_lens = torch.full((bs,), uniform_rows, dtype=torch.int32, device=prefix_lens.device)
     # out of contract (check mode raised above): negative lengths count as 0
@@ -267,12 +273,12 @@ def _expand_metadata(prefix_lens: torch.Tensor, extend_lens: torch.Tensor | int,
 
 
 def _one_launch(prefix_lens, extend_lens, req_pool_indices, *, window, path, num_tokens, padded_bs, decision,
-                exact, platform, algorithm) -> TokenMetadata:
+                exact, platform, algorithm, gates) -> TokenMetadata:
     """The layout where the policy elides the sync: one kernel sized by the host total (no sync)."""
     from impl.kernels.token_metadata import token_metadata_checked
 
     graph = decision == sync_policy.PADDED_TIER
-    if check_mode_enabled():  # invariant 12 before use (reads the device: check mode only)
+    if gates.check_mode == "on":  # invariant 12 before use (reads the device: check mode only)
         bs = prefix_lens.shape[0]
         ext = (torch.full((bs,), extend_lens, dtype=torch.int64, device=prefix_lens.device)
                if isinstance(extend_lens, int) else extend_lens.to(torch.int64).clamp_min(0))
@@ -284,7 +290,15 @@ def _one_launch(prefix_lens, extend_lens, req_pool_indices, *, window, path, num
             check_output_size(num_tokens, ext)
     # the arguments were checked by the builder (_check_inputs, _total_tokens)
     fields = token_metadata_checked(prefix_lens, extend_lens, req_pool_indices, window, num_tokens,
-                                    (padded_bs or prefix_lens.shape[0]) if graph else None)
-    return TokenMetadata(*fields[:9], padded_lens=fields[9] if graph else None, num_tokens=num_tokens,
+                                    (padded_bs or prefix_lens.shape[0]) if graph else None, gates=gates)
+    # TokenMetadata's own __init__ sets its 19 frozen fields one object.__setattr__ at a time
+    # (a few us of a call's host time); the instance is the same built this way.
+    meta = object.__new__(TokenMetadata)
+    meta.__dict__.update(zip(_FIELDS, fields[:9]), padded_lens=fields[9] if graph else None, num_tokens=num_tokens,
                          exact=exact, used_output_size=True, output_size=num_tokens, path=path, decision=decision,
                          platform=platform, algorithm=algorithm, tier=None if exact else num_tokens)
+    return meta
+
+
+_FIELDS = ("positions", "seq_lens_causal", "req_indices", "final_pos", "token_batch_index", "is_padding",
+           "extend_lens", "extend_start_loc", "seq_lens")

@@ -27,8 +27,9 @@ pytestmark = pytest.mark.usefixtures("value_checks_off")
 
 aten = torch.ops.aten
 # aten ops that make views or allocate, or read a scalar back (a copy, not a kernel launch)
-NO_KERNEL = {aten.empty.memory_format, aten.split_with_sizes.default, aten.view.default, aten.slice.Tensor,
-             aten.alias.default, aten.detach.default, aten.as_strided.default, aten._local_scalar_dense.default}
+NO_KERNEL = {aten.empty.memory_format, aten.split_with_sizes.default, aten.view.default, aten.view.dtype,
+             aten.slice.Tensor, aten.alias.default, aten.detach.default, aten.as_strided.default,
+             aten._local_scalar_dense.default}
 # launches per path where the policy elides the sync (CUDA, DSpark): the one kernel, and on the
 # eager ragged path the kernel of the total read back
 EXPECTED = {"verify-uniform": 1, "prefill-uniform": 1, "ragged-eager": 2, "ragged-graph": 1}

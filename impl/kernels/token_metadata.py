@@ -168,14 +168,16 @@ def _torch_metadata(prefix, ext_raw, rpi, window, num_tokens, padded_bs, outs) -
 
 
 def _allocate(n: int, bs: int, padded_bs: int | None, device) -> tuple:
-    """Every output, as views of three allocations (one int64, one int32, one bool): one
-    ``split_with_sizes`` per allocation makes the views (fewer host calls than one tensor each)."""
+    """Every output, as views of one int64 allocation (its tail viewed as int32 and as bool): one
+    allocation and two ``split_with_sizes`` calls instead of a tensor each (host time)."""
     p = padded_bs or 0
-    pos, final, batch, seq = torch.empty(3 * n + bs, dtype=torch.int64, device=device).split_with_sizes(
-        [n, n, n, bs])
-    causal, req, ext, start, padded = torch.empty(2 * n + 2 * bs + p, dtype=torch.int32,
-                                                  device=device).split_with_sizes([n, n, bs, bs, p])
-    pad = torch.empty(n, dtype=torch.bool, device=device)
+    narrow = 2 * n + 2 * bs + p  # int32 words
+    pos, final, batch, seq, words32, words8 = torch.empty(
+        3 * n + bs + (narrow + 1) // 2 + (n + 7) // 8, dtype=torch.int64, device=device).split_with_sizes(
+        [n, n, n, bs, (narrow + 1) // 2, (n + 7) // 8])
+    causal, req, ext, start, padded, _ = words32.view(torch.int32).split_with_sizes(
+        [n, n, bs, bs, p, narrow % 2])
+    pad = words8.view(torch.bool)[:n]
     return pos, causal, req, final, batch, pad, ext, start, seq, padded if padded_bs is not None else None
 
 
@@ -220,13 +222,13 @@ def build_token_metadata(prefix_lens, extend_lens, req_pool_indices, *, window, 
 
 
 def token_metadata_checked(prefix_lens, extend_lens, req_pool_indices, window: int, num_tokens: int,
-                           padded_bs: int | None) -> tuple:
+                           padded_bs: int | None, gates=None) -> tuple:
     """:func:`build_token_metadata` for a caller that has made its argument checks (the metadata
     builders): the same outputs, without checking twice on the host path."""
     bs = prefix_lens.shape[0]
     uniform = isinstance(extend_lens, int)
     outs = _allocate(num_tokens, bs, padded_bs, prefix_lens.device)
-    if launch_mode(prefix_lens, req_pool_indices) == "torch" or bs * (num_tokens + 1) > INT32_LIMIT:
+    if launch_mode(prefix_lens, req_pool_indices, gates=gates) == "torch" or bs * (num_tokens + 1) > INT32_LIMIT:
         ext = (torch.full((bs,), extend_lens, dtype=torch.int32, device=prefix_lens.device) if uniform
                else extend_lens)
         _torch_metadata(prefix_lens, ext, req_pool_indices, window, num_tokens, padded_bs, outs)
