@@ -88,22 +88,34 @@ def check_output_size(output_size: int, repeats: torch.Tensor) -> None:
         )
 
 
-def _check_inputs(prefix_lens: torch.Tensor, extend_lens: torch.Tensor, req_pool_indices: torch.Tensor, *,
-                  window: int, path: str, platform: str, algorithm: str) -> None:
-    """Dtypes, shapes, device, ``window`` and the policy keys; in check mode also non-negative lengths."""
-    check_tensor("extend_lens", extend_lens, dtype=INDEX_DTYPES, ndim=1)
-    bs = extend_lens.shape[0]
-    check_tensor("prefix_lens", prefix_lens, dtype=INDEX_DTYPES, shape=[bs])
+def _check_inputs(prefix_lens: torch.Tensor, extend_lens: torch.Tensor | int, req_pool_indices: torch.Tensor, *,
+                  window: int, path: str, platform: str, algorithm: str, checks: bool) -> None:
+    """Dtypes, shapes, device, ``window`` and the policy keys; in check mode also non-negative lengths.
+    An int ``extend_lens`` (uniform path only) is every request's row count."""
+    if isinstance(extend_lens, int) and not isinstance(extend_lens, bool):
+        if path != "uniform" or extend_lens < 0:
+            raise ValueError(f"extend_lens may be an int (rows per request, >= 0) only on the uniform path, "
+                             f"got {extend_lens} on {path!r}")
+        check_tensor("prefix_lens", prefix_lens, dtype=INDEX_DTYPES, ndim=1)
+        bs = prefix_lens.shape[0]
+    else:
+        check_tensor("extend_lens", extend_lens, dtype=INDEX_DTYPES, ndim=1)
+        bs = extend_lens.shape[0]
+        check_tensor("prefix_lens", prefix_lens, dtype=INDEX_DTYPES, shape=[bs])
     check_tensor("req_pool_indices", req_pool_indices, dtype=INDEX_DTYPES, shape=[bs])
-    check_same_device(prefix_lens=prefix_lens, extend_lens=extend_lens, req_pool_indices=req_pool_indices)
+    ext_t = extend_lens if isinstance(extend_lens, torch.Tensor) else None
+    dev = prefix_lens.get_device()  # device index ints (-1: CPU) are cheap; the message needs the devices
+    if (req_pool_indices.get_device() != dev or req_pool_indices.is_cuda != prefix_lens.is_cuda
+            or (ext_t is not None and (ext_t.get_device() != dev or ext_t.is_cuda != prefix_lens.is_cuda))):
+        check_same_device(prefix_lens=prefix_lens, extend_lens=ext_t, req_pool_indices=req_pool_indices)
     if not isinstance(window, int) or window < 1:
         raise ValueError(f"window must be a positive int, got {window!r}")
     sync_policy.lookup(platform, algorithm, path)  # validates the three keys
-    if check_mode_enabled():
+    if checks:
         if bs and bool((prefix_lens < 0).any()):
             raise ValueError(f"prefix_lens must be non-negative, got {prefix_lens.tolist()}")
-        if bs and bool((extend_lens < 0).any()):
-            raise ValueError(f"extend_lens must be non-negative, got {extend_lens.tolist()}")
+        if bs and ext_t is not None and bool((ext_t < 0).any()):
+            raise ValueError(f"extend_lens must be non-negative, got {ext_t.tolist()}")
 
 
 def _total_tokens(path: str, num_tokens: int | None, extend_lens: torch.Tensor) -> tuple[int, bool]:
@@ -114,7 +126,9 @@ def _total_tokens(path: str, num_tokens: int | None, extend_lens: torch.Tensor) 
         exact = True
     elif path == "ragged-eager":
         if num_tokens is None:
-            num_tokens = int(extend_lens.clamp_min(0).sum().item())  # the eager total: one sync, counted
+            from impl.kernels.token_metadata import real_total
+
+            num_tokens = real_total(extend_lens)  # the eager total (negatives count 0): one sync, counted
         exact = True
     else:
         if num_tokens is None:
@@ -188,17 +202,43 @@ def build_prefill_metadata(
 ) -> TokenMetadata:
     """Expand per-request lengths into per-token metadata.
 
-    path "uniform": ``num_tokens`` (host int, = rows * bs) is required and exact.
+    path "uniform": ``num_tokens`` (host int, = rows * bs) is required and exact; ``extend_lens``
+        may be an int there (every request extends that many rows).
     path "ragged-eager": ``num_tokens`` defaults to ``int(extend_lens.sum())`` (one sync).
     path "ragged-graph": ``num_tokens`` is the captured tier (required); lens are
         padded to it with ``pad_verify_lens_to_bucket`` over ``padded_bs`` rows
         (default: bs) and rows past the real total are padding.
     """
     platform, algorithm = resolve_platform_and_algorithm(platform, algorithm)
+    gates = active_gates()  # one lookup for the call: check mode and the kernel backend
+    checks = gates.check_mode == "on"
     _check_inputs(prefix_lens, extend_lens, req_pool_indices, window=window, path=path,
-                  platform=platform, algorithm=algorithm)
+                  platform=platform, algorithm=algorithm, checks=checks)
+    return _expand_metadata(prefix_lens, extend_lens, req_pool_indices, window=window, path=path,
+                            num_tokens=num_tokens, padded_bs=padded_bs, platform=platform, algorithm=algorithm,
+                            gates=gates)
+
+
+def _expand_metadata(prefix_lens: torch.Tensor, extend_lens: torch.Tensor | int, req_pool_indices: torch.Tensor, *,
+                    window: int, path: str, num_tokens: int | None, padded_bs: int | None, platform: str,
+                    algorithm: str, gates) -> TokenMetadata:
+    """:func:`build_prefill_metadata` after its argument checks; ``extend_lens`` may be an int on the
+    uniform path (every request extends that many rows: the verify layout, no lens tensor to build).
+
+    Where the policy elides the expansion's sync (``pass output_size``, the padded tier) the whole
+    layout is one launch of :func:`impl.kernels.build_token_metadata` sized by the host total; where
+    it keeps the sync, ``repeat_interleave`` without ``output_size`` reads the total back as before.
+    """
+    uniform_rows = extend_lens if isinstance(extend_lens, int) else None
+    bs = prefix_lens.shape[0]
     num_tokens, exact = _total_tokens(path, num_tokens, extend_lens)
     decision = sync_policy.decide(platform, algorithm, path, exact_num_tokens=exact)
+    if decision != sync_policy.KEEP_SYNC and bs:
+        return _one_launch(prefix_lens, extend_lens, req_pool_indices, window=window, path=path,
+                           num_tokens=num_tokens, padded_bs=padded_bs, decision=decision, exact=exact,
+                           platform=platform, algorithm=algorithm, gates=gates)
+    if uniform_rows is not None:
+        extend_lens = torch.full((bs,), uniform_rows, dtype=torch.int32, device=prefix_lens.device)
     # out of contract (check mode raised above): negative lengths count as 0
     ext = extend_lens.to(torch.int64).clamp_min(0)
     prefix = prefix_lens.to(torch.int64).clamp_min(0)
@@ -208,7 +248,7 @@ def build_prefill_metadata(
         used_output_size=output_size is not None, output_size=output_size, path=path,
         decision=decision, platform=platform, algorithm=algorithm,
     )
-    if extend_lens.shape[0] == 0:
+    if bs == 0:
         return _empty_metadata(ext, prefix, **common)
     seq_lens = prefix + ext
     causal, r, num_tokens = _expand_to_requests(seq_lens, ext, num_tokens, output_size)
@@ -230,3 +270,35 @@ def build_prefill_metadata(
         tier=None if exact else num_tokens,
         **common,
     )
+
+
+def _one_launch(prefix_lens, extend_lens, req_pool_indices, *, window, path, num_tokens, padded_bs, decision,
+                exact, platform, algorithm, gates) -> TokenMetadata:
+    """The layout where the policy elides the sync: one kernel sized by the host total (no sync)."""
+    from impl.kernels.token_metadata import token_metadata_checked
+
+    graph = decision == sync_policy.PADDED_TIER
+    if gates.check_mode == "on":  # invariant 12 before use (reads the device: check mode only)
+        bs = prefix_lens.shape[0]
+        ext = (torch.full((bs,), extend_lens, dtype=torch.int64, device=prefix_lens.device)
+               if isinstance(extend_lens, int) else extend_lens.to(torch.int64).clamp_min(0))
+        if graph:
+            real = int(ext.sum())
+            if real > num_tokens:
+                raise ValueError(f"verify/extend lens sum to {real}, above the graph token tier {num_tokens}")
+        else:
+            check_output_size(num_tokens, ext)
+    # the arguments were checked by the builder (_check_inputs, _total_tokens)
+    fields = token_metadata_checked(prefix_lens, extend_lens, req_pool_indices, window, num_tokens,
+                                    (padded_bs or prefix_lens.shape[0]) if graph else None, gates=gates)
+    # TokenMetadata's own __init__ sets its 19 frozen fields one object.__setattr__ at a time
+    # (a few us of a call's host time); the instance is the same built this way.
+    meta = object.__new__(TokenMetadata)
+    meta.__dict__.update(zip(_FIELDS, fields[:9]), padded_lens=fields[9] if graph else None, num_tokens=num_tokens,
+                         exact=exact, used_output_size=True, output_size=num_tokens, path=path, decision=decision,
+                         platform=platform, algorithm=algorithm, tier=None if exact else num_tokens)
+    return meta
+
+
+_FIELDS = ("positions", "seq_lens_causal", "req_indices", "final_pos", "token_batch_index", "is_padding",
+           "extend_lens", "extend_start_loc", "seq_lens")

@@ -95,7 +95,7 @@ def build_verify_metadata(
     bs = seq_lens.shape[0]
     path = layout_path(ragged)
     if ragged is None:
-        extend_lens = torch.full((bs,), rows, dtype=torch.int32, device=seq_lens.device)
+        extend_lens: torch.Tensor | int = rows  # every request: no lens tensor to build
         num_tokens: int | None = rows * bs
         padded_bs = None
     else:

@@ -22,6 +22,7 @@ from reference.spec import (  # docs/design.md §6
     sampling_output_distribution,
 )
 from reference.verify_metadata import (  # docs/design.md §4
+    build_token_metadata,
     field_rule_allows_output_size,
     token_metadata,
 )
@@ -29,6 +30,7 @@ from reference.verify_metadata import (  # docs/design.md §4
 __all__ = [
     "DictPool",
     "build_commit_inject_layout",
+    "build_token_metadata",
     "expand_prefill_causally",
     "field_rule_allows_output_size",
     "fused_norm_rope_",

@@ -91,3 +91,27 @@ def unified_extend_fields(prefix_lens, extend_lens, req_pool_indices):
         row += ext
     out["num_tokens"] = row
     return out
+
+
+def build_token_metadata(prefix_lens, extend_lens, req_pool_indices, *, window, num_tokens, padded_bs=None):
+    """The op ``impl.kernels.build_token_metadata`` as tensors (CPU), from :func:`token_metadata`.
+
+    ``extend_lens`` may be an int (every request extends that many rows). Out of contract (check mode
+    raises there): ``num_tokens`` below the sum keeps the first ``num_tokens`` rows."""
+    import torch
+
+    prefix = [int(v) for v in prefix_lens]
+    ext = [extend_lens] * len(prefix) if isinstance(extend_lens, int) else [int(v) for v in extend_lens]
+    out = token_metadata(prefix, ext, req_pool_indices, window=window, tier=num_tokens,
+                         padded_bs=padded_bs)
+    n = num_tokens
+
+    def t(key, dtype, rows=None):
+        return torch.tensor(out[key][:rows], dtype=dtype)
+
+    fields = (t("positions", torch.int64, n), t("seq_lens_causal", torch.int32, n),
+              t("req_indices", torch.int32, n), t("final_pos", torch.int64, n),
+              t("token_batch_index", torch.int64, n), t("is_padding", torch.bool, n),
+              torch.tensor(ext, dtype=torch.int32), t("extend_start_loc", torch.int32),
+              t("seq_lens", torch.int64))
+    return fields + ((t("padded_lens", torch.int32),) if padded_bs is not None else ())

@@ -49,6 +49,9 @@ def _vary(name: str, kw: dict, g: torch.Generator) -> dict:
                 "req_pool_indices": _roll(kw["req_pool_indices"])}
     if name == "pad_verify_lens_to_bucket":
         return {**kw, "verify_lens": _roll(kw["verify_lens"])}
+    if name == "build_token_metadata":  # rolled lens keep their sum, so num_tokens still holds them
+        return {**kw, "prefix_lens": _roll(kw["prefix_lens"]) + 5, "extend_lens": _roll(kw["extend_lens"]),
+                "req_pool_indices": _roll(kw["req_pool_indices"])}
     if name in ("top_k_renorm", "top_p_renorm"):
         cols = torch.randperm(kw["probs"].shape[1], generator=g).to(kw["probs"].device)
         return {**kw, "probs": kw["probs"][:, cols].contiguous(), **{k: _roll(kw[k]) for k in ("k", "p") if k in kw}}

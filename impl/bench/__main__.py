@@ -24,7 +24,7 @@ from impl.cli_args import CliParser
 
 GRAPH_REPLAY_MAX_ROWS = 1024
 REPO_ROOT = Path(__file__).resolve().parents[2]
-SELECTIONS = [*cases.GPU_SWEEP, "verify_step", "host", "e2e"]
+SELECTIONS = [*cases.GPU_SWEEP, "verify_step", "host", "e2e", "metadata", "passes"]
 
 
 def _device_name() -> str:
@@ -87,6 +87,8 @@ def main(argv: list[str] | None = None) -> int:
                     "root; for a smoke run <temp dir>/dspark-bench-smoke/<device>)")
     ap.add_argument("--only", help="comma-separated subset of: " + ",".join(SELECTIONS))
     ap.add_argument("--flashinfer-aot", help="folder of FlashInfer's prebuilt modules (for its contender rows)")
+    ap.add_argument("--before-root", type=Path, help="a checkout whose impl is the metadata table's 'before' "
+                    "(impl.bench.metadata_cost)")
     args = ap.parse_args(argv)
     only = _selection(args.only, ap)  # before any work: a bad selection exits 2
     gpu = torch.cuda.is_available()
@@ -108,6 +110,23 @@ def main(argv: list[str] | None = None) -> int:
         host_rows = host_cost.measure(host_cost.renorm_cases(device, batches, vocab, fi)
                                       + host_cost.step_op_cases(device, *((64, 5, 512) if gpu else (2, 2, 64))),
                                       **reps)
+    extra_rows, extra_tables = [], []
+    if gpu and (not only or "metadata" in only):  # launches, host and GPU us per builder call
+        from impl.bench import metadata_cost
+
+        versions = {"after": __import__("impl")}
+        if args.before_root:
+            versions = {"before": metadata_cost.import_renamed(args.before_root), **versions}
+        meta_rows = metadata_cost.measure(versions)
+        extra_rows += meta_rows
+        extra_tables.append("metadata builders per call (before -> after):\n" + metadata_cost.table(meta_rows))
+    if gpu and (not only or "passes" in only):  # HBM passes of each renorm case
+        from impl.bench import renorm_passes
+
+        pass_rows = renorm_passes.measure()
+        extra_rows += pass_rows
+        extra_tables.append("renorm HBM passes (bytes / one read + one write of the rows):\n"
+                            + renorm_passes.table(pass_rows))
     step_rows = []
     if not only or "verify_step" in only:
         from impl.bench.verify_step_case import measure_verify_step
@@ -116,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     if not only or "e2e" in only:  # the end-to-end table (impl/bench/e2e_table.py)
         from impl.bench import e2e_table
         e2e_rows = e2e_table.measure(device, smoke=sweep is cases.CPU_SMOKE_SWEEP)
-    rows_now = rows + step_rows + host_rows + e2e_rows
+    rows_now = rows + step_rows + host_rows + extra_rows + e2e_rows
     name = _device_name()
     meta = {
         "device": name, "torch": torch.__version__, "triton": __import__("triton").__version__,
@@ -140,6 +159,8 @@ def main(argv: list[str] | None = None) -> int:
         for r in host_rows:
             if not r["op"].endswith("renorm"):
                 print(f"  {r['op']} {r['shape']}: {r['host_us']:.1f} us")
+    for text in extra_tables:
+        print(text)
     for r in step_rows:
         print(f"verify step {r['shape']} ({r['variant']}): {r['us']:.1f} us, "
               f"host syncs in eager run: {r['host_syncs']}")

@@ -141,6 +141,24 @@ def expand_bad_values() -> list[BadValueSample]:
     ]
 
 
+def _meta(prefix, ext, num_tokens, padded_bs=None):
+    return lambda device: to_device(device, prefix_lens=_i64(prefix), extend_lens=torch.tensor(ext, dtype=torch.int32),
+                                    req_pool_indices=_i64([10 + r for r in range(len(prefix))]), window=8,
+                                    num_tokens=num_tokens, padded_bs=padded_bs)
+
+
+def token_meta_bad_values() -> list[BadValueSample]:
+    rule = "§10.4"
+    return [
+        _b("num-tokens-below-total", _meta([5, 3, 9], [2, 1, 3], 4),
+           match=r"^num_tokens=4 is smaller than sum\(extend_lens\)=6", rule=rule),
+        _b("negative-extend", _meta([4, 6, 3], [2, -1, 1], 3), match=r"^extend_lens must be non-negative", rule=rule),
+        _b("negative-extend-padded", _meta([4, 6, 3], [2, -1, 1], 6, padded_bs=4),
+           match=r"^extend_lens must be non-negative", rule=rule),
+        _b("negative-prefix", _meta([4, -6, 3], [2, 1, 1], 4), match=r"^prefix_lens must be non-negative", rule=rule),
+    ]
+
+
 def _pad(lens, tier, padded_bs):
     return lambda device: to_device(device, verify_lens=torch.tensor(lens, dtype=torch.int32), tier=tier,
                                     padded_bs=padded_bs)

@@ -187,6 +187,28 @@ def expand_errors() -> list[ErrorInput]:
     ]
 
 
+def token_meta_errors() -> list[ErrorInput]:
+    def meta(prefix, ext, rpi, num_tokens, **kw):
+        return lambda d: dict(prefix_lens=_i(prefix, d), extend_lens=_i(ext, d) if isinstance(ext, list) else ext,
+                              req_pool_indices=_i(rpi, d), window=8, num_tokens=num_tokens, **kw)
+
+    return [
+        _e("rpi-length", meta([3, 4], [1, 1], [0], 2), ValueError, r"req_pool_indices must have shape"),
+        _e("extend-lens-length", meta([3, 4], [1, 1, 1], [0, 1], 3), ValueError, r"extend_lens must have shape"),
+        _e("float-prefix", lambda d: {**meta([3], [1], [0], 1)(d), "prefix_lens": torch.ones(1, device=d)},
+           TypeError, "prefix_lens must have dtype int32 or int64"),
+        _e("negative-int-rows", meta([3], -1, [0], 0), ValueError, "extend_lens must be an int >= 0"),
+        _e("no-requests", meta([], [], [], 0), ValueError, "prefix_lens must hold at least one request"),
+        _e("padded-bs-below-batch", meta([3, 4], [1, 1], [0, 1], 2, padded_bs=1), ValueError,
+           "padded_bs must be an int >= 2"),
+        _e("num-tokens-not-int", meta([3], [1], [0], 1.0), ValueError, "num_tokens must be an int >= 0"),
+        _e("window-zero", lambda d: {**meta([3], [1], [0], 1)(d), "window": 0}, ValueError,
+           "window must be an int >= 1"),
+        _e("num-tokens-below-total", meta([3, 3], [2, 1], [0, 1], 2), ValueError,
+           r"num_tokens=2 is smaller than sum\(extend_lens\)=3", check=True),
+    ]
+
+
 def pad_errors() -> list[ErrorInput]:
     def pad(lens, tier, padded_bs):
         return lambda d: dict(verify_lens=_i(lens, d), tier=tier, padded_bs=padded_bs)

@@ -265,6 +265,39 @@ def prefill_samples(large: bool) -> list[Sample]:
     ]
 
 
+# ---------------------------------------------------------------- 8b. per-token metadata (one launch)
+def _token_meta_case(seed, ext, num_tokens, padded_bs=None, dtype=torch.int64):
+    """``ext``: per-request lens (a list) or an int (the uniform verify layout); ``num_tokens`` rows."""
+    def make(device):
+        g = generator(seed)
+        bs = len(ext) if isinstance(ext, list) else ext[1]
+        e = torch.tensor(ext, dtype=dtype) if isinstance(ext, list) else ext[0]
+        prefix = torch.randint(0, 4000, (bs,), generator=g).to(dtype)
+        rpi = torch.randperm(3 * bs + 1, generator=g)[:bs].to(torch.int32)
+        return to_device(device, prefix_lens=prefix, extend_lens=e, req_pool_indices=rpi, window=128,
+                         num_tokens=num_tokens, padded_bs=padded_bs)
+    return make
+
+
+def token_meta_samples(large: bool) -> list[Sample]:
+    g = generator(80)
+    bs = 256 if large else 70  # 70: two batch chunks of the kernel's loop, the second partial
+    ext = torch.randint(0, 7, (bs,), generator=g).tolist()
+    total = sum(ext)
+    return [
+        Sample("random-ragged-exact", _token_meta_case(81, ext, total)),
+        Sample("random-ragged-exact-int32", _token_meta_case(82, ext, total, dtype=torch.int32)),
+        Sample("uniform-int-rows", _token_meta_case(83, (6, bs), 6 * bs)),
+        Sample("uniform-one-request", _token_meta_case(84, (4, 1), 4)),
+        Sample("random-graph-padded-rows", _token_meta_case(85, ext, total + 37, padded_bs=bs + 5)),
+        Sample("graph-no-pad-rows-last-absorbs", _token_meta_case(86, ext, total + 9, padded_bs=bs)),
+        Sample("graph-exact-fit", _token_meta_case(87, [3, 0, 2], 5, padded_bs=4)),
+        Sample("zero-length-first-middle-last", _token_meta_case(88, [0, 3, 0, 2, 0], 5)),
+        Sample("all-zero-padded", _token_meta_case(89, [0, 0], 3, padded_bs=2)),
+        Sample("all-zero-no-rows", _token_meta_case(90, [0, 0, 0], 0)),
+    ]
+
+
 # ---------------------------------------------------------------- 9. top-k / top-p
 def _probs(seed, bs, vocab, kind, g=None):
     g = g or generator(seed)

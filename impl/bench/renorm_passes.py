@@ -1,0 +1,139 @@
+"""HBM passes of the renorm select (GPU): bytes each launch reads and writes, against one read
+plus one write of the rows (the floor), with the measured time and bandwidth.
+
+    python -m impl.bench.renorm_passes [--batches 1,64,256] [--json FILE]
+
+Per launch of the plan (impl/kernels/renorm.py), after one real call whose per-row state says
+which rows were compacted (and how many candidates each copied):
+  first pass        reads every row;
+  compact (try a)   reads the rows not compacted by an earlier try, writes the candidates it copies;
+  4-way pass        (skip-compacted) reads the rows not compacted yet;
+  small-batch pass  reads a compacted row's candidates, else its full row (also the gather);
+  finish            reads a compacted row's candidates once (later passes shrink, cache-resident),
+                    a row that never fit its full row (at least once: counted once);
+  write             reads every row and writes every row.
+Partials, state words and parameters (a few KB) are left out. ``passes`` = bytes / (2 x rows x
+vocab x 4); ``floor_us`` = a copy of the same rows (one read + one write) timed the same way
+(CUDA-graph replay), so ``us / floor_us`` is how far the call is from the floor and
+``passes x floor_us`` what the bytes alone would cost at copy speed.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+VOCAB = 129280
+SETTINGS = (("top_k", 50), ("top_k", 1000), ("top_p", 0.9), ("top_p", 0.95))
+
+
+def launch_bytes(plan, state, vocab: int) -> list[tuple[str, int, int]]:
+    """(launch, bytes read, bytes written) for each launch of ``plan`` given the per-row ``state``
+    (int64 [rows, STATE_W], on the host) a call left."""
+    from impl.kernels import renorm_kernels as rk
+
+    row = vocab * 4
+    at = state[:, int(rk.COMPACTED)].tolist()  # the try that compacted each row, 0: never
+    ncand = state[:, int(rk.NCAND)].tolist()
+    rows = len(at)
+    out, tries = [], 0
+
+    def compacted_before(t: int) -> list[bool]:
+        return [0 < a < t for a in at]
+
+    for launch in plan.launches:
+        kind = launch.args
+        if kind == "first":
+            out.append(("first pass", rows * row, 0))
+        elif kind == "compact":
+            tries += 1
+            live = sum(1 for done in compacted_before(tries) if not done)
+            copied = sum(4 * n for a, n in zip(at, ncand) if a == tries)
+            out.append((f"compact (try {tries})", live * row, copied))
+        elif kind == "pass" and launch.meta.get("SKIP_COMPACTED"):
+            live = sum(1 for done in compacted_before(tries + 1) if not done)
+            out.append(("4-way pass (uncompacted rows)", live * row, 0))
+        elif kind in ("pass", "gather"):
+            read = sum(4 * n if a else row for a, n in zip(at, ncand))
+            out.append((kind, read, 0))
+        else:  # finish
+            read = sum(4 * n if a else row for a, n in zip(at, ncand))
+            out.append(("finish", read, 0))
+    out.append(("write", rows * row, rows * row))
+    return out
+
+
+def _last_workspace(top_p: bool, rows: int):
+    from impl.kernels import renorm
+
+    for ws in reversed(list(renorm._WORKSPACES.values())):
+        if ws.plan.top_p == top_p and ws.state.shape[0] == rows:
+            return ws
+    raise RuntimeError("no renorm workspace after the call (the eager path keeps one per plan)")
+
+
+def measure(batches=(1, 64, 256), vocab: int = VOCAB) -> list[dict]:
+    import torch
+
+    import impl
+    from impl.bench import timing
+    from impl.kernels import renorm
+
+    out = []
+    for bs in batches:
+        gen = torch.Generator().manual_seed(bs)
+        probs = torch.softmax(torch.randn(bs, vocab, generator=gen) * 3, -1).cuda()  # as the bench's cases
+        dst = torch.empty_like(probs)
+        floor_us = timing.graph_replay_us(lambda: dst.copy_(probs))
+        for op, value in SETTINGS:
+            top_p = op == "top_p"
+            param = torch.full((bs,), value, dtype=torch.float32 if top_p else torch.int32, device="cuda")
+            fn = getattr(impl, f"{op}_renorm")
+            renorm._WORKSPACES.clear()
+            renorm._FAST_INDEX.clear()
+            fn(probs, param)
+            ws = _last_workspace(top_p, bs)
+            per_launch = launch_bytes(ws.plan, ws.state.cpu(), vocab)
+            total = sum(r + w for _, r, w in per_launch)
+            us = timing.graph_replay_us(lambda f=fn, p=param: f(probs, p))
+            row = dict(op=f"{op}_renorm", shape=f"{bs}x{vocab} fp32 {op[-1]}={value}", batch=bs, variant="project",
+                       launches=len(per_launch),
+                       per_launch=[dict(launch=n, read=r, written=w) for n, r, w in per_launch],
+                       bytes=total, passes=round(total / (2 * bs * vocab * 4), 3), graph_us=round(us, 2),
+                       floor_us=round(floor_us, 2), x_floor=round(us / floor_us, 2),
+                       achieved_gbps=round(total / us / 1e3, 1), metric="hbm-passes")
+            out.append(row)
+            print(f"  passes {row['shape']}: {row['passes']} passes, {us:.1f} us (floor {floor_us:.1f}), "
+                  f"{row['achieved_gbps']} GB/s", file=sys.stderr, flush=True)
+    return out
+
+
+def table(rows: list[dict]) -> str:
+    from impl.table import format_table
+
+    body = [[r["shape"], str(r["launches"]), f"{r['bytes'] / 1e6:.1f}", f"{r['passes']:.2f}", f"{r['graph_us']:.1f}",
+             f"{r['floor_us']:.1f}", f"{r['x_floor']:.2f}", f"{r['achieved_gbps']:.0f}",
+             f"{r['passes'] * r['floor_us']:.1f}"] for r in rows]
+    return format_table(["renorm case", "launches", "MB moved", "HBM passes", "graph us", "floor us (copy)",
+                         "x floor", "GB/s achieved", "passes x floor us"], body)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m impl.bench.renorm_passes", description=__doc__.splitlines()[0])
+    ap.add_argument("--batches", default="1,64,256")
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args(argv)
+    import torch
+
+    if not torch.cuda.is_available():
+        raise SystemExit("renorm_passes needs a GPU (it reads a real call's state and times it)")
+    rows = measure(tuple(int(b) for b in args.batches.split(",")))
+    print(table(rows))
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
