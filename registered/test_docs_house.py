@@ -85,10 +85,12 @@ def test_the_link_checker_catches_a_dead_link_and_an_open_fence(tmp_path):
 
 
 # Paths of one machine, scratch folders, and words about who did the work, not what it does.
-FORBIDDEN = re.compile(r"/work/[a-z]|/scratch/|/root/|/home/[a-z]|/opt/wheels|/tmp/pytest-of"
-                       r"|\bhelper-\d|\bsubagents?\b|\bthe lead\b|\blead's\b|\bsession \d+\b|\bs\d+(final|host)\b",
-                       re.IGNORECASE)
-ALLOWED = {"registered/test_docs_house.py"}   # this file names the patterns
+# (Written in pieces so that this file does not match the patterns it looks for.)
+_PATHS = ["/" + "work/[a-z]", "/" + "scratch/", "/" + "root/", "/" + "home/[a-z]", "/" + "opt/wheels",
+          "/" + "tmp/pytest-of"]
+_WORDS = [r"\bhel" + r"per-\d", r"\bsub" + r"agents?\b", r"\bthe le" + r"ad\b", r"\ble" + r"ad's\b",
+          r"\bsess" + r"ion \d+\b", r"\bs\d+(fin" + r"al|ho" + r"st)\b"]
+FORBIDDEN = re.compile("|".join(_PATHS + _WORDS), re.IGNORECASE)
 
 
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=2)
@@ -101,7 +103,7 @@ def test_tracked_files_hold_no_machine_paths_or_role_words():
     hits = []
     for name in filter(None, listed):
         path = REAL_ROOT / name
-        if name in ALLOWED or not path.is_file() or path.suffix in (".png", ".whl"):
+        if not path.is_file() or path.suffix in (".png", ".whl"):
             continue
         try:
             text = path.read_text(encoding="utf-8")
