@@ -99,6 +99,7 @@ class Evaluator:
         self.whys: dict[int, str] = {}
         self.in_function = False
         self.in_condition = 0   # inside an if/while condition: set -e does not apply
+        self.max_paths = MAX_PATHS
 
     def condition(self, cond: list, path: Path) -> list[Path]:
         self.in_condition += 1
@@ -245,8 +246,8 @@ class Evaluator:
             if not live:
                 break
             done = [p for p in paths if p.ended]
-            paths = done + self.run_node(node, live)
-        return self.limit(paths)
+            paths = self.limit(done + self.run_node(node, live))
+        return paths
 
     def limit(self, paths: list[Path]) -> list[Path]:
         """At most MAX_PATHS live paths and one ghost path (enough to report what never runs)."""
@@ -254,27 +255,26 @@ class Evaluator:
         live = [p for p in paths if not p.ghost]
         if len(live) <= 2 * MAX_PATHS:   # merging is quadratic: only on a handful of paths
             live = _merge_equal(live)
-        if len(live) > MAX_PATHS:
+        if len(live) > self.max_paths:
             merged = live[0].copy()
             for other in live[1:]:
                 for name in set(merged.vars) | set(other.vars):
                     if merged.vars.get(name, "\0") != other.vars.get(name, "\0"):
                         merged.vars[name] = UNKNOWN
                 merged.ended = merged.ended if merged.ended == other.ended else ""
-            did = len(self.whys)
-            self.whys[did] = f"more than {MAX_PATHS} paths through the script: the reader stops following them"
+            did = self.decision(f"more than {MAX_PATHS} paths through the script: the reader stops following them")
             merged.maybe = ((did, True),)
             live = [merged]
         return live + ghosts[:1]
 
     def run_node(self, node, paths: list[Path]) -> list[Path]:
         self.steps += 1
-        if self.steps > MAX_STEPS:
-            did = len(self.whys)
-            self.whys[did] = "the script is longer than the reader follows"
+        if self.steps > MAX_STEPS and self.max_paths > 1:   # past the budget: one path, every run a maybe
+            self.max_paths = 1
+            did = self.decision("the script is longer than the reader follows")
             for p in paths:
                 p.maybe += ((did, True),)
-            return paths
+            paths = self.limit(paths)
         if isinstance(node, AndOr):
             return self.run_and_or(node, paths)
         if isinstance(node, If):
