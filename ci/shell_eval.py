@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable
 
+from ci.shell_words import split_commands
 from ci.shell_syntax import AndOr, Case, FuncDef, Group, If, Loop, Piece, Simple, Word, parse
 
 MAX_PATHS = 32        # live paths through one script; past it, unknown branches merge (variables -> unknown)
@@ -773,7 +774,12 @@ def resolve(sets: list[frozenset[Decision]]) -> set[frozenset[Decision]]:
 def read_runs(script: str, env: ShellEnv = ShellEnv()) -> Reading:
     """Every simple command of ``script`` (its ``${{ }}`` already substituted) and where it is reached."""
     ev = Evaluator(env)
-    ev.run_list(parse(script), [Path()])
+    try:
+        ev.run_list(parse(script), [Path()])
+    except RecursionError:   # nesting deeper than Python's stack: every command is a maybe
+        why = "the script nests deeper than the reader follows"
+        return Reading(tuple(Run(c.words, c.line, frozenset({(0, True)})) for c in split_commands(script) if c.words),
+                       {0: why})
     return Reading(tuple(ev.runs), ev.whys)
 
 

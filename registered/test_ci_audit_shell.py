@@ -112,7 +112,13 @@ def test_words_are_expanded_like_bash():
 
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
 def test_many_run_time_branches_stay_bounded_and_unknown():
-    """60 independent unknown branches that each set a variable: the paths are capped, the run is a maybe."""
-    script = "".join(f"if [ -n \"$V{i}\" ]; then x{i}=1; fi\n" for i in range(60)) + RUN
+    """40 independent unknown branches that each set a variable: the paths are capped, the run is a maybe."""
+    script = "".join(f"if [ -n \"$V{i}\" ]; then x{i}=1; fi\n" for i in range(40)) + RUN
     state, why = runner_state(script, OPEN)
     assert (state, why) == ("maybe", "more than 32 paths through the script: the reader stops following them")
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
+def test_nesting_deeper_than_the_stack_is_read_flat_and_every_run_is_a_maybe():
+    script = "if [ -n \"$X\" ]; then\n" * 400 + RUN + "\n" + "fi\n" * 400
+    assert runner_state(script) == ("maybe", "the script nests deeper than the reader follows")
