@@ -44,6 +44,10 @@ class Adapter:
         """The runner call in one shell command's words, or None."""
         raise NotImplementedError
 
+    def mentions_runner(self, script: str) -> bool:
+        """Whether a ``run:`` script could start the runner at all (a cheap text check before reading it)."""
+        return True
+
     def call_masks(self, call: RunnerCall) -> list[str]:
         """Options on the runner's own command line that make a green step prove nothing."""
         return []

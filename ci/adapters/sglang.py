@@ -255,6 +255,7 @@ def runner_mismatch(suite: str, backend: str, labels: tuple[str, ...]) -> str | 
 
 INTERPRETER_RE = re.compile(r"(^|/)python[\d.]*$|^\$\{?PYTHON\w*\}?$|(^|/)pytest$")
 RUNNER_PATH = "test/run_suite.py"
+VARIABLE_RUN_RE = re.compile(r"(python[\d.]*|pytest)(\s+-\S+)*\s+[\"']?\$")
 
 
 def _direct_path(words: tuple[str, ...]) -> RunnerCall | None:
@@ -295,6 +296,10 @@ class SGLangAdapter(Adapter):
                     return None
                 return RunnerCall(options, " ".join(words), tuple(words[i + 1:]))
         return _direct_path(words)
+
+    def mentions_runner(self, script: str) -> bool:
+        """run_suite.py, a registered file, or an interpreter given a variable (``python3 "$TEST"``)."""
+        return "run_suite" in script or "registered/" in script or bool(VARIABLE_RUN_RE.search(script))
 
     def call_masks(self, call: RunnerCall) -> list[str]:
         return [f"`{w}` on run_suite.py's command line prints the usage and runs nothing"

@@ -12,6 +12,8 @@ Imports nothing from ``impl/`` or test code.
 """
 from __future__ import annotations
 
+import functools
+
 import json
 import math
 import re
@@ -53,6 +55,7 @@ def strip_wrapper(text: str) -> str:
     return text
 
 
+@functools.lru_cache(maxsize=4096)   # the same expressions are read once per matrix row
 def _tokens(text: str) -> list[tuple[str, str]]:
     out, pos = [], 0
     while pos < len(text):

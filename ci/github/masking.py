@@ -16,7 +16,7 @@ from typing import Any, Mapping
 from ci.adapters import Adapter, RunnerCall
 from ci.github.expressions import ExpressionError, evaluate, is_truthy, truth
 from ci.safe_yaml import short
-from ci.github.shell import NOT_A_RUN, Command, masking, split_commands
+from ci.github.shell import Command, masking
 from ci.github.triggers import Activation
 
 # environment variables that change what pytest selects or how it reports, wherever a workflow sets them
@@ -46,33 +46,6 @@ def truthy_flag(value: Any, ctx: Mapping[str, Any]) -> bool | None:
         return is_truthy(evaluate(value, ctx))
     except ExpressionError:
         return None
-
-
-SHELLS = ("bash", "sh", "zsh")
-
-
-def _inner_script(words: tuple[str, ...]) -> str | None:
-    """The script of ``[docker exec ...] bash -c "SCRIPT"`` (None when the command is not one)."""
-    for i, word in enumerate(words[:-2]):
-        if word.rpartition("/")[2] in SHELLS and words[i + 1] in ("-c", "-lc", "-ec", "-exc"):
-            return words[i + 2]
-    return None
-
-
-def runner_calls(adapter: Adapter, commands: list[Command]) -> list[tuple[int, RunnerCall]]:
-    """(index, call) for each command of a script that starts the suite runner, looking inside
-    ``bash -c "..."`` too (the index is then the outer command's)."""
-    out = []
-    for k, c in enumerate(commands):
-        if not c.words or c.words[0] in NOT_A_RUN:
-            continue
-        call = adapter.find_call(c.words)
-        inner = _inner_script(c.words) if call is None else None
-        if inner:
-            out += [(k, sub) for _j, sub in runner_calls(adapter, split_commands(inner))]
-        elif call is not None:
-            out.append((k, call))
-    return out
 
 
 def command_masks(adapter: Adapter, commands: list[Command], calls: list[tuple[int, RunnerCall]],

@@ -1,9 +1,9 @@
 """Resolve a runner option token (``${{ matrix.x }}``, ``${{ inputs.y }}``, ``$VAR``) to every value it can take.
 
 One :class:`Resolver` per (job, step, matrix row, activation). Sources, in GitHub's order: the
-expression context (matrix row, ``inputs.*`` of the activation, what the adapter knows), ``env:``
-of the step, job and workflow, and plain ``NAME=value`` assignments earlier in the same ``run:``
-script. ``None`` means "known only at run time". Imports nothing from ``impl/`` or test code.
+expression context (matrix row, ``inputs.*`` of the activation, what the adapter knows) and ``env:``
+of the step, job and workflow (what the script itself assigns is read by ci/github/shell_eval.py before a
+token gets here). ``None`` means "known only at run time". Imports nothing from ``impl/`` or test code.
 """
 from __future__ import annotations
 
@@ -16,28 +16,15 @@ from ci.github.triggers import Activation, dispatch_inputs
 
 EXPR_RE = re.compile(r"\$\{\{(.*?)\}\}", re.S)
 SHELL_VAR_RE = re.compile(r"\$(?:\{([A-Za-z_]\w*)\}|([A-Za-z_]\w*))")
-ASSIGN_RE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_]\w*)=(\"[^\"\n]*\"|'[^'\n]*'|[^\s;&|]*)\s*$", re.M)
 MAX_DEPTH = 4
-
-
-def script_assignments(script: str) -> dict[str, str]:
-    """``NAME=value`` lines of a ``run:`` script (the last one wins; quotes removed)."""
-    out: dict[str, str] = {}
-    for match in ASSIGN_RE.finditer(script):
-        value = match.group(2)
-        if value[:1] in "\"'" and value[-1:] == value[:1]:
-            value = value[1:-1]
-        out[match.group(1)] = value
-    return out
 
 
 class Resolver:
     """Every value a token can take for one (job, step, matrix row, activation)."""
 
     def __init__(self, doc: dict[str, Any], job: dict[str, Any], step: dict[str, Any], row: Mapping[str, Any],
-                 act: Activation, base_ctx: Mapping[str, Any], assignments: Mapping[str, str] | None = None):
+                 act: Activation, base_ctx: Mapping[str, Any]):
         self.doc, self.job, self.step, self.row, self.act = doc, job, step, row, act
-        self.assignments = dict(assignments or {})
         self.ctx = act.context(base_ctx)
         self.ctx["matrix.*"] = UNKNOWN if row.get("*") is UNKNOWN else None   # a missing key is empty
         for key, value in row.items():
@@ -49,7 +36,7 @@ class Resolver:
             env = scope.get("env") if isinstance(scope, dict) else None
             if isinstance(env, dict) and name in env:
                 return env[name]
-        return self.assignments.get(name)
+        return None
 
     def expression(self, body: str) -> list[str] | None:
         body = body.strip()

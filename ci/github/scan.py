@@ -27,9 +27,10 @@ from ci.adapters.base import UNRESOLVED
 from ci.github.fork_safety import fork_findings
 from ci.safe_files import UnreadableFile, is_inside, read_inside
 from ci.safe_yaml import YamlTooLarge
-from ci.github.shell import split_commands
-from ci.github.option_values import Resolver, script_assignments
-from ci.github.masking import (PathEvent, StepEvents, command_masks, env_masks, runner_calls, step_events)
+from ci.github.shell_eval import Reading, ShellEnv, read_runs, substitute
+from ci.github.shell import NOT_A_RUN, split_commands
+from ci.github.option_values import Resolver
+from ci.github.masking import PathEvent, StepEvents, command_masks, env_masks, step_events
 from ci.github.matrix import matrix_rows, oversize_matrix
 from ci.github.reusable import activations, expanded_steps
 from ci.github.triggers import (MANUAL_TRIGGERS, NIGHTLY_TRIGGERS, PER_COMMIT_TRIGGERS, Activation,  # noqa: F401
@@ -59,6 +60,7 @@ class StepRun:
     shard_unknown: str = ""            # why its partition is known only at run time ("" when known)
     line: int = 0                      # line of the step in the workflow file (0: unknown)
     runners: tuple[str, ...] = ()      # runs-on labels when this target runs (resolved per caller / row)
+    never_why: str = ""                # the script can never reach the call (exit 0 before it, ...): why
 
     def events_for(self, files: list[str]) -> frozenset[str]:
         """Events that run this step whenever one of ``files`` (the suite's own) changes."""
@@ -102,7 +104,7 @@ def describe_steps(refs: list[StepRun], files: list[str], *, undecided: str) -> 
         text = f"{r.workflow}:{r.wf_job} on {sorted(r.seen_events) or 'nothing'}"
         notes = list(r.filters) + ([r.path_note(files)] if r.path_note(files) else [])
         if r.never_runs:
-            text += " (if: false)"
+            text += f" ({r.never_why or 'if: false'})"
         elif not r.events and not notes and not r.masks:
             text += f" ({undecided})"
         if notes:
@@ -126,6 +128,7 @@ class WorkflowScan:
     broken: dict[str, tuple[str, int]] = field(default_factory=dict)   # problem -> (file, line) of a broken workflow
     # (rule, message, path, line) about the input itself: unreadable-input, oversize-matrix, fork-on-self-hosted
     input_findings: list[tuple[str, str, str, int]] = field(default_factory=list)
+    readings: dict[tuple[str, ShellEnv], Reading] = field(default_factory=dict)   # memo: script read per row
 
 
 @dataclass
@@ -146,9 +149,8 @@ class ScanContext:
     def seen(self) -> frozenset[str]:
         return frozenset(a.event for a in self.acts)
 
-    def resolver(self, step: dict[str, Any], row: Mapping[str, Any], act: Activation,
-                 assignments: Mapping[str, str] | None = None) -> Resolver:
-        return Resolver(self.doc, self.job, step, row, act, self.base_ctx, assignments)
+    def resolver(self, step: dict[str, Any], row: Mapping[str, Any], act: Activation) -> Resolver:
+        return Resolver(self.doc, self.job, step, row, act, self.base_ctx)
 
 
 def _load(path: Path, root: Path, scan: WorkflowScan) -> tuple[dict[str, Any], str] | None:
@@ -293,44 +295,106 @@ def _row_runners(cx: ScanContext, resolver: Resolver) -> tuple[str, ...]:
     return tuple(labels)
 
 
+Found = dict[Target, tuple[set[str], set[str], set[PathEvent], list[str], set[str], list[str]]]
+# per target: (definite events, maybe events, path-gated events, why maybe, runner labels, why it never runs)
+
+
 def _scan_job(cx: ScanContext) -> None:
     """Record the runs-on labels of one job and, for each step that starts the runner, its targets and masks."""
     scan = cx.scan
     scan.runs_on[(cx.rel, cx.key)] = _runs_on(cx)
     defaults, wf_defaults = _run_defaults(cx.job), _run_defaults(cx.doc)
     filters = tuple(sorted({a.filtered for a in cx.acts if a.filtered}))
+    opened = _env_opened_by(cx.doc, cx.job)
     for index, step in expanded_steps(cx.job.get("steps") or [], cx.root):
-        if not isinstance(step, dict) or not isinstance(step.get("run"), str):
+        if not isinstance(step, dict):
             continue
-        commands = split_commands(step["run"])
-        calls = runner_calls(cx.adapter, commands)
-        if not calls:
+        if not isinstance(step.get("run"), str):
+            uses = str(step.get("uses") or "")
+            if uses and not uses.startswith("actions/") and not opened:
+                opened = f"step {_step_label(step, index)} (uses: {uses}) may export any variable"
+            continue
+        if "GITHUB_ENV" in step["run"] and not opened:
+            opened = f"step {_step_label(step, index)} writes $GITHUB_ENV"
+        if not cx.adapter.mentions_runner(step["run"]):
             continue
         label = _step_label(step, index)
         where = f"{cx.rel}:{cx.key}:{label}"
         line = cx.lines.get(label, scan.job_lines.get((cx.rel, cx.key), 0))
-        shell = step.get("shell") or defaults.get("shell") or wf_defaults.get("shell")
         events = step_events(cx.doc, cx.key, cx.job, step, cx.acts, cx.base_ctx)
+        found, call_lines = _step_targets(cx, step, events, where, line, opened)
+        if not found and not call_lines:
+            continue
+        commands = split_commands(step["run"])
+        shell = step.get("shell") or defaults.get("shell") or wf_defaults.get("shell")
+        calls = [(k, call) for ln, call in call_lines for k in _command_at(cx.adapter, commands, ln)]
         masks = list(dict.fromkeys(command_masks(cx.adapter, commands, calls, shell)
                                    + env_masks(step, cx.job, cx.doc) + events.masks))
         scan.masked += [f"{where}: {m}" for m in masks]
         scan.masked_unproven |= {f"{where}: {m}" for m in events.unproven_masks}
-        assignments = script_assignments(step["run"])
-        for _k, call in calls:
-            found = _call_targets(cx, step, call, events, assignments, where, line)
-            for target, (evs, maybe, gated, why, runners) in found.items():
-                scan.refs.append(StepRun(
-                    cx.rel, cx.key, label, target.kind, target.id, target.shard, frozenset(evs), cx.seen,
-                    tuple(masks), events.never, filters, tuple(sorted(gated)), frozenset(maybe),
-                    tuple(why), target.shard_unknown, line, tuple(sorted(runners))))
+        for target, (evs, maybe, gated, why, runners, never) in found.items():
+            never_runs = events.never or (bool(never) and not (evs or maybe or gated))
+            scan.refs.append(StepRun(
+                cx.rel, cx.key, label, target.kind, target.id, target.shard, frozenset(evs), cx.seen,
+                tuple(masks), never_runs, filters, tuple(sorted(gated)), frozenset(maybe),
+                tuple(why), target.shard_unknown, line, tuple(sorted(runners)),
+                never[0] if never_runs and never and not events.never else ""))
 
 
-def _call_targets(cx: ScanContext, step: dict[str, Any], call: RunnerCall, events: StepEvents,
-                  assignments: Mapping[str, str], where: str, line: int,
-                  ) -> dict[Target, tuple[set[str], set[str], set[PathEvent], list[str], set[str]]]:
-    """Targets of one runner call over every activation and matrix row: (definite events, maybe events,
-    path-gated events, why) per target; unresolvable calls go to ``scan.unresolved``."""
-    found: dict[Target, tuple[set[str], set[str], set[PathEvent], list[str], set[str]]] = {}
+def _env_opened_by(doc: dict[str, Any], job: dict[str, Any]) -> str:
+    """Why a name the workflow never sets may still hold a value in this job ("" when nothing can set it)."""
+    if job.get("container"):
+        return "the job runs in a container, whose image sets its own environment"
+    for other in doc.get("jobs", {}).values():
+        for step in (other.get("steps") or []) if isinstance(other, dict) else []:
+            if isinstance(step, dict) and "GITHUB_ENV" in str(step.get("run") or ""):
+                return "a step of this workflow writes $GITHUB_ENV"
+    return ""
+
+
+def _command_at(adapter: Adapter, commands: list, line: int) -> list[int]:
+    """Index of the command of the flat reading (ci/github/shell.py) that starts at ``line`` and starts the
+    runner (else the first command there), for the checks of what masks its exit."""
+    here = [k for k, c in enumerate(commands) if c.line == line and c.words and c.words[0] not in NOT_A_RUN]
+    return [k for k in here if adapter.find_call(commands[k].words) is not None][:1] or here[:1]
+
+
+def _shell_env(cx: ScanContext, step: dict[str, Any], resolver: Resolver, opened: str) -> ShellEnv:
+    known, unknown = [], set()
+    for scope in (step, cx.job, cx.doc, cx.job.get("container") if isinstance(cx.job.get("container"), dict) else {}):
+        env = scope.get("env") if isinstance(scope, dict) else None
+        for name, raw in env.items() if isinstance(env, dict) else ():
+            name = str(name)
+            if name in unknown or any(k == name for k, _v in known):
+                continue
+            got = resolver.values("" if raw is None else str(raw).lower() if isinstance(raw, bool) else str(raw))
+            if got is not None and len(got) == 1:
+                known.append((name, got[0]))
+            else:
+                unknown.add(name)
+    return ShellEnv(tuple(known), frozenset(unknown), not opened, opened)
+
+
+def _reading(cx: ScanContext, step: dict[str, Any], resolver: Resolver, opened: str) -> Reading:
+    """The step's script read for one activation and matrix row (``${{ }}`` substituted first)."""
+    def value(body: str) -> str | None:
+        got = resolver.expression(body)
+        return got[0] if got is not None and len(got) == 1 else None
+    script = substitute(step["run"], value)
+    env = _shell_env(cx, step, resolver, opened)
+    key = (script, env)
+    if key not in cx.scan.readings:
+        cx.scan.readings[key] = read_runs(script, env)
+    return cx.scan.readings[key]
+
+
+def _step_targets(cx: ScanContext, step: dict[str, Any], events: StepEvents, where: str, line: int,
+                  opened: str) -> tuple[Found, list[tuple[int, RunnerCall]]]:
+    """Targets the step's script runs over every activation and matrix row, read by ci/github/shell_eval.py:
+    per target its events (a run reached only past a run-time condition is a *maybe*, with the construct
+    as why; one never reached is recorded with why); unresolvable calls go to ``scan.unresolved``."""
+    found: Found = {}
+    call_lines: dict[tuple[int, str], RunnerCall] = {}
     unresolved: dict[str, UnresolvedStep] = {}
     acts = cx.acts or [Activation("none", ())]
     for index, act in enumerate(acts):
@@ -339,45 +403,73 @@ def _call_targets(cx: ScanContext, step: dict[str, Any], call: RunnerCall, event
         ctx = act.context(cx.base_ctx)
         rows, matrix_why = matrix_rows(cx.job, ctx)
         for row in rows:
-            resolver = cx.resolver(step, row, act, assignments)
+            resolver = cx.resolver(step, row, act)
+            reading = _reading(cx, step, resolver, opened)
             runners = _row_runners(cx, resolver)
-            option_values: dict[str, list[str]] = {}
-            bad = None
-            for name, token in call.options.items():
-                got = resolver.values(token) if token is not None else None
-                if got is None and not cx.adapter.partial_targets:
-                    bad = f"{name} has no value" if token is None else f"cannot resolve {name} {token}"
-                    break
-                option_values[name] = got if got is not None else [UNRESOLVED]
-            if bad:
-                unresolved.setdefault(bad, UnresolvedStep(where, bad, (), frozenset({act.event}), line))
-                continue
-            names = list(option_values)
-            for combo in itertools.product(*(option_values[n] for n in names)):
-                options = dict(zip(names, combo))
-                targets, problem = cx.adapter.targets(options)
-                if problem and act.event != "none":   # a workflow nothing starts reports nothing unresolved
-                    known = tuple(sorted((k, v) for k, v in options.items() if v != UNRESOLVED))
-                    if matrix_why and UNRESOLVED in combo:
-                        problem += f" ({matrix_why})"
-                    unresolved.setdefault(problem, UnresolvedStep(where, problem, known, frozenset(), line))
-                    old = unresolved[problem]
-                    unresolved[problem] = UnresolvedStep(where, problem, known, old.events | {act.event}, line)
-                for target in targets:
-                    if target.shard_unknown and matrix_why:
-                        target = Target(target.kind, target.id, target.shard, matrix_why)
-                    evs, maybe, gated, why, labels = found.setdefault(target, (set(), set(), set(), [], set()))
-                    labels |= set(runners)
-                    if status == "definite":
-                        evs.add(act.event)
-                    elif status == "path":
-                        gated.add((act.event, *act.paths))
-                    elif status == "maybe":
-                        maybe.add(act.event)
-                        why += [w for w in act_why if w not in why]
+            per_target: dict[Target, list] = {}
+            for run in reading.runs:
+                if run.words[0] in NOT_A_RUN:   # echo/printf/grep ...: the runner named in text is not a run
+                    continue
+                call = cx.adapter.find_call(run.words)
+                if call is None:
+                    continue
+                if not run.never:
+                    call_lines.setdefault((run.line, call.text), call)
+                for target in _targets_of(cx, call, resolver, act, matrix_why, unresolved, where, line,
+                                          report=not run.never):
+                    per_target.setdefault(target, []).append(run)
+            for target, runs in per_target.items():
+                state, shell_why = reading.state(runs)
+                evs, maybe, gated, why, labels, never = found.setdefault(target, (set(), set(), set(), [], set(), []))
+                if state == "never":
+                    never.append(f"never reached: {shell_why}")
+                    continue
+                labels |= set(runners)
+                if state == "maybe" and status in ("definite", "path"):
+                    status_here, whys = "maybe", [f"the script runs it only if {shell_why}"]
+                else:
+                    status_here = status
+                    whys = act_why + ([f"the script runs it only if {shell_why}"] if state == "maybe" else [])
+                if status_here == "definite":
+                    evs.add(act.event)
+                elif status_here == "path":
+                    gated.add((act.event, *act.paths))
+                elif status_here == "maybe":
+                    maybe.add(act.event)
+                    why += [w for w in act_why + whys if w not in why]
     cx.scan.unresolved += list(unresolved.values())
     cx.scan.problems += [f"{where}: {u.problem}" for u in unresolved.values()]
-    return found
+    return found, [(ln, call) for (ln, _text), call in call_lines.items()]
+
+
+def _targets_of(cx: ScanContext, call: RunnerCall, resolver: Resolver, act: Activation, matrix_why: str | None,
+                unresolved: dict[str, UnresolvedStep], where: str, line: int, *, report: bool) -> list[Target]:
+    """The targets of one runner call for one row; a call that cannot be resolved is recorded (``report``)."""
+    option_values: dict[str, list[str]] = {}
+    for name, token in call.options.items():
+        got = resolver.values(token) if token is not None else None
+        if got is None and not cx.adapter.partial_targets:
+            bad = f"{name} has no value" if token is None else f"cannot resolve {name} {token}"
+            if report:
+                unresolved.setdefault(bad, UnresolvedStep(where, bad, (), frozenset({act.event}), line))
+            return []
+        option_values[name] = got if got is not None else [UNRESOLVED]
+    out: list[Target] = []
+    names = list(option_values)
+    for combo in itertools.product(*(option_values[n] for n in names)):
+        options = dict(zip(names, combo))
+        targets, problem = cx.adapter.targets(options)
+        if problem and act.event != "none" and report:   # a workflow nothing starts reports nothing unresolved
+            known = tuple(sorted((k, v) for k, v in options.items() if v != UNRESOLVED))
+            if matrix_why and UNRESOLVED in combo:
+                problem += f" ({matrix_why})"
+            old = unresolved.setdefault(problem, UnresolvedStep(where, problem, known, frozenset(), line))
+            unresolved[problem] = UnresolvedStep(where, problem, known, old.events | {act.event}, line)
+        for target in targets:
+            if target.shard_unknown and matrix_why:
+                target = Target(target.kind, target.id, target.shard, matrix_why)
+            out.append(target)
+    return out
 
 
 def runs_for(refs: Iterable[StepRun], kind: str, target: str) -> list[StepRun]:
