@@ -7,8 +7,9 @@ fire; ``expressions`` evaluates ``if:`` three-valued; ``option_values`` resolves
 ``workflow_call`` and local composite actions; ``masking`` finds what can turn a failure green;
 ``shell`` splits ``run:`` scripts into commands and ``shell_syntax`` / ``shell_eval`` read them as
 bash per matrix row (three-valued: run, maybe, never; docs/audit-shell.md); ``fork_safety`` finds
-fork pull requests that reach a self-hosted runner unapproved; ``api`` and ``http_client`` talk to GitHub's REST API (origin-only
-token, deadlines, caps); ``generate`` writes ``.github/workflows/`` from the registry.
+fork pull requests that reach a self-hosted runner unapproved; ``api`` and ``http_client`` talk to
+GitHub's REST API (origin-only token, deadlines, caps); ``generate`` writes ``.github/workflows/``
+from the registry.
 
 May import: ``ci.registry``, ``ci.adapters`` and the shared modules.
 """
