@@ -150,7 +150,7 @@ def test_b():
 
 @register(suite="c-after", hardware="cpu", schedule="per-commit", est_time=1)
 def test_c():
-    assert True
+    assert 1 + 1 == 2
 ''')
     proc = subprocess.Popen([sys.executable, "-m", "ci.runner.run_many", "--root", str(tmp_path),
                              "--schedule", "per-commit",

@@ -133,7 +133,7 @@ class _TreeFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         return module
 
     def exec_module(self, module):
-        pass
+        """A placeholder package runs no code: its ``__init__`` is exactly what the kit must not execute."""
 
 
 _LOCK = threading.Lock()
