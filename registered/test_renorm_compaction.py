@@ -90,7 +90,7 @@ def test_compaction_paths_match_the_oracle(seed, top_p):
     assert by[0] == 1, f"row 0 should fit from the first attempt: {by}"
     assert by[1] > 1, f"row 1 should fit only on a later attempt: {by}"
     assert by[2] == by[3] == 0, f"tied and zero rows must never fit {CAP} slots: {by}"
-    assert rplan._split(len(probs), VOCAB, tuning)[1] >= 3, "rows should span several chunks"
+    assert rplan._split(len(probs), VOCAB, tuning, top_p)[1] >= 3, "rows should span several chunks"
     oracle, op = (R.top_p_renorm, K.top_p_renorm) if top_p else (R.top_k_renorm, K.top_k_renorm)
     problem = mismatch(RENORM, op(probs.to(DEV), param.to(DEV), tuning=tuning), oracle(probs, param))
     assert problem is None, f"compacted by pass {by}: {problem}"
@@ -238,7 +238,7 @@ def test_top_p_first_pass_widens_its_range_near_the_target():
                                          ("finish_sort", (256, 3)), ("first_pass", (2, 1)), ("compact", (32768, 8)),
                                          ("wide_split", 32), ("finish_split", (16, 3)), ("candidate_capacity", 0),
                                          ("write", (1000, 8)), ("finish_min_rows", (4, 0)),
-                                         ("small_batch_programs", 0)])
+                                         ("small_batch_programs", 0), ("large_batch_rows", (64, 0))])
 def test_tuning_refuses_bad_settings(name, value):
     """The gather places its keys by the last pass's per-chunk counts (a plan needs a pass), tl.sort
     sizes and launch shapes are powers of two, passes split at most NB_MAX ways: a bad setting is

@@ -21,7 +21,7 @@ from impl.kernels.renorm import DEFAULT_TUNING, top_k_renorm, top_p_renorm
 
 SMALL_SWEEP = [  # RenormTuning changes to try at batches below large_batch_rows; the first is the default
     {},
-    {"large_batch_rows": 64},
+    {"large_batch_rows": 16},
     {"finish_min_rows": (128, 8)},
     {"first_pass": (2048, 8)},
 ]
@@ -60,7 +60,7 @@ def _sweep(batches: list[int], vocab: int) -> None:
         params = {f"k={k}": (top_k_renorm, torch.full((batch,), k, dtype=torch.int32, device="cuda"))
                   for k in (50, 1000)}
         params |= {f"p={p}": (top_p_renorm, torch.full((batch,), p, device="cuda")) for p in (0.9, 0.95)}
-        sweep = SMALL_SWEEP if batch < DEFAULT_TUNING.large_batch_rows else LARGE_SWEEP
+        sweep = SMALL_SWEEP if batch < min(DEFAULT_TUNING.large_batch_rows) else LARGE_SWEEP
         for changes in sweep:
             tuning = dataclasses.replace(DEFAULT_TUNING, **changes)
             cells = []

@@ -3,7 +3,7 @@ plus one write of the rows (the floor), with the measured time and bandwidth.
 
     python -m impl.bench.renorm_passes [--batches 1,64,256] [--json FILE]
 
-Per launch of the plan (impl/kernels/renorm.py), after one real call whose per-row state says
+Per launch of the plan (impl/kernels/renorm/plan.py), after one real call whose per-row state says
 which rows were compacted (and how many candidates each copied):
   first pass        reads every row;
   compact (try a)   reads the rows not compacted by an earlier try, writes the candidates it copies;
@@ -31,7 +31,7 @@ SETTINGS = (("top_k", 50), ("top_k", 1000), ("top_p", 0.9), ("top_p", 0.95))
 def launch_bytes(plan, state, vocab: int) -> list[tuple[str, int, int]]:
     """(launch, bytes read, bytes written) for each launch of ``plan`` given the per-row ``state``
     (int64 [rows, STATE_W], on the host) a call left."""
-    from impl.kernels import renorm_kernels as rk
+    from impl.kernels.renorm import kernels as rk
 
     row = vocab * 4
     at = state[:, int(rk.COMPACTED)].tolist()  # the try that compacted each row, 0: never
@@ -65,9 +65,9 @@ def launch_bytes(plan, state, vocab: int) -> list[tuple[str, int, int]]:
 
 
 def _last_workspace(top_p: bool, rows: int):
-    from impl.kernels import renorm
+    from impl.kernels.renorm import workspace
 
-    for ws in reversed(list(renorm._WORKSPACES.values())):
+    for ws in reversed(list(workspace._WORKSPACES.values())):
         if ws.plan.top_p == top_p and ws.state.shape[0] == rows:
             return ws
     raise RuntimeError("no renorm workspace after the call (the eager path keeps one per plan)")
@@ -78,7 +78,7 @@ def measure(batches=(1, 64, 256), vocab: int = VOCAB) -> list[dict]:
 
     import impl
     from impl.bench import timing
-    from impl.kernels import renorm
+    from impl.kernels.renorm import workspace
 
     out = []
     for bs in batches:
@@ -90,8 +90,8 @@ def measure(batches=(1, 64, 256), vocab: int = VOCAB) -> list[dict]:
             top_p = op == "top_p"
             param = torch.full((bs,), value, dtype=torch.float32 if top_p else torch.int32, device="cuda")
             fn = getattr(impl, f"{op}_renorm")
-            renorm._WORKSPACES.clear()
-            renorm._FAST_INDEX.clear()
+            workspace._WORKSPACES.clear()
+            workspace._FAST_INDEX.clear()
             fn(probs, param)
             ws = _last_workspace(top_p, bs)
             per_launch = launch_bytes(ws.plan, ws.state.cpu(), vocab)

@@ -239,6 +239,7 @@ def topk_errors() -> list[ErrorInput]:
         _e("k-float-tensor", lambda d: dict(probs=_probs(d), k=torch.tensor([1.0, 2.0], device=d)), TypeError,
            "k must have dtype int32 or int64"),
         _e("k-length", lambda d: dict(probs=_probs(d), k=_i([1, 2, 3], d)), ValueError, r"k must have shape \[2\]"),
+        _e("k-bool", lambda d: dict(probs=_probs(d), k=True), TypeError, "k must be a int"),
         _e("k-on-meta", lambda d: dict(probs=_probs(d), k=_i([1, 2], d).to("meta")), ValueError, "k must be on device"),
         _e("inf-probability", lambda d: dict(probs=torch.tensor([[0.5, float("inf")]], device=d), k=1), ValueError,
            r"probs must be finite and non-negative, found \+inf", check=True),
@@ -251,6 +252,7 @@ def topp_errors() -> list[ErrorInput]:
     return [
         _e("p-string", lambda d: dict(probs=_probs(d), p="0.9"), TypeError, "p must be a float"),
         _e("p-nan", lambda d: dict(probs=_probs(d), p=float("nan")), ValueError, "p must not be NaN"),
+        _e("p-bool", lambda d: dict(probs=_probs(d), p=True), TypeError, "p must be a float"),
         _e("probs-non-contiguous", lambda d: dict(probs=_probs(d, 8, 8).t(), p=0.5), ValueError,
            "probs must be contiguous"),
         _e("negative-probability", lambda d: dict(probs=torch.tensor([[0.5, -0.1]], device=d), p=0.5), ValueError,

@@ -56,8 +56,8 @@ def _fp32(value: float) -> float:
 def _plain_param(value, probs: torch.Tensor, *, integral: bool):
     """k / p as the rest of the call takes them: a numpy (or other ``numbers``) scalar becomes the
     Python number, a 0-d tensor one value per row on its own device (no read back: no sync)."""
-    if type(value) is int or type(value) is float:
-        return value
+    if type(value) is int or type(value) is float or isinstance(value, bool):
+        return value  # a bool stays one: _param_tensor refuses it for k and p alike
     if isinstance(value, torch.Tensor):
         if value.dim() == 0 and probs.dim() == 2:
             return value.reshape(1).expand(probs.shape[0]).contiguous()

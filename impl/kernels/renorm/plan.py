@@ -26,7 +26,7 @@ is the H200 tuning); tests and benchmarks pass their own with ``tuning=``.
     then one program per row runs the remaining passes in an in-kernel loop (no
     partials, tickets or launches) until at most finish_sort candidates remain, sorts them and
     reads the pivot off, and sums top-k's kept mass. A row that never fit finishes from its
-    full row: slower, still exact. From large_batch_rows rows the (chunk, row) grid is finer
+    full row: slower, still exact. From large_batch_rows rows (by op) the (chunk, row) grid is finer
     and the compaction runs one-warp programs (no bar.sync in its loop).
   smaller batches: one attempt after the first pass, into a whole-row scratch (any
     row fits; the range shrinks to the keys copied), then small_batch_passes 16-way
@@ -85,11 +85,11 @@ def _steps(bs: int, top_p: bool, t: RenormTuning) -> list[tuple[str, int]]:
     return [("compact", 0)] + [("pass", t.wide_split)] * t.small_batch_passes + [("gather", t.wide_split)]
 
 
-def _split(bs: int, vocab: int, t: RenormTuning, most_chunks: int | None = None) -> tuple[int, int]:
+def _split(bs: int, vocab: int, t: RenormTuning, top_p: bool, most_chunks: int | None = None) -> tuple[int, int]:
     """(chunk length, chunks): enough (chunk, row) programs to fill the GPU, at most most_chunks, and
     chunks the first pass covers in at most FIELD_MAX steps (its per-lane byte counters)."""
     steps = cdiv(vocab, t.chunk_align)
-    programs = t.large_batch_programs if bs >= t.large_batch_rows else t.target_programs
+    programs = t.large_batch_programs if bs >= t.large_batch_rows[top_p] else t.target_programs
     chunks = max(1, min(steps, cdiv(programs, bs), most_chunks or steps),
                  cdiv(steps, int(rk.FIELD_MAX) * t.first_pass[0] // t.chunk_align))
     chunk_len = t.chunk_align * cdiv(steps, chunks)
@@ -99,7 +99,7 @@ def _split(bs: int, vocab: int, t: RenormTuning, most_chunks: int | None = None)
 @functools.lru_cache(maxsize=256)
 def _plan(bs: int, vocab: int, top_p: bool, param_is_tensor: bool, t: RenormTuning) -> _Plan:
     """Every launch of one call, worked out once per shape (eager calls pay only the launches)."""
-    chunk_len, chunks = _split(bs, vocab, t)
+    chunk_len, chunks = _split(bs, vocab, t, top_p)
     steps = [("first pass", 4)] + _steps(bs, top_p, t)
     # Small batches compact once, so their scratch holds a whole row (a few MiB at most): every
     # row fits. Large batches cap it and retry as the range narrows.
@@ -108,7 +108,8 @@ def _plan(bs: int, vocab: int, top_p: bool, param_is_tensor: bool, t: RenormTuni
     grid, sizes, chunks_p2 = (chunks, bs), (vocab, chunk_len, chunks, cap), next_pow2(chunks)
     # Small batches switch to a narrower grid after their compaction (full rows that did not fit
     # are still covered: any chunk length x chunks spanning the vocab will do).
-    small_len, small_chunks = _split(bs, vocab, t, min(t.small_batch_chunks[top_p], cdiv(t.small_batch_programs, bs)))
+    small_len, small_chunks = _split(bs, vocab, t, top_p,
+                                     min(t.small_batch_chunks[top_p], cdiv(t.small_batch_programs, bs)))
     param = dict(TOP_P=top_p, PARAM_IS_TENSOR=param_is_tensor)
     ticket, attempt, launches = int(rk.FIRST_TICKET), 0, []
     for kind, nb in steps:
@@ -131,7 +132,7 @@ def _plan(bs: int, vocab: int, top_p: bool, param_is_tensor: bool, t: RenormTuni
             launches.append(_Launch(rk._gather_finish_kernel, grid, "gather", sizes, meta))
         elif kind == "compact":
             attempt += 1
-            block, warps = t.large_batch_compact if bs >= t.large_batch_rows else t.compact
+            block, warps = t.large_batch_compact if bs >= t.large_batch_rows[top_p] else t.compact
             meta = dict(**param, **common, ATTEMPT=attempt, ADAPT=small, MASSES=top_p and attempt == 1, BLOCK=block,
                         num_warps=warps)
             launches.append(_Launch(rk._compact_kernel, grid, "compact", sizes, meta))

@@ -60,11 +60,11 @@ class RenormTuning:
     # (chunk, row) programs to aim for; chunks are whole multiples of chunk_align columns.
     chunk_align: int = 1024
     target_programs: int = 1280
-    # From large_batch_rows rows: large_batch_programs (chunk, row) programs, and the compaction in
-    # programs of large_batch_compact (one warp: no bar.sync in its loop; it needs many programs).
-    # Below large_batch_rows that many one-warp programs cost more than they save, so smaller
-    # batches keep the shapes above (docs/performance.md).
-    large_batch_rows: int = 256
+    # From large_batch_rows rows (by op; one int sets both): large_batch_programs (chunk, row) programs,
+    # and the compaction in programs of large_batch_compact (one warp: no bar.sync in its loop; it
+    # needs many programs). Top-k gains from 64 rows (76 -> 70 us at 64 rows, k = 50), top-p loses
+    # there (114 -> 132) and keeps the shapes above below 256 rows (docs/performance.md).
+    large_batch_rows: int | tuple[int, int] = (64, 256)
     large_batch_programs: int = 4096
     large_batch_compact: _Shape = (512, 1)
     # Small batches read the candidates on this many programs per row after the compaction: top-k's
@@ -81,7 +81,7 @@ class RenormTuning:
     eager_graphs_kept: int = 4
 
     def __post_init__(self) -> None:
-        for name in ("finish_min_rows", "compact_attempts"):  # one int sets both ops
+        for name in ("finish_min_rows", "compact_attempts", "large_batch_rows"):  # one int sets both ops
             value = getattr(self, name)
             if isinstance(value, int) and not isinstance(value, bool):
                 object.__setattr__(self, name, (value, value))
@@ -97,10 +97,10 @@ class RenormTuning:
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 0:
                 refuse(name, "must be an int >= 0")
         for name in ("candidate_capacity", "chunk_align", "target_programs", "small_batch_programs",
-                     "large_batch_rows", "large_batch_programs"):
+                     "large_batch_programs"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
                 refuse(name, "must be an int >= 1")
-        for name in ("finish_min_rows", "compact_attempts"):
+        for name in ("finish_min_rows", "compact_attempts", "large_batch_rows"):
             pair = getattr(self, name)
             if not (isinstance(pair, tuple) and len(pair) == 2 and all(isinstance(r, int) and r >= 1 for r in pair)):
                 refuse(name, "must be an int >= 1 or a (top-k, top-p) pair of them")
