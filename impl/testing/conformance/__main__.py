@@ -19,7 +19,8 @@ TRUST = ("The kit executes the engine's code (the modules the adapter names and 
          "processes, never in the kit's own process (--in-process changes that).")
 EXIT_CODES = """exit status:
   0  every compared case agrees and every sync cell keeps what the policy requires
-  1  a core difference, a sync-policy failure (a cell elides a sync the policy keeps), or a load error
+  1  a core difference, a sync-policy failure (a cell elides a sync the policy keeps), a load error,
+     or a case that crashed or hung (isolated runs stop a child silent for --case-timeout seconds)
   2  a bad argument (one line on stderr, before anything runs)
   5  nothing was compared (every op and builder not provided, or every case not applicable)"""
 NOTHING_COMPARED = 5
@@ -41,6 +42,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                         help="load and run the engine's code in this process (faster; a kernel that segfaults or "
                              "faults the GPU then ends the run, and the engine's imports stay in this process)")
     parser.add_argument("--kinds", default="sample,error,bad-value", help="case kinds to run")
+    parser.add_argument("--case-timeout", type=float, default=600.0, metavar="SECONDS",
+                        help="isolated runs: a child that sends nothing for this long (loading the engine's "
+                             "module, one case, one metadata builder) is stopped and that case reported as "
+                             "hung, a failure (default 600)")
     return parser.parse_args(argv)
 
 
@@ -51,6 +56,8 @@ def _fail(message: str) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
+    if not args.case_timeout > 0:  # NaN too
+        return _fail(f"--case-timeout must be a positive number of seconds, got {args.case_timeout}")
     from impl.testing.conformance.engines import get_engine
     try:
         engine = get_engine(args.engine)
@@ -80,9 +87,10 @@ def main(argv: list[str] | None = None) -> int:
     isolate = not args.in_process
     ops = [o for o in names if engine.op(o) is not None]
     builders = [o for o in names if o not in ops]
-    results = run_engine(engine, str(root), device, ops, kinds=kinds, large=args.large, isolate=isolate) \
-        if ops or not names else []
-    metadata = run_metadata(engine, str(root), str(device), builders, isolate=isolate) if builders or not names else []
+    results = run_engine(engine, str(root), device, ops, kinds=kinds, large=args.large, isolate=isolate,
+                         case_timeout=args.case_timeout) if ops or not names else []
+    metadata = run_metadata(engine, str(root), str(device), builders, isolate=isolate,
+                            case_timeout=args.case_timeout) if builders or not names else []
     report = Report(engine.name, str(root), str(device), results, metadata)
     print(as_json(report) if args.format == "json" else format_text(report))
     if args.json:

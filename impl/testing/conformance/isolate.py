@@ -6,8 +6,10 @@ through a pipe (issue 30: the engine's tree is code we execute, the kit's proces
 A wrong address in an engine's kernel can fault the GPU (``illegal memory access``); the fault is
 sticky, so every later CUDA call of that process fails. After a faulting case the child stops and
 the next one starts at the following case. A child that dies without a word (a segfault) gets its
-current case reported as crashed. Imports the kit's cases and adapter types (the loader only in
-the child).
+current case reported as crashed. A child that sends nothing for ``case_timeout`` seconds (its
+module's load, or one case) is stopped (SIGTERM, then SIGKILL) and its current case reported as
+hung; the next child starts at the following case. Imports the kit's cases and adapter types (the
+loader only in the child).
 """
 from __future__ import annotations
 
@@ -16,6 +18,44 @@ from dataclasses import dataclass, field
 
 from impl.testing.conformance.adapter import EngineAdapter, OpAdapter
 from impl.testing.conformance.cases import CaseResult, case_list, claimed, device_fault
+
+
+CASE_TIMEOUT_S = 600.0  # the default: a CPU run compiles nothing, but Triton's interpreter is slow on large samples
+HUNG = object()  # next_message: the child said nothing in time (it has been stopped)
+CLOSED = object()  # next_message: the child's end of the pipe closed (it died, or exited)
+
+
+def next_message(receive, child, timeout: float):
+    """The child's next message, CLOSED when its end of the pipe closed, or HUNG after ``timeout``
+    seconds of silence (the child is then stopped)."""
+    if receive.poll(timeout):
+        try:
+            return receive.recv()
+        except EOFError:
+            return CLOSED
+    stop(child)
+    return HUNG
+
+
+def stop(child, grace: float = 2.0) -> None:
+    """End ``child``: SIGTERM, ``grace`` seconds, then SIGKILL; reaped either way."""
+    if child.is_alive():
+        child.terminate()
+        child.join(grace)
+    if child.is_alive():
+        child.kill()
+    child.join()
+
+
+def reap(child, timeout: float) -> None:
+    """Wait for a child that is done to exit, at most ``timeout`` seconds (engine code may leave a
+    thread that keeps it alive), then stop it."""
+    child.join(timeout)
+    stop(child)
+
+
+def stop_message(timeout: float) -> str:
+    return f"sent nothing for {timeout:g} s (hung; the process was stopped; --case-timeout sets the limit)"
 
 
 @dataclass
@@ -63,8 +103,8 @@ def _worker(engine: EngineAdapter, adapter: OpAdapter, root: str, device: str, k
     out.send(None)
 
 
-def run_cases_isolated(engine: EngineAdapter, adapter: OpAdapter, root: str, device: str, kinds, large: bool
-                       ) -> IsolatedRun:
+def run_cases_isolated(engine: EngineAdapter, adapter: OpAdapter, root: str, device: str, kinds, large: bool,
+                       case_timeout: float = CASE_TIMEOUT_S) -> IsolatedRun:
     from impl.testing.op_table import OPS_BY_NAME
     cases = case_list(OPS_BY_NAME[adapter.op], kinds, large)
     ctx = mp.get_context("spawn")
@@ -75,13 +115,13 @@ def run_cases_isolated(engine: EngineAdapter, adapter: OpAdapter, root: str, dev
         child = ctx.Process(target=_worker, args=(engine, adapter, root, device, kinds, large, start, send))
         child.start()
         send.close()  # the child holds the only writer: its death ends the pipe
-        finished = loaded = False
+        finished = loaded = hung = False
         while True:
-            try:
-                message = receive.recv()
-            except EOFError:
+            message = next_message(receive, child, case_timeout)
+            if message is HUNG or message is CLOSED:
+                hung = message is HUNG
                 break
-            if message is None:
+            if message is None:  # the child's end marker
                 finished = True
                 break
             if message[0] == "load":
@@ -96,18 +136,21 @@ def run_cases_isolated(engine: EngineAdapter, adapter: OpAdapter, root: str, dev
             run.cases.append(result)
             start = index + 1
         receive.close()
-        child.join()
+        reap(child, case_timeout)
         first = False
         if run.load != "loaded":
             return run
-        if not loaded:  # died while loading the engine's module
-            run.load, run.detail = "load error", f"loading crashed the process (exit code {child.exitcode})"
+        if not loaded:  # died (or hung) while loading the engine's module
+            run.load = "load error"
+            run.detail = ("loading " + stop_message(case_timeout) if hung
+                          else f"loading crashed the process (exit code {child.exitcode})")
             return run
         if finished and start < len(cases):  # stopped after a fault: go on in a fresh child
             continue
-        if not finished and start < len(cases):  # died without a word on case `start`
+        if not finished and start < len(cases):  # died without a word, or hung, on case `start`
             kind, case = cases[start]
-            run.cases.append(CaseResult(kind, case.name, "raises", claimed(adapter, kind, case),
-                                        f"crashed the process (exit code {child.exitcode})"))
+            why = stop_message(case_timeout) if hung else f"crashed the process (exit code {child.exitcode})"
+            run.cases.append(CaseResult(kind, case.name, "raises", claimed(adapter, kind, case), why))
             start += 1
     return run
+

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from impl import sync_policy
 from impl.testing.conformance.adapter import EngineAdapter
+from impl.testing.conformance.isolate import CASE_TIMEOUT_S, CLOSED, HUNG, next_message, reap, stop_message
 from impl.testing.conformance.meta_adapter import MetadataAdapter
 
 ALGORITHMS = ("mtp", "dspark")
@@ -162,7 +163,9 @@ def _child(engine, adapter, root, device, out) -> None:
 
 
 def run_builder(engine: EngineAdapter, adapter: MetadataAdapter, root: str, device: str,
-                isolate: bool = True) -> MetaResult:
+                isolate: bool = True, case_timeout: float = CASE_TIMEOUT_S) -> MetaResult:
+    """One builder's checks, in a spawned child unless ``isolate`` is off; a child that sends nothing
+    for ``case_timeout`` seconds is stopped and the builder reported as a load error (hung)."""
     if not isolate:
         return run_builder_here(engine, adapter, root, device)
     ctx = mp.get_context("spawn")
@@ -170,19 +173,18 @@ def run_builder(engine: EngineAdapter, adapter: MetadataAdapter, root: str, devi
     child = ctx.Process(target=_child, args=(engine, adapter, root, device, send))
     child.start()
     send.close()
-    try:
-        result = receive.recv()
-    except EOFError:
-        result = None
+    result = next_message(receive, child, case_timeout)
     receive.close()
-    child.join()
-    if result is None:
+    reap(child, case_timeout)
+    if result is HUNG:
+        return MetaResult(adapter.name, adapter.where, "load error", detail=stop_message(case_timeout))
+    if result is CLOSED:
         return MetaResult(adapter.name, adapter.where, "load error",
                           detail=f"crashed the process (exit code {child.exitcode})")
     return result
 
 
 def run_metadata(engine: EngineAdapter, root: str, device: str, names: list[str] | None = None,
-                 isolate: bool = True) -> list[MetaResult]:
+                 isolate: bool = True, case_timeout: float = CASE_TIMEOUT_S) -> list[MetaResult]:
     chosen = [m for m in engine.metadata if not names or m.name in names]
-    return [run_builder(engine, m, root, device, isolate) for m in chosen]
+    return [run_builder(engine, m, root, device, isolate, case_timeout) for m in chosen]

@@ -59,18 +59,22 @@ def _verdict(cases: list[CaseResult]) -> str:
 
 def run_op(engine: EngineAdapter, adapter: OpAdapter, root: str, device: torch.device | str,
            kinds: tuple[str, ...] = ("sample", "error", "bad-value"), large: bool = False,
-           isolate: bool = True) -> OpResult:
+           isolate: bool = True, case_timeout: float | None = None) -> OpResult:
     """Every case of one op. ``isolate`` (default: yes) runs them in spawned child processes, a fresh one after
     a case that faults the device or kills the process: an engine kernel given a wild address can fault a GPU
     (sticky for the process) or segfault even Triton's interpreter, and one such case must not take the other
     cases (or ops) with it; the engine's module is then loaded in the children only. ``isolate=False`` loads
-    and runs the engine's code in this process (``--in-process``: faster; for trusted trees)."""
+    and runs the engine's code in this process (``--in-process``: faster; for trusted trees). Isolated, a
+    child silent for ``case_timeout`` seconds (default: isolate.CASE_TIMEOUT_S) is stopped and its case
+    reported as hung; in process nothing can stop a hung case."""
     op = OPS_BY_NAME.get(adapter.op)
     if op is None:
         return OpResult(adapter.op, adapter.where, "load error", detail=f"no op {adapter.op!r} in the op table")
     if isolate:  # the engine's module is loaded in the children only, never in this process
         from impl.testing.conformance.isolate import run_cases_isolated
-        run = run_cases_isolated(engine, adapter, root, str(device), kinds, large)
+        from impl.testing.conformance.isolate import CASE_TIMEOUT_S
+        run = run_cases_isolated(engine, adapter, root, str(device), kinds, large,
+                                 CASE_TIMEOUT_S if case_timeout is None else case_timeout)
         if run.load != "loaded":
             return OpResult(op.name, adapter.where, run.load, detail=run.detail)
         return OpResult(op.name, adapter.where, _verdict(run.cases), run.cases, run.stubs, run.files)
