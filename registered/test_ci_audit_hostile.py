@@ -276,6 +276,27 @@ def test_an_internal_error_is_exit_3_in_one_line_and_the_traceback_only_with_deb
 
 
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
+def test_a_value_error_inside_the_audit_is_exit_3_and_an_input_error_is_exit_2(tmp_path, capsys, monkeypatch):
+    """Only the audit's refusals of its input (InputError and its kinds) are exit 2; a ValueError from
+    anywhere else is a defect of the audit and reads as one (exit 3), never as the user's mistake."""
+    from ci.input_errors import InputError
+
+    root = _small_tree(tmp_path)
+    for raised, code, said in ((ValueError("a bug in the audit"), 3, "internal error: ValueError"),
+                               (InputError("--root x: not a directory"), 2, "--root x: not a directory")):
+        def broken(args, raised=raised):
+            raise raised
+
+        monkeypatch.setattr(audit_cli, "collect_findings", broken)
+        assert audit_cli.main(["--root", str(root), "--adapter", "sglang"]) == code
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and said in err, err
+    monkeypatch.undo()
+    assert audit_cli.main(["--root", str(tmp_path / "missing"), "--adapter", "sglang"]) == 2  # a real refusal
+    assert "not a directory" in capsys.readouterr().err
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
 def test_help_and_docs_state_the_exit_codes(capsys):
     with pytest.raises(SystemExit):
         audit_cli.main(["--help"])

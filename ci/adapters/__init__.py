@@ -9,6 +9,8 @@ Imports nothing from ``impl/`` or test code.
 """
 from __future__ import annotations
 
+from ci.input_errors import InputError
+
 from ci.adapters.base import Adapter, RunnerCall, Target
 
 ADAPTER_NAMES = ("dspark", "sglang")
@@ -22,7 +24,7 @@ def get_adapter(name: str) -> Adapter:
     if name == "sglang":
         from ci.adapters.sglang import SGLangAdapter
         return SGLangAdapter()
-    raise ValueError(f"unknown adapter {name!r} (--adapter); known adapters: {list(ADAPTER_NAMES)}")
+    raise InputError(f"unknown adapter {name!r} (--adapter); known adapters: {list(ADAPTER_NAMES)}")
 
 
 __all__ = ["ADAPTER_NAMES", "Adapter", "RunnerCall", "Target", "get_adapter"]

@@ -4,6 +4,8 @@ Imports nothing from ``impl/``, torch or test code.
 """
 from __future__ import annotations
 
+from ci.input_errors import InputError
+
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -85,5 +87,5 @@ def parse_shard_text(text: str) -> tuple[int, int]:
     """``"I/N"`` -> (I, N) with 1 <= I <= N; a ValueError says what a shard looks like."""
     index, slash, count = text.strip().partition("/")
     if not slash or not index.isdigit() or not count.isdigit() or not 1 <= int(index) <= int(count):
-        raise ValueError(f"--shard {text!r}: expected I/N with 1 <= I <= N, e.g. 2/3")
+        raise InputError(f"--shard {text!r}: expected I/N with 1 <= I <= N, e.g. 2/3")
     return int(index), int(count)

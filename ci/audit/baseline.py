@@ -44,6 +44,8 @@ Imports nothing from ``impl/``, test code or torch.
 """
 from __future__ import annotations
 
+from ci.input_errors import InputError
+
 import dataclasses
 import json
 from collections import Counter
@@ -62,7 +64,7 @@ SUITE_FIELDS = ("hardware", "suite", "schedule")
 Key = tuple[str, str, str, str]
 
 
-class BaselineError(ValueError):
+class BaselineError(InputError):
     """A baseline file that cannot be read: the message names the file and what was expected."""
 
 

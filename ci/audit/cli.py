@@ -20,6 +20,8 @@ workflow command (ci/log_escape.py). Needs pyyaml only: no torch, nothing of the
 """
 from __future__ import annotations
 
+from ci.input_errors import InputError
+
 import argparse
 import datetime as dt
 import json
@@ -309,9 +311,10 @@ def _main(argv: list[str]) -> int:
     except UsageError as exc:
         print(f"{PROG}: {_one_line(exc)}", file=sys.stderr)
         return 2
-    except (ValueError, UnreadableFile) as exc:   # the audits' own refusals (bad root, unreadable registry)
+    except (InputError, UnreadableFile) as exc:   # the audits' own refusals (bad root, unreadable registry)
         print(f"{PROG}: {_one_line(exc)}", file=sys.stderr)
         return 2
+    # any other ValueError is a defect of the audit, not the input: main() reports it as exit 3
 
 
 if __name__ == "__main__":

@@ -13,6 +13,8 @@ Imports nothing from ``impl/`` or test code.
 """
 from __future__ import annotations
 
+from ci.input_errors import InputError
+
 import configparser
 import re
 from dataclasses import dataclass, field
@@ -108,7 +110,7 @@ def run_foreign_audit(root: str | Path, adapter: Adapter | str = "sglang", *,
     adapter = get_adapter(adapter) if isinstance(adapter, str) else adapter
     root = Path(root).resolve()
     if not root.is_dir():
-        raise ValueError(f"--root {root}: not a directory")
+        raise InputError(f"--root {root}: not a directory")
     repository = repository or repository_of(root)
     if repository:
         adapter.context = {**adapter.context, "github.repository": repository}

@@ -12,6 +12,8 @@ Imports nothing from ``impl/`` or test code.
 """
 from __future__ import annotations
 
+from ci.input_errors import InputError
+
 import functools
 
 import json
@@ -44,7 +46,7 @@ _TOKEN_RE = re.compile(r"""
 """, re.X)
 
 
-class ExpressionError(ValueError):
+class ExpressionError(InputError):
     """The text is not a GitHub expression this evaluator can parse."""
 
 

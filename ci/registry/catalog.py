@@ -7,6 +7,8 @@ gate table in ``impl/gates.py`` (which imports no torch). Never imports torch,
 """
 from __future__ import annotations
 
+from ci.input_errors import InputError
+
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,7 +34,7 @@ DIGEST_RE = re.compile(r"@sha256:[0-9a-f]{64}$")
 _TOOLCHAIN_KEYS = ("torch", "triton", "index_url")
 
 
-class CatalogError(ValueError):
+class CatalogError(InputError):
     """The catalog file is malformed, or a label is not in it."""
 
 

@@ -8,6 +8,8 @@ listed in :attr:`Collection.unregistered` for the audit.
 """
 from __future__ import annotations
 
+from ci.input_errors import InputError
+
 import ast
 import re
 from dataclasses import dataclass, field
@@ -31,7 +33,7 @@ VARIANT_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 DISABLED_KEYS = ("reason", "until")
 
 
-class CollectionError(ValueError):
+class CollectionError(InputError):
     """One or more registrations are invalid; ``problems`` holds ``file:line: msg`` lines."""
 
     def __init__(self, problems: list[str]):

@@ -6,6 +6,8 @@ files. Imports nothing of the project but ci.safe_files (stdlib only), no torch,
 """
 from __future__ import annotations
 
+from ci.input_errors import InputError
+
 import json
 from collections.abc import Mapping
 from pathlib import Path
@@ -20,7 +22,7 @@ REGISTRATION_PROPERTY = "ci.registration"   # testcase property the pytest plugi
 Durations = dict[str, dict[str, float]]       # label -> node id -> seconds
 
 
-class DurationsError(ValueError):
+class DurationsError(InputError):
     """ci/durations.json is malformed, or a refresh found nothing to read."""
 
 

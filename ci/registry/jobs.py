@@ -9,6 +9,8 @@ pairs, planned from ``ci/durations.json`` (falling back to ``est_time``).
 """
 from __future__ import annotations
 
+from ci.input_errors import InputError
+
 import difflib
 import re
 from dataclasses import dataclass, field, replace
@@ -44,7 +46,7 @@ class JobKey:
 def job_id(schedule: str, hardware: str, suite: str, variant: str | None = None) -> str:
     text = f"{schedule}/{hardware}/{suite}" + (f"[{variant}]" if variant else "")
     if not JOB_ID_RE.match(text):
-        raise ValueError(f"cannot form a job id from {schedule!r}, {hardware!r}, {suite!r}, {variant!r}")
+        raise InputError(f"cannot form a job id from {schedule!r}, {hardware!r}, {suite!r}, {variant!r}")
     return text
 
 
@@ -52,7 +54,7 @@ def parse_job_id(text: str) -> JobKey:
     """Inverse of :func:`job_id`; a ValueError says what a job id looks like."""
     match = JOB_ID_RE.match(text or "")
     if not match:
-        raise ValueError(
+        raise InputError(
             f"not a job id: {text!r}; expected schedule/hardware/suite or schedule/hardware/suite[variant], "
             "e.g. per-commit/cpu/kernels or nightly/mi35x-8/dspark-e2e[kv]"
         )
@@ -147,7 +149,7 @@ class Group:
 def parse_group_id(text: str) -> tuple[str, str]:
     parts = (text or "").split("/")
     if len(parts) != 2 or not all(parts) or not JOB_ID_RE.match(f"{parts[0]}/{parts[1]}/x"):
-        raise ValueError(f"not a group id: {text!r}; expected schedule/hardware, "
+        raise InputError(f"not a group id: {text!r}; expected schedule/hardware, "
                          "e.g. per-commit/cpu or nightly/mi35x-8")
     return parts[0], parts[1]
 
@@ -180,7 +182,7 @@ class Registry:
     def group_shard(self, group_id: str, index: int, count: int) -> list[tuple[Job, list[str]]]:
         """The (job, node ids) that shard ``index`` (1-based) of ``count`` of the group runs, in job order."""
         if count < 1 or not 1 <= index <= count:
-            raise ValueError(f"shard {index}/{count}: need 1 <= I <= N")
+            raise InputError(f"shard {index}/{count}: need 1 <= I <= N")
         shard = group_partition(self.group_items(group_id), count)[index - 1]
         return [(job, shard[job.id]) for job in self.group(group_id).jobs if shard.get(job.id)]
 

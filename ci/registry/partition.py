@@ -5,6 +5,8 @@ or a ``{node_id: seconds}`` JSON from an earlier run) where those know a test.
 """
 from __future__ import annotations
 
+from ci.input_errors import InputError
+
 import heapq
 import json
 import math
@@ -26,7 +28,7 @@ def lpt_partition(items: Sequence[tuple[str, float]], shards: int) -> list[list[
     function of the input set. Each shard's ids are returned sorted.
     """
     if shards < 1:
-        raise ValueError(f"shards must be >= 1, got {shards}")
+        raise InputError(f"shards must be >= 1, got {shards}")
     order = sorted(items, key=lambda it: (-it[1], it[0]))
     heap = [(0.0, 0, i) for i in range(shards)]
     out: list[list[str]] = [[] for _ in range(shards)]
@@ -99,7 +101,7 @@ def group_partition(items: GroupItems, shards: int,
     every (job, test) pair becomes its own unit. Deterministic in its input set.
     """
     if shards < 1:
-        raise ValueError(f"shards must be >= 1, got {shards}")
+        raise InputError(f"shards must be >= 1, got {shards}")
     best: list[dict[str, list[str]]] = []
     for whole_jobs in (True, False):
         units = sorted(_units(items, shards, whole_jobs), key=lambda u: (-u[0], u[1], u[2]))
@@ -139,10 +141,10 @@ def parse_shard(text: str) -> tuple[int, int]:
     """``"I/N"`` (1-based) -> (I, N); a clear ValueError otherwise."""
     match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text or "")
     if not match:
-        raise ValueError(f"--shard must look like I/N (e.g. 2/3), got {text!r}")
+        raise InputError(f"--shard must look like I/N (e.g. 2/3), got {text!r}")
     index, count = int(match.group(1)), int(match.group(2))
     if count < 1 or not 1 <= index <= count:
-        raise ValueError(f"--shard {text}: need 1 <= I <= N")
+        raise InputError(f"--shard {text}: need 1 <= I <= N")
     return index, count
 
 
@@ -171,7 +173,7 @@ def load_durations(path: str | Path) -> dict[str, float]:
         return out
     data = json.loads(text)
     if not isinstance(data, dict) or not all(isinstance(v, (int, float)) for v in data.values()):
-        raise ValueError(f"{path}: durations JSON must be an object {{node_id: seconds}}")
+        raise InputError(f"{path}: durations JSON must be an object {{node_id: seconds}}")
     for node_id, seconds in data.items():
         key = dotted(node_id)
         out[key] = out.get(key, 0.0) + float(seconds)
