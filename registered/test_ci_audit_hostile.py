@@ -392,6 +392,19 @@ def test_fork_rule_flags_label_only_and_pull_request_target_and_accepts_guards_a
     assert any("pull_request_target" in m for _r, m, _p, _l in found)
 
 
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
+def test_fork_rule_follows_local_reusable_workflows_to_their_self_hosted_jobs(tmp_path):
+    """A pull_request workflow that calls a reusable workflow exposes that workflow's self-hosted jobs:
+    flagged on the calling job when the call can run for a fork's push and switches the GPU job on;
+    not when the calling job is guarded, or when the input that gates the GPU job keeps its default."""
+    found = _fork_scan(tmp_path, ["gpu-callee.yml", "calls-gpu.yml", "calls-guarded.yml", "calls-without-gpu.yml"])
+    caller, callee = ".github/workflows/calls-gpu.yml", ".github/workflows/gpu-callee.yml"
+    assert [(path, message.split(": runs on")[0]) for _rule, message, path, _line in found] == [
+        (caller, f"{caller}:tests -> {callee}:gpu")], found
+    assert all(line > 0 for _rule, _message, _path, line in found)  # the calling job's line
+    assert "['self-hosted', 'big-gpu-box'] under pull_request" in found[0][1]
+
+
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=2)
 def test_project_workflows_keep_forks_off_the_gpu_runners_and_the_old_gate_is_flagged(tmp_path):
     own = [f for f in scan_workflows(REAL_ROOT, "dspark").input_findings if f[0] == "fork-on-self-hosted"]

@@ -15,18 +15,23 @@ does not count: the label stays on the pull request when the fork's author pushe
 ``if: github.event.action == 'labeled' && github.event.label.name == 'run-gpu-ci'`` does: only
 the labelling itself, an act of a maintainer on the head commit of that moment, runs it
 (docs/fork-safety.md). A label known only at run time (``runs-on: ${{ inputs.runner }}``
-unresolved) is not judged. Imports nothing from ``impl/`` or test code.
+unresolved) is not judged. A job that calls a local reusable workflow (``uses: ./.github/workflows/
+y.yml``) exposes every job of it (and of the workflows it calls, MAX_CALL_DEPTH deep) that would
+be flagged under the same event: the called workflow sees the caller's ``github`` context, its
+``inputs`` are the caller's literal ``with:`` values and its own defaults (others unknown); the
+finding sits on the calling job. Imports nothing from ``impl/`` or test code.
 """
 from __future__ import annotations
 
 import re
 from typing import Any, Iterable, Mapping
 
-from ci.github.expressions import UNKNOWN, evaluate
+from ci.github.expressions import UNKNOWN, ExpressionError, evaluate
 from ci.github.masking import job_state
-from ci.github.triggers import workflow_triggers
+from ci.github.triggers import call_input_defaults, workflow_triggers
 
 RULE = "fork-on-self-hosted"
+MAX_CALL_DEPTH = 4  # reusable workflows calling reusable workflows (GitHub allows four levels)
 HOSTED_IMAGE = re.compile(r"^(ubuntu|windows|macos)-(latest|\d+(\.\d+)?)(-(arm|arm64|large|xlarge|intel))?$")
 FORK_OWNER = "a-fork-owner"   # any owner other than the base repository's
 
@@ -58,30 +63,74 @@ def _approved(job: Mapping[str, Any], ctx: Mapping[str, Any]) -> bool:
     return value is not UNKNOWN and bool(value)
 
 
+def _self_hosted(labels: tuple[str, ...], catalog_labels: tuple[str, ...]) -> list[str]:
+    """The self-hosted labels of a job's ``runs-on`` (none when any label is known only at run time)."""
+    if any("${{" in lbl for lbl in labels):
+        return []
+    return [lbl for lbl in labels if is_self_hosted(lbl, catalog_labels)]
+
+
+def _local_call(job: Mapping[str, Any], docs: Mapping[str, Any]) -> str | None:
+    """The workflow file a job calls with ``uses: ./...``, when it is one of the scanned workflows."""
+    uses = job.get("uses")
+    if isinstance(uses, str) and uses.startswith("./"):
+        rel = uses[2:].split("@")[0]
+        return rel if rel in docs else None
+    return None
+
+
+def _callee_context(ctx: Mapping[str, Any], job: Mapping[str, Any], callee: dict[str, Any]) -> dict[str, Any]:
+    """The caller's context with ``inputs.*`` replaced by the callee's: the caller's literal ``with:``
+    values (an expression is evaluated in the caller's context), else the callee's defaults."""
+    out = {k: v for k, v in ctx.items() if not k.lower().startswith("inputs.")}
+    inputs = dict(call_input_defaults(callee))
+    with_ = job.get("with")
+    for name, value in (with_.items() if isinstance(with_, dict) else ()):
+        if isinstance(value, str) and "${{" in value:
+            try:
+                value = evaluate(value, ctx)
+            except ExpressionError:
+                value = UNKNOWN
+        inputs[str(name)] = value
+    out.update({f"inputs.{name}": value for name, value in inputs.items() if value is not UNKNOWN})
+    return out
+
+
+def _exposed(docs: Mapping[str, dict[str, Any]], runs_on: Mapping[tuple[str, str], tuple[str, ...]], rel: str,
+             ctx: Mapping[str, Any], catalog_labels: tuple[str, ...], depth: int = 0) -> list[tuple[str, list[str]]]:
+    """("file:job", self-hosted labels) of every job of workflow ``rel`` a fork's push can run unapproved
+    under ``ctx``, following its local reusable-workflow calls."""
+    doc, out, memo = docs[rel], [], {}
+    for key, job in doc["jobs"].items():
+        if not isinstance(job, dict) or job_state(doc, str(key), ctx, memo) is False or _approved(job, ctx):
+            continue
+        hosted = _self_hosted(runs_on.get((rel, str(key)), ()), catalog_labels)
+        if hosted:
+            out.append((f"{rel}:{str(key)[:80]}", hosted))
+        callee = _local_call(job, docs)
+        if callee is not None and depth < MAX_CALL_DEPTH:
+            out += [(f"{rel}:{str(key)[:80]} -> {where}", labels) for where, labels in
+                    _exposed(docs, runs_on, callee, _callee_context(ctx, job, docs[callee]), catalog_labels,
+                             depth + 1)]
+    return out
+
+
 def fork_findings(docs: Mapping[str, dict[str, Any]], runs_on: Mapping[tuple[str, str], tuple[str, ...]],
                   lines: Mapping[str, Mapping[str, int]], base_ctx: Mapping[str, Any],
                   catalog_labels: Iterable[str] = ()) -> list[tuple[str, str, str, int]]:
-    """(rule, message, path, line) for every self-hosted job a fork's pull request can reach unapproved."""
+    """(rule, message, path, line) for every self-hosted job a fork's pull request can reach unapproved,
+    directly or through the local reusable workflows it calls (the finding sits on the calling job)."""
     catalog_labels = tuple(catalog_labels)
     out = []
     for rel, doc in docs.items():
         events = [e for e in ("pull_request_target", "pull_request") if e in workflow_triggers(doc)]
         for event in events:
-            ctx = fork_context(event, base_ctx)
-            memo: dict[str, bool | None] = {}
-            for key, job in doc["jobs"].items():
-                if not isinstance(job, dict):
-                    continue
-                labels = runs_on.get((rel, str(key)), ())
-                hosted = [lbl for lbl in labels if "${{" not in lbl and is_self_hosted(lbl, catalog_labels)]
-                if not hosted or any("${{" in lbl for lbl in labels):
-                    continue
-                if job_state(doc, str(key), ctx, memo) is False or _approved(job, ctx):
-                    continue
-                why = ("the base repository's token and secrets, whatever it checks out"
-                       if event == "pull_request_target" else
-                       "every later push of the fork's author runs it too (its if: is not false on synchronize)")
-                out.append((RULE, f"{rel}:{str(key)[:80]}: runs on self-hosted runner(s) {hosted[:4]} under {event} "
+            why = ("the base repository's token and secrets, whatever it checks out"
+                   if event == "pull_request_target" else
+                   "every later push of the fork's author runs it too (its if: is not false on synchronize)")
+            for where, hosted in _exposed(docs, runs_on, rel, fork_context(event, base_ctx), catalog_labels):
+                key = where.split(":", 1)[1].split(" -> ")[0]
+                out.append((RULE, f"{where}: runs on self-hosted runner(s) {hosted[:4]} under {event} "
                             f"from a fork: {why}; guard it (github.event.pull_request.head.repo.full_name == "
                             "github.repository, or run it only on the labelled event) or add an environment with "
                             "required reviewers (docs/fork-safety.md)", rel, lines.get(rel, {}).get(f"job:{key}", 0)))
