@@ -156,6 +156,11 @@ MASKS = {
     "exit0": dict(cpu_run="|\n          " + CPU_STEP + "\n          exit 0"),
     "background": dict(cpu_run=CPU_STEP + " &"),
     "if-condition": dict(cpu_run=f"if ! {CPU_STEP}; then echo flaky; fi"),
+    "group-or-true": dict(cpu_run="|\n          { " + CPU_STEP + "; } || true"),
+    "subshell-lines": dict(cpu_run="|\n          (\n            " + CPU_STEP + "\n          ) || echo failed"),
+    "function-or-true": dict(cpu_run="|\n          run_tests() {\n            " + CPU_STEP + "\n          }\n"
+                                     "          run_tests || true"),
+    "trap-exit": dict(cpu_run="|\n          trap 'echo cleanup; exit' EXIT\n          " + CPU_STEP),
     "step-continue": dict(step_extra="\n        continue-on-error: true"),
     "job-continue": dict(job_extra="\n    continue-on-error: ${{ github.event_name == 'push' }}"),
     "step-if": dict(step_extra="\n        if: github.event_name == 'push'"),
@@ -169,7 +174,9 @@ MASKS = {
 }
 WORDS = {"or-true": "`|| true`", "or-echo": "`|| echo tests failed`", "tee": "piped into `tee suite.log`",
          "set+e": "`set +e`", "semicolon-true": "`; true`", "exit0": "`exit 0`", "background": "background",
-         "if-condition": "condition of `if`", "step-continue": "step continue-on-error: True",
+         "if-condition": "condition of `if`", "group-or-true": "its group: `|| true`",
+         "subshell-lines": "its group: `|| echo failed`", "function-or-true": "via function `run_tests`: `|| true`",
+         "trap-exit": "the handler's exit replaces the failure's", "step-continue": "step continue-on-error: True",
          "job-continue": "job continue-on-error", "step-if": "step if: \"github.event_name == 'push'\"",
          "no-errexit-shell": "later commands decide", "dry-run": "`--dry-run` on the runner's command line",
          "help": "`--help` on the runner's command line",
@@ -197,6 +204,10 @@ def test_g_anything_that_can_mask_the_runner_is_named_and_the_step_does_not_coun
     ("python3 -m pip install nox && " + CPU_STEP + " && echo passed", ""),
     (CPU_STEP + " > suite.log 2>&1", ""),                                 # a redirection, not a background job
     ("|\n          " + CPU_STEP + " | tee suite.log\n          exit ${PIPESTATUS[0]}", ""),
+    ("|\n          { " + CPU_STEP + "; } > suite.log 2>&1", ""),                # a group whose output is kept
+    ("|\n          trap 'rm -rf build' EXIT\n          " + CPU_STEP, ""),      # a cleanup trap keeps the status
+    ("|\n          trap 'echo bye; exit $?' EXIT\n          " + CPU_STEP, ""),  # a trap that rethrows it
+    ("|\n          run_tests() {\n            " + CPU_STEP + "\n          }\n          run_tests", ""),
 ])
 def test_g_honest_shell_around_the_runner_is_not_flagged(tmp_path, run, extra):
     report = run_audit(repo_with(tmp_path, cpu_run=run, step_extra=extra).root, today=TODAY)

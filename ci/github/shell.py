@@ -206,8 +206,86 @@ def _shell_has_pipefail(shell: str | None) -> bool:
     return bool(shell and "pipefail" in shell)
 
 
-def masking(commands: list[Command], k: int, shell: str | None = None) -> list[str]:
-    """Reasons the exit status of ``commands[k]`` may not fail the step (empty: it cannot)."""
+_OPENS = {"{": "}", "(": ")"}
+_FUNCTION_RE = re.compile(r"^([A-Za-z_][\w.-]*)\(\)$")
+_TRAP_EXITS_RE = re.compile(r"\bexit\b(?!\s*(\$\?|\"\$\?\"|\$\{\?\}))")  # `exit`, `exit 0`: not `exit $?`
+
+
+def _group_open(words: tuple[str, ...]) -> tuple[str, str | None] | None:
+    """(opening token, function name or None) when a command opens a `{ ... }` / `( ... )` group:
+    `{ a`, `then { a`, `run() {`, `function run {`, `( a`."""
+    for i, word in enumerate(words):
+        if word in _OPENS and (i == 0 or words[i - 1] in ("then", "do", "else", "&&", "||", "!")
+                               or _FUNCTION_RE.match(words[i - 1]) or words[:1] == ("function",)):
+            name = None
+            if i > 0 and _FUNCTION_RE.match(words[i - 1]):
+                name = _FUNCTION_RE.match(words[i - 1]).group(1)
+            elif words[:1] == ("function",) and i >= 2:
+                name = words[1].removesuffix("()")
+            return word, name
+    return None
+
+
+def _enclosing_groups(commands: list[Command], k: int) -> list[tuple[int, str | None]]:
+    """(index of the command that closes it, function name or None) for each group around ``commands[k]``,
+    innermost first."""
+    stack: list[tuple[str, str | None]] = []
+    for j in range(k + 1):
+        opened = _group_open(commands[j].words)
+        if opened is not None and (j < k or commands[j].words[0] in _OPENS):
+            stack.append(opened)
+        if j < k and commands[j].words[:1] and commands[j].words[0] in _OPENS.values() and stack:
+            stack.pop()
+    out = []
+    for token, name in reversed(stack):
+        depth = 0
+        for c in range(k + 1, len(commands)):
+            words = commands[c].words
+            if _group_open(words) is not None:
+                depth += 1
+            if words[:1] == (_OPENS[token],):
+                if depth == 0:
+                    out.append((c, name))
+                    break
+                depth -= 1
+    return out
+
+
+def _trap_masks(commands: list[Command], k: int) -> list[str]:
+    """An EXIT or ERR trap set before the call whose handler exits: its status replaces the failure's."""
+    for prev in commands[:k]:
+        w = prev.words
+        if w[:1] == ("trap",) and len(w) >= 3 and w[1] != "-" and _TRAP_EXITS_RE.search(w[1]) \
+                and any(sig.upper() in ("EXIT", "ERR", "0", "SIGEXIT") for sig in w[2:]):
+            return [f"`trap '{w[1][:40]}' {' '.join(w[2:])[:20]}` before it: the handler's exit replaces the failure's"]
+    return []
+
+
+def masking(commands: list[Command], k: int, shell: str | None = None, _depth: int = 0) -> list[str]:
+    """Reasons the exit status of ``commands[k]`` may not fail the step (empty: it cannot): its own
+    operators, and those of each `{ ... }` / `( ... )` group around it and of each call of a function
+    whose body holds it."""
+    reasons = _masking_here(commands, k, shell) + _trap_masks(commands, k)
+    if _depth < 4:
+        for close, name in _enclosing_groups(commands, k):
+            if name is None:
+                reasons += [f"its group: {r}" for r in _operator_masks(commands, close, shell)]
+                continue
+            for call in range(close + 1, len(commands)):
+                if commands[call].words[:1] == (name,):
+                    reasons += [f"via function `{name}`: {r}" for r in masking(commands, call, shell, _depth + 1)]
+            break  # a function body: its own groups were judged through its calls
+    return list(dict.fromkeys(reasons))
+
+
+def _operator_masks(commands: list[Command], k: int, shell: str | None) -> list[str]:
+    """What the operator after ``commands[k]`` (a group's closing brace) does to its status."""
+    errexit = [r for r in _masking_here(commands, k, shell) if "set +e" in r or "later commands" in r]
+    return [r for r in _masking_here(commands, k, shell) if r not in errexit]
+
+
+def _masking_here(commands: list[Command], k: int, shell: str | None = None) -> list[str]:
+    """The reasons of ``masking`` from ``commands[k]``'s own place in the flat list."""
     reasons: list[str] = []
     cmd = commands[k]
     errexit = _shell_has_errexit(shell)
