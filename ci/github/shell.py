@@ -279,9 +279,9 @@ def masking(commands: list[Command], k: int, shell: str | None = None, _depth: i
 
 
 def _operator_masks(commands: list[Command], k: int, shell: str | None) -> list[str]:
-    """What the operator after ``commands[k]`` (a group's closing brace) does to its status."""
-    errexit = [r for r in _masking_here(commands, k, shell) if "set +e" in r or "later commands" in r]
-    return [r for r in _masking_here(commands, k, shell) if r not in errexit]
+    """What the operator after ``commands[k]`` (a group's closing brace) does to its status (errexit
+    was judged at the call itself)."""
+    return [r for r in _masking_here(commands, k, shell) if "set +e" not in r and "later commands" not in r]
 
 
 def _masking_here(commands: list[Command], k: int, shell: str | None = None) -> list[str]:
