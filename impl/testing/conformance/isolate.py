@@ -20,7 +20,7 @@ from impl.testing.conformance.adapter import EngineAdapter, OpAdapter
 from impl.testing.conformance.cases import CaseResult, case_list, claimed, device_fault
 
 
-CASE_TIMEOUT_S = 600.0  # the default: a CPU run compiles nothing, but Triton's interpreter is slow on large samples
+CASE_TIMEOUT_S = 600.0  # generous: a first case may compile Triton kernels, the interpreter is slow on large samples
 HUNG = object()  # next_message: the child said nothing in time (it has been stopped)
 CLOSED = object()  # next_message: the child's end of the pipe closed (it died, or exited)
 
