@@ -405,6 +405,14 @@ def test_fork_rule_follows_local_reusable_workflows_to_their_self_hosted_jobs(tm
     assert "['self-hosted', 'big-gpu-box'] under pull_request" in found[0][1]
 
 
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
+def test_each_call_of_a_reusable_workflow_names_the_runner_it_resolves(tmp_path):
+    found = _fork_scan(tmp_path, ["runner-callee.yml", "calls-two-runners.yml"])
+    labels = {message.split(" -> ")[0].split(":")[1]: message.split("runner(s) ")[1].split(" under")[0]
+              for _rule, message, _path, _line in found}
+    assert labels == {"small": "['gpu-box-small']", "large": "['gpu-box-large']"}, found
+
+
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=2)
 def test_project_workflows_keep_forks_off_the_gpu_runners_and_the_old_gate_is_flagged(tmp_path):
     own = [f for f in scan_workflows(REAL_ROOT, "dspark").input_findings if f[0] == "fork-on-self-hosted"]

@@ -96,6 +96,26 @@ def _callee_context(ctx: Mapping[str, Any], job: Mapping[str, Any], callee: dict
     return out
 
 
+def _labels_here(job: Mapping[str, Any], ctx: Mapping[str, Any]) -> tuple[str, ...] | None:
+    """A called job's ``runs-on`` as this caller's inputs resolve it (None when it is not a string or
+    list, or depends on anything unknown here, such as a matrix value: the scan's labels are used)."""
+    raw = job.get("runs-on")
+    values = raw if isinstance(raw, list) else [raw]
+    out = []
+    for value in values:
+        if not isinstance(value, str):
+            return None
+        if "${{" in value:
+            try:
+                value = evaluate(value, ctx)
+            except ExpressionError:
+                return None
+        if value is UNKNOWN or not isinstance(value, (str, list)):
+            return None
+        out += [str(v) for v in value] if isinstance(value, list) else [value]
+    return tuple(out)
+
+
 def _exposed(docs: Mapping[str, dict[str, Any]], runs_on: Mapping[tuple[str, str], tuple[str, ...]], rel: str,
              ctx: Mapping[str, Any], catalog_labels: tuple[str, ...], depth: int = 0) -> list[tuple[str, list[str]]]:
     """("file:job", self-hosted labels) of every job of workflow ``rel`` a fork's push can run unapproved
@@ -104,7 +124,8 @@ def _exposed(docs: Mapping[str, dict[str, Any]], runs_on: Mapping[tuple[str, str
     for key, job in doc["jobs"].items():
         if not isinstance(job, dict) or job_state(doc, str(key), ctx, memo) is False or _approved(job, ctx):
             continue
-        hosted = _self_hosted(runs_on.get((rel, str(key)), ()), catalog_labels)
+        labels = _labels_here(job, ctx) if depth else None  # a called job: its labels for this caller
+        hosted = _self_hosted(labels or runs_on.get((rel, str(key)), ()), catalog_labels)
         if hosted:
             out.append((f"{rel}:{str(key)[:80]}", hosted))
         callee = _local_call(job, docs)
