@@ -28,6 +28,7 @@ import torch
 
 from impl import sync_policy
 from impl.gates import active_gates
+from impl.kernels.metadata_workspace import check_workspace
 from impl.validation import INDEX_DTYPES, check_mode_enabled, check_same_device, check_tensor
 
 
@@ -199,6 +200,7 @@ def build_prefill_metadata(
     padded_bs: int | None = None,
     platform: str | None = None,
     algorithm: str | None = None,
+    workspace: Any = None,
 ) -> TokenMetadata:
     """Expand per-request lengths into per-token metadata.
 
@@ -208,20 +210,24 @@ def build_prefill_metadata(
     path "ragged-graph": ``num_tokens`` is the captured tier (required); lens are
         padded to it with ``pad_verify_lens_to_bucket`` over ``padded_bs`` rows
         (default: bs) and rows past the real total are padding.
+    workspace: an :class:`impl.kernels.metadata_workspace.MetadataWorkspace` whose buffers hold the
+        per-token and per-request fields where the policy elides the sync (no allocation per call;
+        the next call with it and the same layout overwrites them), or None for fresh tensors.
     """
     platform, algorithm = resolve_platform_and_algorithm(platform, algorithm)
+    check_workspace(workspace)
     gates = active_gates()  # one lookup for the call: check mode and the kernel backend
     checks = gates.check_mode == "on"
     _check_inputs(prefix_lens, extend_lens, req_pool_indices, window=window, path=path,
                   platform=platform, algorithm=algorithm, checks=checks)
     return _expand_metadata(prefix_lens, extend_lens, req_pool_indices, window=window, path=path,
                             num_tokens=num_tokens, padded_bs=padded_bs, platform=platform, algorithm=algorithm,
-                            gates=gates)
+                            gates=gates, workspace=workspace)
 
 
 def _expand_metadata(prefix_lens: torch.Tensor, extend_lens: torch.Tensor | int, req_pool_indices: torch.Tensor, *,
                     window: int, path: str, num_tokens: int | None, padded_bs: int | None, platform: str,
-                    algorithm: str, gates) -> TokenMetadata:
+                    algorithm: str, gates, workspace=None) -> TokenMetadata:
     """:func:`build_prefill_metadata` after its argument checks; ``extend_lens`` may be an int on the
     uniform path (every request extends that many rows: the verify layout, no lens tensor to build).
 
@@ -236,7 +242,7 @@ def _expand_metadata(prefix_lens: torch.Tensor, extend_lens: torch.Tensor | int,
     if decision != sync_policy.KEEP_SYNC and bs:
         return _one_launch(prefix_lens, extend_lens, req_pool_indices, window=window, path=path,
                            num_tokens=num_tokens, padded_bs=padded_bs, decision=decision, exact=exact,
-                           platform=platform, algorithm=algorithm, gates=gates)
+                           platform=platform, algorithm=algorithm, gates=gates, workspace=workspace)
     if uniform_rows is not None:
         extend_lens = torch.full((bs,), uniform_rows, dtype=torch.int32, device=prefix_lens.device)
     # out of contract (check mode raised above): negative lengths count as 0
@@ -273,7 +279,7 @@ def _expand_metadata(prefix_lens: torch.Tensor, extend_lens: torch.Tensor | int,
 
 
 def _one_launch(prefix_lens, extend_lens, req_pool_indices, *, window, path, num_tokens, padded_bs, decision,
-                exact, platform, algorithm, gates) -> TokenMetadata:
+                exact, platform, algorithm, gates, workspace) -> TokenMetadata:
     """The layout where the policy elides the sync: one kernel sized by the host total (no sync)."""
     from impl.kernels.token_metadata import token_metadata_checked
 
@@ -290,7 +296,8 @@ def _one_launch(prefix_lens, extend_lens, req_pool_indices, *, window, path, num
             check_output_size(num_tokens, ext)
     # the arguments were checked by the builder (_check_inputs, _total_tokens)
     fields = token_metadata_checked(prefix_lens, extend_lens, req_pool_indices, window, num_tokens,
-                                    (padded_bs or prefix_lens.shape[0]) if graph else None, gates=gates)
+                                    (padded_bs or prefix_lens.shape[0]) if graph else None, gates=gates,
+                                    workspace=workspace)
     # TokenMetadata's own __init__ sets its 19 frozen fields one object.__setattr__ at a time
     # (a few us of a call's host time); the instance is the same built this way.
     meta = object.__new__(TokenMetadata)

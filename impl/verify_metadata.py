@@ -78,6 +78,7 @@ def build_verify_metadata(
     ragged: RaggedVerifyLayout | None = None,
     platform: str | None = None,
     algorithm: str | None = None,
+    workspace=None,
 ) -> TokenMetadata:
     """Per-token metadata for one verify forward.
 
@@ -87,6 +88,8 @@ def build_verify_metadata(
     ragged: None for the uniform layout, else a :class:`RaggedVerifyLayout`.
     platform / algorithm: default to the current platform and the
         ``spec_algorithm`` gate; they pick the sync policy cell.
+    workspace: a :class:`impl.kernels.metadata_workspace.MetadataWorkspace` to hold the outputs
+        (no allocation per call; overwritten by its next call with the same layout), or None.
     """
     if not isinstance(config, SpecConfig):
         raise TypeError(f"config must be a SpecConfig, got {type(config).__name__}")
@@ -119,4 +122,5 @@ def build_verify_metadata(
         padded_bs=padded_bs,
         platform=platform,
         algorithm=algorithm,
+        workspace=workspace,
     )

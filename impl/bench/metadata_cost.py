@@ -69,9 +69,9 @@ def cases(pkg, batches=BATCHES) -> list[tuple[str, int, Callable[[], object]]]:
         eager = Layout(lens)
         bvm, bpm = verify_metadata.build_verify_metadata, prefill_metadata.build_prefill_metadata
 
-        def verify(platform="cuda", algorithm="dspark", ragged=None, b=bvm, c=cfg, s=seq, r=slots):
+        def verify(platform="cuda", algorithm="dspark", ragged=None, b=bvm, c=cfg, s=seq, r=slots, **kw):
             return lambda: b(c, seq_lens=s, req_pool_indices=r, ragged=ragged, platform=platform,
-                             algorithm=algorithm)
+                             algorithm=algorithm, **kw)
         out += [
             ("build_verify_metadata uniform (cuda, dspark)", bs, verify()),
             ("build_prefill_metadata uniform (cuda, dspark)", bs, lambda b=bpm, s=seq, e=full, r=slots, n=bs * rows:
@@ -80,11 +80,24 @@ def cases(pkg, batches=BATCHES) -> list[tuple[str, int, Callable[[], object]]]:
             ("build_verify_metadata ragged-eager (cuda, dspark)", bs, verify(ragged=eager)),
             ("build_verify_metadata uniform (hip, mtp: keeps the sync)", bs, verify("hip", "mtp")),
         ]
+        workspace = getattr(importlib.import_module(f"{pkg.__name__}.kernels"), "metadata_workspace", None)
+        if workspace is None:  # a version before the workspace: those rows are the after's alone
+            continue
+        ws = [workspace.MetadataWorkspace() for _ in range(3)]  # one per call site, as an engine keeps them
+        out += [
+            ("build_verify_metadata uniform (cuda, dspark), workspace", bs, verify(workspace=ws[0])),
+            ("build_prefill_metadata uniform (cuda, dspark), workspace", bs,
+             lambda b=bpm, s=seq, e=full, r=slots, n=bs * rows, w=ws[1]:
+             b(s, e, r, window=cfg.window, path="uniform", num_tokens=n, platform="cuda", algorithm="dspark",
+               workspace=w)),
+            ("build_verify_metadata ragged-graph (cuda, dspark), workspace", bs, verify(ragged=graph, workspace=ws[2])),
+        ]
     return out
 
 
-def launches(fn) -> int:
-    """Kernels the profiler sees in one call (memcpy/memset excluded)."""
+def launches(fn) -> tuple[int, float]:
+    """Kernels the profiler sees in one call (memcpy/memset excluded), and their summed device
+    microseconds (the kernels' own time, without the host's launch gaps)."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
@@ -93,8 +106,9 @@ def launches(fn) -> int:
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         fn()
         torch.cuda.synchronize()
-    return sum(1 for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA
-               and "memcpy" not in e.name.lower() and "memset" not in e.name.lower())
+    kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA
+               and "memcpy" not in e.name.lower() and "memset" not in e.name.lower()]
+    return len(kernels), sum(e.device_time_total for e in kernels)
 
 
 def measure(versions: dict, *, calls: int = 60, repeats: int = 9) -> list[dict]:
@@ -112,12 +126,16 @@ def measure(versions: dict, *, calls: int = 60, repeats: int = 9) -> list[dict]:
         for version, us in zip(order, host):
             fn = fns[version]
             graph_safe = "keeps the sync" not in name and "ragged-eager" not in name
-            row = dict(op=name, shape=f"bs{bs}", batch=bs, variant=version, launches=launches(fn), host_us=round(us, 1),
+            count, kernel_us = launches(fn)
+            row = dict(op=name, shape=f"bs{bs}", batch=bs, variant=version, launches=count,
+                       kernel_us=round(kernel_us, 2), host_us=round(us, 1),
                        gpu_us=round(timing.median_us(fn), 1),
                        graph_us=round(timing.graph_replay_us(fn), 2) if graph_safe else None,
-                       metric="metadata", timer="host: GPU kept busy, median; gpu: do_bench median; graph: replay")
+                       metric="metadata", timer="host: GPU kept busy, median; kernel: profiler device time of one "
+                       "call's kernels; gpu: do_bench median; graph: replay")
             rows.append(row)
-            print(f"  {name} bs{bs} {version}: {row['launches']} launches, host {row['host_us']} us, "
+            print(f"  {name} bs{bs} {version}: {row['launches']} launches ({row['kernel_us']} us), "
+                  f"host {row['host_us']} us, "
                   f"gpu {row['gpu_us']} us, graph {row['graph_us']} us", file=sys.stderr, flush=True)
     return rows
 
@@ -134,9 +152,10 @@ def table(rows: list[dict]) -> str:
         def pair(key, fmt="{:.1f}"):
             vals = [fmt.format(x[key]) if x and x[key] is not None else "-" for x in (b, a)]
             return " -> ".join(vals) if b else vals[1]
-        body.append([op, str(bs), pair("launches", "{}"), pair("host_us"), pair("gpu_us"), pair("graph_us", "{:.2f}")])
-    return format_table(["builder (path, policy cell)", "batch", "launches", "host us", "GPU us (do_bench)",
-                         "GPU us (graph replay)"], body)
+        body.append([op, str(bs), pair("launches", "{}"), pair("kernel_us", "{:.2f}"), pair("host_us"),
+                     pair("gpu_us"), pair("graph_us", "{:.2f}")])
+    return format_table(["builder (path, policy cell)", "batch", "launches", "kernel us", "host us",
+                         "GPU us (do_bench)", "GPU us (graph replay)"], body)
 
 
 def main(argv: list[str] | None = None) -> int:

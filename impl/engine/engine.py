@@ -44,6 +44,7 @@ from impl.model.mtp_draft import MtpDraft
 from impl.model.target import TargetModel
 from impl.model.tiny_config import TinyConfig
 from impl.platform import default_device, platform_for
+from impl.kernels.metadata_workspace import MetadataWorkspace
 from impl.prefill_metadata import build_prefill_metadata
 from impl.run_options import RunOptions, SamplingParams  # noqa: F401 (SamplingParams re-exported)
 from impl.spec.acceptance import AcceptanceStats
@@ -95,6 +96,9 @@ class SpecEngine:
         self.source = self._draft_source(draft)
         self.sampling = sampling
         self.checked = checked
+        # the verify step's metadata outputs, reused every step (each step's metadata is dead
+        # before the next step builds its own: impl/kernels/metadata_workspace.py)
+        self.metadata_workspace = MetadataWorkspace()
         self._check_graph(graph, lockstep)
         # data-parallel ranks (impl.distributed): agree(phase, local) -> any rank has work in
         # ``phase``; idle(phase) issues the phase's collectives with zero tokens
@@ -376,9 +380,11 @@ class SpecEngine:
         if self.gamma == 0:  # plain decoding (algorithm 'none'): one row per request
             ones = torch.ones_like(prefix)
             return build_prefill_metadata(prefix, ones, slots, window=self.cfg.window, path="uniform",
-                                          num_tokens=prefix.shape[0], platform=self.platform, algorithm=self.algorithm)
+                                          num_tokens=prefix.shape[0], platform=self.platform, algorithm=self.algorithm,
+                                          workspace=self.metadata_workspace)
         return build_verify_metadata(self.spec, seq_lens=prefix, req_pool_indices=slots, ragged=ragged,
-                                     platform=self.platform, algorithm=self.algorithm)
+                                     platform=self.platform, algorithm=self.algorithm,
+                                     workspace=self.metadata_workspace)
 
     def _verify_forward(self, tokens, prefix, slots):
         pool = self.state.target_pool

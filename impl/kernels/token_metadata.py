@@ -14,7 +14,8 @@ index is the number of inclusive cumsums <= t and its offset inside the request
 is t minus the lens summed over those requests. Every program recomputes the
 cumsum over the batch in BLOCK_B chunks (a batch is a few hundred requests at
 most per step; the work is tiny next to one launch) and program 0 also writes
-the per-request fields. Outputs come from three allocations split into views.
+the per-request fields. Outputs are views of one allocation, or a MetadataWorkspace's buffers
+(impl/kernels/metadata_workspace.py: reused per layout, no allocation on the host path).
 Never imports reference/, ci/ or registered/.
 """
 from __future__ import annotations
@@ -22,6 +23,7 @@ from __future__ import annotations
 import torch
 
 from impl.kernels._backend import INTERPRETED, bound_launcher, direct_launch_ready, launch_mode, next_pow2, tl, triton
+from impl.kernels.metadata_workspace import MetadataWorkspace, allocate_outputs, check_workspace
 from impl.validation import INDEX_DTYPES, check_mode_enabled, check_positive_int, check_tensor
 
 BLOCK_T = 32  # tokens per program
@@ -167,21 +169,8 @@ def _torch_metadata(prefix, ext_raw, rpi, window, num_tokens, padded_bs, outs) -
             padded[bs - 1] += leftover.to(torch.int32)
 
 
-def _allocate(n: int, bs: int, padded_bs: int | None, device) -> tuple:
-    """Every output, as views of one int64 allocation (its tail viewed as int32 and as bool): one
-    allocation and two ``split_with_sizes`` calls instead of a tensor each (host time)."""
-    p = padded_bs or 0
-    narrow = 2 * n + 2 * bs + p  # int32 words
-    pos, final, batch, seq, words32, words8 = torch.empty(
-        3 * n + bs + (narrow + 1) // 2 + (n + 7) // 8, dtype=torch.int64, device=device).split_with_sizes(
-        [n, n, n, bs, (narrow + 1) // 2, (n + 7) // 8])
-    causal, req, ext, start, padded, _ = words32.view(torch.int32).split_with_sizes(
-        [n, n, bs, bs, p, narrow % 2])
-    pad = words8.view(torch.bool)[:n]
-    return pos, causal, req, final, batch, pad, ext, start, seq, padded if padded_bs is not None else None
-
-
-def build_token_metadata(prefix_lens, extend_lens, req_pool_indices, *, window, num_tokens, padded_bs=None):
+def build_token_metadata(prefix_lens, extend_lens, req_pool_indices, *, window, num_tokens, padded_bs=None,
+                         workspace=None):
     """Per-token metadata of ``num_tokens`` rows from per-request lengths (graph safe, no sync).
 
     prefix_lens, req_pool_indices: ``[bs]`` int32/int64. extend_lens: ``[bs]`` int32/int64, or
@@ -194,7 +183,8 @@ def build_token_metadata(prefix_lens, extend_lens, req_pool_indices, *, window, 
     Returns (positions int64, seq_lens_causal int32, req_indices int32, final_pos int64,
     token_batch_index int64, is_padding bool) ``[num_tokens]``, then (extend_lens int32,
     extend_start_loc int32, seq_lens int64) ``[bs]``, then padded_lens int32 ``[padded_bs]``
-    when ``padded_bs`` is given.
+    when ``padded_bs`` is given. workspace: a :class:`MetadataWorkspace` whose buffers hold the
+    outputs (overwritten by its next call with the same layout), or None for fresh tensors.
     """
     check_tensor("prefix_lens", prefix_lens, dtype=INDEX_DTYPES, ndim=1)
     bs = prefix_lens.shape[0]
@@ -216,18 +206,23 @@ def build_token_metadata(prefix_lens, extend_lens, req_pool_indices, *, window, 
         check_positive_int("padded_bs", padded_bs, minimum=bs)
     if bs == 0:
         raise ValueError("prefix_lens must hold at least one request (padding rows take the last one's slot)")
+    check_workspace(workspace)
     if check_mode_enabled():
         _check_values(prefix_lens, extend_lens, num_tokens, bs)
-    return token_metadata_checked(prefix_lens, extend_lens, req_pool_indices, window, num_tokens, padded_bs)
+    return token_metadata_checked(prefix_lens, extend_lens, req_pool_indices, window, num_tokens, padded_bs,
+                                  workspace=workspace)
 
 
 def token_metadata_checked(prefix_lens, extend_lens, req_pool_indices, window: int, num_tokens: int,
-                           padded_bs: int | None, gates=None) -> tuple:
+                           padded_bs: int | None, gates=None, workspace: MetadataWorkspace | None = None) -> tuple:
     """:func:`build_token_metadata` for a caller that has made its argument checks (the metadata
-    builders): the same outputs, without checking twice on the host path."""
+    builders): the same outputs, without checking twice on the host path; with ``workspace`` they
+    are its buffers for this layout (impl/kernels/metadata_workspace.py: overwritten by its next
+    call with the same layout)."""
     bs = prefix_lens.shape[0]
     uniform = isinstance(extend_lens, int)
-    outs = _allocate(num_tokens, bs, padded_bs, prefix_lens.device)
+    outs = (allocate_outputs(num_tokens, bs, padded_bs, prefix_lens.device) if workspace is None
+            else workspace.outputs(num_tokens, bs, padded_bs, prefix_lens.device))
     if launch_mode(prefix_lens, req_pool_indices, gates=gates) == "torch" or bs * (num_tokens + 1) > INT32_LIMIT:
         ext = (torch.full((bs,), extend_lens, dtype=torch.int32, device=prefix_lens.device) if uniform
                else extend_lens)
