@@ -434,3 +434,41 @@ def test_project_workflows_keep_forks_off_the_gpu_runners_and_the_old_gate_is_fl
                if r == "fork-on-self-hosted"}
     assert flagged == set(gpu)
 
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=2)
+def test_a_call_to_a_reusable_workflow_the_tree_lacks_is_a_broken_workflow(tmp_path):
+    """GitHub refuses a workflow whose job calls a local reusable workflow that is missing, lies outside
+    .github/workflows/ or out of the tree: none of its jobs start. The audit says so for each call (unknown-
+    suite, an error, at the calling job's line) instead of skipping the call, never looks outside the
+    tree, and leaves a call to a present workflow alone; the full audit fails on it."""
+    root, outside = tmp_path / "repo", tmp_path / "outside"
+    wf = root / ".github" / "workflows"
+    wf.mkdir(parents=True)
+    (root / "ci").mkdir()
+    outside.mkdir()
+    (outside / "x.yml").write_text("on: workflow_call\njobs: {}\n")
+    (root / "ci" / "stage.yml").write_text("on: workflow_call\njobs: {}\n")
+    callee = ("on: workflow_call\npermissions: {}\njobs:\n  run:\n    runs-on: ubuntu-latest\n    steps:\n"
+              "      - run: python3 run_suite.py --hw cuda --suite stage-a\n")
+    (wf / "stage.yml").write_text(callee)
+    calls = {"present": "./.github/workflows/stage.yml", "missing": "./.github/workflows/gone.yml",
+             "elsewhere": "./ci/stage.yml", "escaping": "./../outside/x.yml"}
+    jobs = "".join(f"  {name}:\n    uses: {uses}\n" for name, uses in calls.items())
+    (wf / "pr.yml").write_text(f"name: pr\non: pull_request\npermissions: {{}}\njobs:\n{jobs}")
+    scan = scan_workflows(root, "sglang")
+    broken = {problem.split(" calls ")[0].split("job ")[1]: problem for problem in scan.problems}
+    assert sorted(broken) == ["elsewhere", "escaping", "missing"], scan.problems
+    assert "not in the audited tree" in broken["missing"]
+    assert "directly in .github/workflows/" in broken["elsewhere"]
+    assert "a path out of the audited tree" in broken["escaping"]
+    lines = (wf / "pr.yml").read_text().splitlines()
+    for name, problem in broken.items():
+        assert problem.startswith(f".github/workflows/pr.yml:{lines.index(f'  {name}:') + 1}: "), problem
+    (root / "test" / "registered").mkdir(parents=True)
+    out = subprocess.run([sys.executable, "-m", "ci.audit.cli", "--root", str(root), "--adapter", "sglang",
+                          "--format", "json"], capture_output=True, text=True, cwd=REAL_ROOT, timeout=60)
+    assert out.returncode == 1, out.stderr
+    found = [f for f in json.loads(out.stdout)["findings"]
+             if f["rule"] == "unknown-suite" and " calls " in f["message"]]
+    assert len(found) == 3 and {f["severity"] for f in found} == {"error"}, found

@@ -35,22 +35,23 @@ def _inputs(seed: int, cfg, device):
     prefix = torch.randint(0, 3000, (BS,), generator=gen).to(device)
     slots = torch.randperm(cfg.num_slots, generator=gen)[:BS].to(device)
     lens = torch.randint(0, rows + 1, (BS,), generator=gen).to(torch.int32).to(device)
-    return prefix, slots, lens
+    full = torch.full_like(prefix, rows)  # the prefill caller's lens tensor (its input, not built per call)
+    return prefix, slots, lens, full
 
 
-def _build(path, cfg, prefix, slots, lens, workspace):
+def _build(path, cfg, prefix, slots, lens, full, workspace):
     kw = dict(platform="cuda", algorithm="dspark", workspace=workspace)
     rows = cfg.verify_rows("target")
     if path == "verify-uniform":
         return build_verify_metadata(cfg, seq_lens=prefix, req_pool_indices=slots, **kw)
     if path == "prefill-uniform":
-        return build_prefill_metadata(prefix, torch.full_like(prefix, rows), slots, window=cfg.window,
+        return build_prefill_metadata(prefix, full, slots, window=cfg.window,
                                       path="uniform", num_tokens=rows * BS, **kw)
     layout = RaggedVerifyLayout(lens, tier=rows * BS, padded_bs=8)  # a fixed tier: one layout per call
     return build_verify_metadata(cfg, seq_lens=prefix, req_pool_indices=slots, ragged=layout, **kw)
 
 
-def _want(path, cfg, prefix, slots, lens):
+def _want(path, cfg, prefix, slots, lens, _full=None):
     rows = cfg.verify_rows("target")
     ext = lens.tolist() if path == "ragged-graph" else [rows] * BS
     want = token_metadata(prefix.tolist(), ext, slots.tolist(), window=cfg.window,

@@ -26,7 +26,7 @@ from ci.adapters import Adapter, RunnerCall, Target, get_adapter
 from ci.adapters.base import UNRESOLVED
 from ci.github.fork_safety import fork_findings
 from ci.safe_files import UnreadableFile, is_inside, read_inside
-from ci.safe_yaml import YamlTooLarge
+from ci.safe_yaml import YamlTooLarge, short
 from ci.github.shell_eval import Reading, ShellEnv, read_runs, substitute
 from ci.github.shell import NOT_A_RUN, split_commands
 from ci.github.option_values import Resolver
@@ -235,9 +235,31 @@ def scan_workflows(root: str | Path, adapter: Adapter | str = "dspark") -> Workf
                                             lines[rel].get(f"job:{key}", 0)))
             if isinstance(job, dict):
                 scan.job_lines[(rel, str(key))] = lines[rel].get(f"job:{key}", 0)
+                _check_local_call(scan, root, rel, str(key), job.get("uses"), scan.job_lines[(rel, str(key))])
                 _scan_job(ScanContext(scan, adapter, root, rel, doc, str(key), job, acts[rel], base_ctx, lines[rel]))
     scan.input_findings += fork_findings(docs, scan.runs_on, lines, base_ctx, catalog_runner_labels(root))
     return scan
+
+
+def _check_local_call(scan: WorkflowScan, root: Path, rel: str, key: str, uses: Any, line: int) -> None:
+    """A job calling a local reusable workflow that is not a workflow file of the tree: GitHub refuses
+    the calling workflow as a whole (none of its jobs start), so it is broken (reported by unknown-suite),
+    not skipped. A callee that is in the folder but unreadable already has its unreadable-input finding."""
+    if not isinstance(uses, str) or not uses.startswith("./"):
+        return
+    target = uses[2:].split("@", 1)[0]
+    parent, _, name = target.rpartition("/")
+    path = root / target
+    if ".." in target.split("/") or not is_inside(root, path.parent):
+        why = "a path out of the audited tree"   # not looked at
+    elif parent == WORKFLOW_DIR and name.endswith((".yml", ".yaml")) and (path.is_file() or path.is_symlink()):
+        return   # a workflow of the folder: read (or reported unreadable) like every other
+    elif not path.exists() and not path.is_symlink():
+        why = "not in the audited tree"
+    else:
+        why = f"not a workflow file directly in {WORKFLOW_DIR}/ (the only place GitHub calls one from)"
+    _broken(scan, rel, line or 1, f"{rel}:{line or 1}: job {key[:80]} calls {short(uses)}, {why}: GitHub "
+            "refuses the whole workflow, none of its jobs start")
 
 
 def catalog_runner_labels(root: Path) -> tuple[str, ...]:
