@@ -4,6 +4,7 @@ one-size CPU smoke sweep, and results land outside the package."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -123,6 +124,7 @@ def test_e2e_table_smoke_rows_and_table():
     """The end-to-end table (issue 35 §3) in its CPU smoke mode: one row per case with tokens/s,
     per-step component times that fit in the step and the lossless verdict; the printed table."""
     from impl.bench import e2e_table
+    from impl.model.tiny_config import preset
     from impl.step_timing import COMPONENTS, OTHER
 
     rows = e2e_table.measure("cpu", smoke=True)
@@ -131,6 +133,29 @@ def test_e2e_table_smoke_rows_and_table():
         assert r["op"] == r["metric"] == "e2e" and r["tokens_per_s"] > 0 and r["verdict"] == "yes"
         assert set(r["host_us"]) == {*COMPONENTS, OTHER} and r["host_us"]["model"] > 0
         assert r["host_us"]["metadata"] > 0 and r["host_us"]["draft"] > 0 and r["host_us"]["renorm"] == 0
-    assert rows[0]["accept_length"] == 1 + e2e_table.preset("cpu-small").gamma  # the oracle's every draft kept
+    assert rows[0]["accept_length"] == 1 + preset("cpu-small").gamma  # the oracle's every draft kept
     text = e2e_table.format_table(rows)
     assert "host metadata" in text and "eager oracle" in text and text.count("\n1/1 ") + text.count("\n2/2 ") == 2
+
+
+@register(suite="components", hardware="cpu", schedule="per-commit", est_time=20)
+def test_e2e_table_runs_a_before_tree_beside_this_one(tmp_path):
+    """``python -m impl.bench.e2e_table --before-root DIR --rounds 2``: this tree imported again as the
+    'before', each smoke case run twice per version in one process; the rows pair the versions per
+    case with the medians of their rounds, and the table prints a version column."""
+    import json
+    import subprocess
+    import sys
+
+    out = tmp_path / "e2e.json"
+    run = subprocess.run([sys.executable, "-m", "impl.bench.e2e_table", "--before-root", str(ROOT), "--rounds", "2",
+                          "--json", str(out)], capture_output=True, text=True, cwd=ROOT, timeout=300,
+                         env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
+    assert run.returncode == 0, run.stderr[-2000:]
+    rows = json.loads(out.read_text())
+    assert [(r["batch"], r["version"]) for r in rows] == [(1, "before"), (1, "after"), (2, "before"), (2, "after")]
+    assert all(r["rounds"] == 2 and r["verdict"] == "yes" and r["host_us"]["metadata"] > 0 for r in rows)
+    assert "version" in run.stdout.splitlines()[0] and "median of 2 runs" in run.stdout
+    bad = subprocess.run([sys.executable, "-m", "impl.bench.e2e_table", "--rounds", "0"], capture_output=True,
+                         text=True, cwd=ROOT, timeout=120)
+    assert bad.returncode == 2 and "--rounds must be >= 1" in bad.stderr
