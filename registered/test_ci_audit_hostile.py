@@ -472,3 +472,21 @@ def test_a_call_to_a_reusable_workflow_the_tree_lacks_is_a_broken_workflow(tmp_p
     found = [f for f in json.loads(out.stdout)["findings"]
              if f["rule"] == "unknown-suite" and " calls " in f["message"]]
     assert len(found) == 3 and {f["severity"] for f in found} == {"error"}, found
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=2)
+def test_a_fork_reachable_call_of_another_repositorys_workflow_is_named_as_a_note(tmp_path):
+    """A reusable workflow of another repository is not fetched, so its runners are unknown: the
+    fork-reachable call is a note that says so (not an error, not silence); the guarded call and the
+    push-only call are not named; the full audit exits 0 on it at the default --fail-on error."""
+    found = _fork_scan(tmp_path, ["calls-remote.yml"])
+    assert [m.split(": calls")[0] for _r, m, _p, _l in found] == [
+        ".github/workflows/calls-remote.yml:shared-gpu-tests -> "
+        "example-org/shared-ci/.github/workflows/gpu-tests.yml@v3"], found
+    assert "another repository under pull_request" in found[0][1] and found[0][3] > 0
+    (tmp_path / "test" / "registered").mkdir(parents=True)
+    out = subprocess.run([sys.executable, "-m", "ci.audit.cli", "--root", str(tmp_path), "--adapter", "sglang",
+                          "--format", "json"], capture_output=True, text=True, cwd=REAL_ROOT, timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr
+    notes = [f for f in json.loads(out.stdout)["findings"] if f["rule"] == "fork-on-self-hosted"]
+    assert [(f["severity"], bool(f["why_unproven"])) for f in notes] == [("note", True)], notes

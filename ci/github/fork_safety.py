@@ -19,7 +19,10 @@ unresolved) is not judged. A job that calls a local reusable workflow (``uses: .
 y.yml``) exposes every job of it (and of the workflows it calls, MAX_CALL_DEPTH deep) that would
 be flagged under the same event: the called workflow sees the caller's ``github`` context, its
 ``inputs`` are the caller's literal ``with:`` values and its own defaults (others unknown); the
-finding sits on the calling job. Imports nothing from ``impl/`` or test code.
+finding sits on the calling job. A fork-reachable job that calls a reusable workflow of another
+repository (``uses: owner/repo/.github/workflows/y.yml@ref``, not fetched) is named too, as a note:
+its runners are unknown, and a gap left silent would read as safe. Imports nothing from ``impl/``
+or test code.
 """
 from __future__ import annotations
 
@@ -68,6 +71,16 @@ def _self_hosted(labels: tuple[str, ...], catalog_labels: tuple[str, ...]) -> li
     if any("${{" in lbl for lbl in labels):
         return []
     return [lbl for lbl in labels if is_self_hosted(lbl, catalog_labels)]
+
+
+REMOTE_CALL = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+/\.github/workflows/[^@\s]+@\S+$")
+NOT_READ = "<another repository's workflow: not read>"  # the labels of a remote call's jobs: unknown
+
+
+def _remote_call(job: Mapping[str, Any]) -> str | None:
+    """``owner/repo/.github/workflows/y.yml@ref`` when the job calls a reusable workflow of another repository."""
+    uses = job.get("uses")
+    return uses if isinstance(uses, str) and REMOTE_CALL.match(uses) else None
 
 
 def _local_call(job: Mapping[str, Any], docs: Mapping[str, Any]) -> str | None:
@@ -133,6 +146,9 @@ def _exposed(docs: Mapping[str, dict[str, Any]], runs_on: Mapping[tuple[str, str
             out += [(f"{rel}:{str(key)[:80]} -> {where}", labels) for where, labels in
                     _exposed(docs, runs_on, callee, _callee_context(ctx, job, docs[callee]), catalog_labels,
                              depth + 1)]
+        remote = _remote_call(job)
+        if remote is not None:   # its jobs cannot be judged here: named, so the gap is not silent
+            out.append((f"{rel}:{str(key)[:80]} -> {remote[:200]}", [NOT_READ]))
     return out
 
 
@@ -151,8 +167,15 @@ def fork_findings(docs: Mapping[str, dict[str, Any]], runs_on: Mapping[tuple[str
                    "every later push of the fork's author runs it too (its if: is not false on synchronize)")
             for where, hosted in _exposed(docs, runs_on, rel, fork_context(event, base_ctx), catalog_labels):
                 key = where.split(":", 1)[1].split(" -> ")[0]
+                line = lines.get(rel, {}).get(f"job:{key}", 0)
+                if hosted == [NOT_READ]:
+                    out.append((RULE, f"{where}: calls a reusable workflow of another repository under {event} from "
+                                "a fork, which the audit does not read: whether its jobs run on self-hosted runners "
+                                "is unknown; guard the calling job or pin the call to a commit whose runners you "
+                                "have checked (docs/fork-safety.md)", rel, line))
+                    continue
                 out.append((RULE, f"{where}: runs on self-hosted runner(s) {hosted[:4]} under {event} "
                             f"from a fork: {why}; guard it (github.event.pull_request.head.repo.full_name == "
                             "github.repository, or run it only on the labelled event) or add an environment with "
-                            "required reviewers (docs/fork-safety.md)", rel, lines.get(rel, {}).get(f"job:{key}", 0)))
+                            "required reviewers (docs/fork-safety.md)", rel, line))
     return out

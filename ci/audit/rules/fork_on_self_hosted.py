@@ -7,6 +7,7 @@ workflows (the analysis is ``ci.github.fork_safety``, one pass for every rule) a
 here, in the scan's order. Keyed by what the job exposes (the self-hosted labels and the event), so
 renaming a workflow file or a job is not a new finding (docs/audit-baseline.md). In the foreign audit
 a finding is a warning: another repository may require approval of every fork run in its settings.
+A fork-reachable call of another repository's reusable workflow is a note (not read, so not judged).
 """
 from __future__ import annotations
 
@@ -30,8 +31,17 @@ FORK_SETTINGS = ("unless the repository's settings require approval of every wor
                  "collaborators (Settings > Actions > fork pull request workflows), which its files cannot show")
 
 
+# a fork-reachable call of another repository's reusable workflow: not read, so not judged
+NOT_READ = "the called workflow is in another repository, which the audit does not read"
+
+
 def from_scan(report, message: str, path: str, line: int, audit: str) -> None:
     """One item of the scan's ``input_findings``; ``audit``: "own" or "foreign"."""
+    remote = re.search(r" -> (\S+): calls a reusable workflow of another repository under (\S+)", message)
+    if remote:
+        report.add(RULE.id, message, suite=f"{remote.group(1)} under {remote.group(2)}",
+                   locations=(Location(path, line),), severity="note", why_unproven=NOT_READ)
+        return
     exposed = re.search(r"self-hosted runner\(s\) \[([^\]]*)\] under (\S+)", message)
     key = f"[{exposed.group(1)}] under {exposed.group(2)}" if exposed else "self-hosted"
     unproven = FORK_SETTINGS if audit == "foreign" else None
