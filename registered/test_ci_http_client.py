@@ -22,6 +22,7 @@ from ci.tools import liveness
 from ci.github.api import ApiError, Clocks, GitHubApi, Limits, field, path_id
 from ci.github.http_client import OriginClient, is_loopback, origin_of
 from ci.registration import register
+from registered.connect_proxy import ConnectProxy
 from registered.fake_github import FakeGitHub, load_case
 from registered.fixture_repo import REAL_ROOT, FixtureRepo
 
@@ -429,3 +430,61 @@ def test_the_self_check_reads_typed_fields_too(capsys):
         with FakeGitHub(case) as gh:
             assert liveness.main(["--self-check", "--repo", REPO, "--now", NOW_ARG], fetch=_api(gh)) == 2
         assert words in _one_line(capsys.readouterr().err)
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=3)
+def test_a_named_proxy_is_a_connect_tunnel_that_learns_the_origin_and_nothing_else(root, capsys, monkeypatch):
+    """--proxy: the run goes through a real CONNECT proxy on loopback; the proxy's only view is
+    ``CONNECT host:port`` (no token, no path, no header of the request), the API gets the token; a
+    proxy that refuses the tunnel is exit 2 in one line, at once (a configuration, not retried); one
+    that never answers is cut by the request deadline; HTTPS_PROXY alone is never used."""
+    env = {"GITHUB_TOKEN": "test-token", "GITHUB_REPOSITORY": REPO}
+    argv = ["--root", str(root), "--now", NOW_ARG]
+    with FakeGitHub(load_case("alive")) as gh, ConnectProxy() as proxy:
+        port = gh.origin.rsplit(":", 1)[1]
+        assert liveness.main([*argv, "--proxy", proxy.url], env={**env, "GITHUB_API_URL": gh.base}) == 0
+        assert proxy.heads and all(head.splitlines()[0] == f"CONNECT 127.0.0.1:{port} HTTP/1.0"
+                                   for head in proxy.heads), proxy.heads
+        assert not any("test-token" in head or "/repos/" in head for head in proxy.heads), proxy.heads
+        assert gh.tokens and set(gh.tokens) == {TOKEN} and len(gh.requests) == len(proxy.heads)
+        capsys.readouterr()
+        tunnels = len(proxy.heads)
+        monkeypatch.setenv("HTTPS_PROXY", proxy.url)
+        monkeypatch.setenv("HTTP_PROXY", proxy.url)
+        assert liveness.main(argv, env={**env, "GITHUB_API_URL": gh.base}) == 0
+        assert len(proxy.heads) == tunnels, "a proxy variable was used without --proxy"
+    capsys.readouterr()
+    with FakeGitHub(load_case("alive")) as gh, ConnectProxy("refuse") as proxy:
+        assert liveness.main([*argv, "--proxy", proxy.url], env={**env, "GITHUB_API_URL": gh.base}) == 2
+        err = _one_line(capsys.readouterr().err)
+        assert "refused the tunnel" in err and "407" in err and gh.requests == [] and len(proxy.heads) == 1, err
+    with FakeGitHub(load_case("alive")) as gh, ConnectProxy("silent") as proxy:
+        api = GitHubApi("test-token", gh.base, Limits(request_seconds=1.0, attempts=1), proxy=proxy.url)
+        start = time.monotonic()
+        with pytest.raises(ApiError, match="timed out"):
+            api(f"/repos/{REPO}{RUNS}")
+        assert time.monotonic() - start < 5 and gh.requests == []
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
+@pytest.mark.parametrize("value, words", [
+    ("https://proxy.example:3128", "expected http://HOST[:PORT]"),
+    ("http://user:secret@proxy.example:3128", "proxy credentials are not supported"),
+    ("http://proxy.example:3128/path", "no path or query"),
+    ("proxy.example:3128", "expected http://HOST[:PORT]"),
+    ("http://proxy.example:99999", "not a valid URL"),
+])
+def test_a_proxy_that_is_not_a_plain_connect_proxy_url_is_exit_2_before_any_connection(root, capsys, monkeypatch,
+                                                                                        value, words):
+    calls = []
+
+    def no_network(*args, **kw):
+        calls.append(args)
+        raise OSError("the test forbids the network")
+
+    monkeypatch.setattr(socket, "getaddrinfo", no_network)
+    monkeypatch.setattr(socket, "create_connection", no_network)
+    env = {"GITHUB_TOKEN": "t", "GITHUB_REPOSITORY": REPO}
+    assert liveness.main(["--root", str(root), "--now", NOW_ARG, "--proxy", value], env=env) == 2
+    err = _one_line(capsys.readouterr().err)
+    assert words in err and "secret" not in err.replace(value, "") and calls == [], err

@@ -134,12 +134,12 @@ class GitHubApi:
     """GET with the token, JSON decoded, ``Link: rel="next"`` returned for paging."""
 
     def __init__(self, token: str, base: str = DEFAULT_API_URL, limits: Limits = Limits(),
-                 clocks: Clocks = Clocks()):
+                 clocks: Clocks = Clocks(), proxy: str | None = None):
         if not token.isascii() or not token.isprintable() or " " in token:
             raise ApiError("GITHUB_TOKEN has characters a token never has (spaces, control or non-ASCII characters)")
         self.token, self.base, self.limits, self.clocks = token, base.rstrip("/"), limits, clocks
         self._start = clocks.monotonic()
-        self.http = OriginClient(self.base, max_body=limits.max_body, what="the API root")
+        self.http = OriginClient(self.base, max_body=limits.max_body, what="the API root", proxy=proxy)
 
     def url(self, path_or_url: str) -> str:
         if not path_or_url.startswith(("http://", "https://")):

@@ -18,9 +18,13 @@ promises are listed in docs/http-client.md and each has a test in registered/tes
 * a byte cap on a body, read in chunks: a ``Content-Length`` over the cap or the cap + 1st byte
   is an :class:`ApiError`, so memory is bounded whatever the server sends.
 
-Proxy variables are ignored (a proxy would be one more party on the token's path). Retries,
-rate limits and pagination are the caller's (:mod:`ci.github.api`). Stdlib only; imports
-nothing from the project.
+Proxy variables are ignored: a proxy is one more party on the token's path, so it is used only
+when the caller names one (``proxy="http://host:port"``, a tool's ``--proxy``), and then only as a
+``CONNECT`` tunnel: the proxy is told the origin's host and port and nothing else (no token, no
+path, no credentials of its own), and TLS runs end to end through it to the origin, whose
+certificate is checked as without a proxy. The deadline and the cap hold through the tunnel; a
+proxy that refuses the tunnel is an :class:`ApiError` (not retried). Retries, rate limits and pagination
+are the caller's (:mod:`ci.github.api`). Stdlib only; imports nothing from the project.
 """
 from __future__ import annotations
 
@@ -98,12 +102,32 @@ def origin_of(url: str, what: str = "URL") -> Origin:
     return Origin(scheme, host, port or _DEFAULT_PORT[scheme])
 
 
-class OriginClient:
-    """GET on one origin with a per-request deadline and a body cap (see the module doc)."""
+def proxy_of(url: str) -> Origin:
+    """The origin of a ``CONNECT`` proxy named by the caller: ``http://host[:port]`` (the tunnel's TLS
+    is the origin's own), no credentials, no path."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise ApiError(f"--proxy: not a valid URL ({exc}): {url!r}") from None
+    if parts.scheme.lower() != "http" or not parts.hostname:
+        raise ApiError(f"--proxy: expected http://HOST[:PORT] (a CONNECT proxy; TLS runs through it to the API), "
+                       f"got {url!r}")
+    if parts.username is not None or parts.password is not None:
+        raise ApiError(f"--proxy: proxy credentials are not supported (they would travel in the clear), got {url!r}")
+    if parts.path not in ("", "/") or parts.query or parts.fragment:
+        raise ApiError(f"--proxy: a proxy URL has no path or query, got {url!r}")
+    return Origin("http", parts.hostname.lower(), port or 3128)
 
-    def __init__(self, base: str, *, max_body: int, what: str = "URL"):
+
+class OriginClient:
+    """GET on one origin with a per-request deadline and a body cap (see the module doc); with
+    ``proxy``, through a ``CONNECT`` tunnel of that proxy."""
+
+    def __init__(self, base: str, *, max_body: int, what: str = "URL", proxy: str | None = None):
         self.origin = origin_of(base, what)
         self.max_body = max_body
+        self.proxy = proxy_of(proxy) if proxy else None
 
     def check(self, url: str, why: str) -> None:
         """Raise unless ``url`` is on this client's origin (``why`` names where the URL came from)."""
@@ -138,7 +162,11 @@ class OriginClient:
         if remaining <= 0:
             raise DeadlineExceeded(f"GET {url}: timed out: no time left of the {timeout:g}-second deadline")
         kind = http.client.HTTPSConnection if self.origin.scheme == "https" else http.client.HTTPConnection
-        conn = kind(self.origin.host, self.origin.port, timeout=remaining)
+        if self.proxy is None:
+            conn = kind(self.origin.host, self.origin.port, timeout=remaining)
+        else:   # CONNECT host:port to the proxy, then the request (TLS for https) inside the tunnel
+            conn = kind(self.proxy.host, self.proxy.port, timeout=remaining)
+            conn.set_tunnel(self.origin.host, self.origin.port)
         fired, held = threading.Event(), []
 
         def cut() -> None:
@@ -183,6 +211,9 @@ class OriginClient:
             raise ApiError(f"GET {url!r}: cannot be sent ({type(exc).__name__}: a character the request line "
                            f"or a header may not carry)") from None
         except (OSError, http.client.HTTPException) as exc:
+            if self.proxy is not None and str(exc).startswith("Tunnel connection failed"):
+                # the proxy answered and said no: its configuration, not the network (not retried)
+                raise ApiError(f"GET {url}: the proxy {self.proxy} refused the tunnel ({_reason(exc)})") from None
             if fired.is_set() or time.monotonic() > end:
                 raise DeadlineExceeded(f"GET {url}: timed out: no complete answer within {timeout:g} s") from None
             raise TransportError(f"GET {url}: {type(exc).__name__}: {_reason(exc)}") from None

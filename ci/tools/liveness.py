@@ -424,7 +424,8 @@ EPILOG = """exit codes:
      is not JSON, a field of the wrong type, a paging loop, a rate limit longer than the wait
   3  internal error (a bug): one line; --debug prints the traceback
 The token goes only to the origin of GITHUB_API_URL (https unless loopback); a redirect to
-another origin is refused (docs/http-client.md)."""
+another origin is refused; proxy variables are ignored unless --proxy names one, used as a
+CONNECT tunnel (docs/http-client.md)."""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -442,6 +443,9 @@ def _parser() -> argparse.ArgumentParser:
                         help=f"with --self-check: the window in days (default {SELF_CHECK_DAYS})")
     parser.add_argument("--deadline", type=_seconds, default=RUN_SECONDS,
                         help=f"wall-clock seconds for the whole run, waits included (default {RUN_SECONDS:g})")
+    parser.add_argument("--proxy", default=None, metavar="http://HOST:PORT",
+                        help="reach the API through this CONNECT proxy (TLS end to end; the proxy learns the API's "
+                             "host and port only). HTTP(S)_PROXY are never read: pass one here to use it")
     parser.add_argument("--debug", action="store_true", help="on an internal error (exit 3), print the traceback")
     return parser
 
@@ -477,7 +481,7 @@ def _check(args: argparse.Namespace, repo: str, fetch: Fetch | None, env: Mappin
                   "(in a workflow: env GITHUB_TOKEN: ${{ github.token }} with permissions actions: read)",
                   file=sys.stderr)
             return EXIT_UNREADABLE
-        fetch = GitHubApi(token, api_base(env), Limits(run_seconds=args.deadline))
+        fetch = GitHubApi(token, api_base(env), Limits(run_seconds=args.deadline), proxy=args.proxy)
     now = args.now or dt.datetime.now(dt.timezone.utc)
     if args.self_check:
         return _report(self_check(fetch, repo, now, args.days))
