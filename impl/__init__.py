@@ -43,7 +43,7 @@ _LAZY = {
     "build_verify_metadata": "impl.verify_metadata",
     "RaggedVerifyLayout": "impl.verify_metadata",
     "build_prefill_metadata": "impl.prefill_metadata",
-    "MetadataWorkspace": "impl.kernels.metadata_workspace",
+    "MetadataWorkspace": "impl.prefill_metadata",  # the builders' output buffers (not an op)
     # multi-rank: DP attention + TP MLP
     "DpEngine": "impl.distributed.dp_engine",
     "TensorParallelMlp": "impl.distributed.tp_mlp",

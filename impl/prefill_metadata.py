@@ -28,7 +28,7 @@ import torch
 
 from impl import sync_policy
 from impl.gates import active_gates
-from impl.kernels.metadata_workspace import check_workspace
+from impl.kernels.metadata_workspace import MetadataWorkspace, check_workspace  # noqa: F401 (impl.MetadataWorkspace)
 from impl.validation import INDEX_DTYPES, check_mode_enabled, check_same_device, check_tensor
 
 
