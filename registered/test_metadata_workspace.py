@@ -13,7 +13,6 @@ import torch
 
 from ci.registration import register
 from impl.kernels.metadata_workspace import MAX_LAYOUTS, MetadataWorkspace
-from impl.kernels.token_metadata import build_token_metadata
 from impl.platform import emulate, use_kernel_backend
 from impl.prefill_metadata import build_prefill_metadata
 from impl.verify_metadata import RaggedVerifyLayout, build_verify_metadata
@@ -97,16 +96,20 @@ def test_layouts_never_share_a_buffer_and_a_full_workspace_starts_over():
     them all, and tensors it returned before keep their values."""
     ws = MetadataWorkspace()
     prefix, slots = torch.tensor([4, 9]), torch.tensor([1, 0])
-    kept = build_token_metadata(prefix, 3, slots, window=64, num_tokens=6, workspace=ws)
-    other = build_token_metadata(prefix, 3, slots, window=64, num_tokens=7, workspace=ws)
+
+    def build(rows):
+        return build_prefill_metadata(prefix, rows, slots, window=64, path="uniform", num_tokens=2 * rows,
+                                      platform="cuda", algorithm="dspark", workspace=ws)
+    kept, other = build(3), build(4)
     assert len(ws) == 2
-    spans = {(t.data_ptr(), t.data_ptr() + t.numel() * t.element_size()) for t in (*kept, *other) if t.numel()}
-    assert len(spans) == 2 * 9 and all(a_end <= b or b_end <= a for (a, a_end) in spans for (b, b_end) in spans
-                                       if (a, a_end) != (b, b_end)), "two outputs overlap"
-    for n in range(8, 8 + MAX_LAYOUTS):
-        build_token_metadata(prefix, 3, slots, window=64, num_tokens=n, workspace=ws)
+    tensors = [getattr(m, name) for m in (kept, other) for name in FIELDS if getattr(m, name) is not None]
+    spans = sorted((t.data_ptr(), t.data_ptr() + t.numel() * t.element_size()) for t in tensors)
+    assert len(spans) == 2 * 9 and all(a_end <= b for (_a, a_end), (b, _b_end) in zip(spans, spans[1:])), \
+        "two outputs overlap"
+    for rows in range(5, 5 + MAX_LAYOUTS):
+        build(rows)
     assert len(ws) <= MAX_LAYOUTS
-    assert kept[0].tolist() == [4, 5, 6, 9, 10, 11]  # positions of the first call, untouched
+    assert kept.positions.tolist() == [4, 5, 6, 9, 10, 11]  # the first call's, untouched
 
 
 @register(suite="components", hardware=["cpu", "h200-1", "mi35x-1"], schedule="per-commit", est_time=2)
@@ -121,7 +124,7 @@ def test_the_kept_sync_cell_does_not_use_the_workspace():
 
 
 @register(suite="components", hardware=["cpu"], schedule="per-commit", est_time=2)
-@pytest.mark.parametrize("builder", ["verify", "prefill", "token"])
+@pytest.mark.parametrize("builder", ["verify", "prefill"])
 def test_a_workspace_that_is_not_one_is_refused_by_name(builder):
     cfg = small_config(gamma=3, num_slots=8)
     prefix, slots = torch.tensor([3, 8]), torch.tensor([2, 0])
@@ -129,7 +132,6 @@ def test_a_workspace_that_is_not_one_is_refused_by_name(builder):
         "verify": lambda: build_verify_metadata(cfg, seq_lens=prefix, req_pool_indices=slots, workspace={}),
         "prefill": lambda: build_prefill_metadata(prefix, prefix, slots, window=64, path="uniform", num_tokens=22,
                                                   workspace=[]),
-        "token": lambda: build_token_metadata(prefix, 2, slots, window=64, num_tokens=4, workspace="ws"),
     }
     with pytest.raises(TypeError, match="workspace must be a MetadataWorkspace"):
         calls[builder]()

@@ -23,7 +23,7 @@ from __future__ import annotations
 import torch
 
 from impl.kernels._backend import INTERPRETED, bound_launcher, direct_launch_ready, launch_mode, next_pow2, tl, triton
-from impl.kernels.metadata_workspace import MetadataWorkspace, allocate_outputs, check_workspace
+from impl.kernels.metadata_workspace import MetadataWorkspace, allocate_outputs
 from impl.validation import INDEX_DTYPES, check_mode_enabled, check_positive_int, check_tensor
 
 BLOCK_T = 32  # tokens per program
@@ -169,8 +169,7 @@ def _torch_metadata(prefix, ext_raw, rpi, window, num_tokens, padded_bs, outs) -
             padded[bs - 1] += leftover.to(torch.int32)
 
 
-def build_token_metadata(prefix_lens, extend_lens, req_pool_indices, *, window, num_tokens, padded_bs=None,
-                         workspace=None):
+def build_token_metadata(prefix_lens, extend_lens, req_pool_indices, *, window, num_tokens, padded_bs=None):
     """Per-token metadata of ``num_tokens`` rows from per-request lengths (graph safe, no sync).
 
     prefix_lens, req_pool_indices: ``[bs]`` int32/int64. extend_lens: ``[bs]`` int32/int64, or
@@ -183,8 +182,8 @@ def build_token_metadata(prefix_lens, extend_lens, req_pool_indices, *, window, 
     Returns (positions int64, seq_lens_causal int32, req_indices int32, final_pos int64,
     token_batch_index int64, is_padding bool) ``[num_tokens]``, then (extend_lens int32,
     extend_start_loc int32, seq_lens int64) ``[bs]``, then padded_lens int32 ``[padded_bs]``
-    when ``padded_bs`` is given. workspace: a :class:`MetadataWorkspace` whose buffers hold the
-    outputs (overwritten by its next call with the same layout), or None for fresh tensors.
+    when ``padded_bs`` is given. (The builders may pass a :class:`MetadataWorkspace` to
+    :func:`token_metadata_checked` to hold the outputs; this op, the oracle's pair, allocates.)
     """
     check_tensor("prefix_lens", prefix_lens, dtype=INDEX_DTYPES, ndim=1)
     bs = prefix_lens.shape[0]
@@ -206,11 +205,9 @@ def build_token_metadata(prefix_lens, extend_lens, req_pool_indices, *, window, 
         check_positive_int("padded_bs", padded_bs, minimum=bs)
     if bs == 0:
         raise ValueError("prefix_lens must hold at least one request (padding rows take the last one's slot)")
-    check_workspace(workspace)
     if check_mode_enabled():
         _check_values(prefix_lens, extend_lens, num_tokens, bs)
-    return token_metadata_checked(prefix_lens, extend_lens, req_pool_indices, window, num_tokens, padded_bs,
-                                  workspace=workspace)
+    return token_metadata_checked(prefix_lens, extend_lens, req_pool_indices, window, num_tokens, padded_bs)
 
 
 def token_metadata_checked(prefix_lens, extend_lens, req_pool_indices, window: int, num_tokens: int,
