@@ -490,3 +490,36 @@ def test_a_fork_reachable_call_of_another_repositorys_workflow_is_named_as_a_not
     assert out.returncode == 0, out.stdout + out.stderr
     notes = [f for f in json.loads(out.stdout)["findings"] if f["rule"] == "fork-on-self-hosted"]
     assert [(f["severity"], bool(f["why_unproven"])) for f in notes] == [("note", True)], notes
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=2)
+def test_a_script_that_names_the_runner_past_the_read_limit_is_unreadable_input(tmp_path):
+    """The shell reader reads a run: script up to MAX_SCRIPT characters. A script longer than that
+    whose runner call (here a renamed suite, and a mask) sits past the cut would hide both: it is an
+    unreadable-input error instead, at the step; a long script whose runner call comes before the cut
+    and nothing after is read as before. Bounded: one subprocess, under LIMIT_S and LIMIT_MB."""
+    from ci.github.shell_syntax import MAX_SCRIPT
+
+    filler = "".join(f"echo line {i}\n" for i in range(MAX_SCRIPT // 12 + 10))
+    assert len(filler) > MAX_SCRIPT
+    steps = {"hidden": filler + "python3 run_suite.py --hw cuda --suite stage-renamed || true\n",
+             "early": "python3 run_suite.py --hw cuda --suite stage-a\n" + filler}
+    root = tmp_path / "repo"
+    (root / ".github" / "workflows").mkdir(parents=True)
+    (root / "test" / "registered").mkdir(parents=True)
+    for name, script in steps.items():
+        doc = {"name": name, "on": "pull_request", "permissions": {},
+               "jobs": {"j": {"runs-on": "ubuntu-latest", "steps": [{"name": "run suite", "run": script}]}}}
+        (root / ".github" / "workflows" / f"{name}.yml").write_text(json.dumps(doc))
+    scan = scan_workflows(root, "sglang")
+    unreadable = [(path, message) for rule, message, path, _line in scan.input_findings if rule == "unreadable-input"]
+    assert [path for path, _ in unreadable] == [".github/workflows/hidden.yml"], unreadable
+    assert f"past the first {MAX_SCRIPT}" in unreadable[0][1]
+    assert {r.target.split("/")[-1] for r in scan.refs if r.workflow.endswith("early.yml")} == {"stage-a"}
+    started = time.monotonic()
+    out = subprocess.run([sys.executable, "-c", LAUNCHER, "--root", str(root), "--adapter", "sglang", "--format",
+                          "json"], capture_output=True, text=True, cwd=REAL_ROOT, timeout=120)
+    got = json.loads(out.stdout)
+    assert got["rc"] == 1 and time.monotonic() - started < LIMIT_S and got["maxrss_mb"] < LIMIT_MB, got["err"]
+    assert any(f["rule"] == "unreadable-input" and "hidden.yml" in f["message"]
+               for f in json.loads(got["out"])["findings"])

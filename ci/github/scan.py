@@ -29,6 +29,7 @@ from ci.safe_files import UnreadableFile, is_inside, read_inside
 from ci.safe_yaml import YamlTooLarge, short
 from ci.github.shell_eval import Reading, ShellEnv, read_runs, substitute
 from ci.github.shell import NOT_A_RUN, split_commands
+from ci.github.shell_syntax import MAX_SCRIPT
 from ci.github.option_values import Resolver
 from ci.github.masking import PathEvent, StepEvents, command_masks, env_masks, step_events
 from ci.github.matrix import matrix_rows, oversize_matrix
@@ -343,6 +344,12 @@ def _scan_job(cx: ScanContext) -> None:
         label = _step_label(step, index)
         where = f"{cx.rel}:{cx.key}:{label}"
         line = cx.lines.get(label, scan.job_lines.get((cx.rel, cx.key), 0))
+        if len(step["run"]) > MAX_SCRIPT and cx.adapter.mentions_runner(step["run"][MAX_SCRIPT - 256:]):
+            # the reader stops at MAX_SCRIPT: a runner named past it (a run, a mask) would go unseen
+            scan.input_findings.append((
+                "unreadable-input", f"{where}: a run: script of {len(step['run'])} characters names the runner "
+                f"past the first {MAX_SCRIPT} the audit reads: what runs there is not seen (split the script "
+                "into a file the step calls)", cx.rel, line))
         events = step_events(cx.doc, cx.key, cx.job, step, cx.acts, cx.base_ctx)
         found, call_lines = _step_targets(cx, step, events, where, line, opened)
         if not found and not call_lines:
