@@ -523,3 +523,26 @@ def test_a_script_that_names_the_runner_past_the_read_limit_is_unreadable_input(
     assert got["rc"] == 1 and time.monotonic() - started < LIMIT_S and got["maxrss_mb"] < LIMIT_MB, got["err"]
     assert any(f["rule"] == "unreadable-input" and "hidden.yml" in f["message"]
                for f in json.loads(got["out"])["findings"])
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=10)
+def test_a_workflow_of_thousands_of_jobs_is_audited_in_bounded_time(tmp_path):
+    """One workflow under the 1 MiB cap holding 17,500 chained self-hosted jobs (each a fork warning):
+    per job, the audit once looked at every job of the workflow and every finding already made, so
+    this file took over two minutes; both are now once per workflow and a set lookup. One subprocess,
+    under LIMIT_S and LIMIT_MB, every job judged."""
+    n = 17500
+    lines = ["on: pull_request", "permissions: {}", "jobs:", "  a0: {runs-on: ubuntu-latest, steps: [{run: e}]}"]
+    lines += [f"  a{i}: {{runs-on: gpu, needs: a{i - 1}, steps: [{{run: e}}]}}" for i in range(1, n)]
+    root = tmp_path / "repo"
+    (root / ".github" / "workflows").mkdir(parents=True)
+    (root / "test" / "registered").mkdir(parents=True)
+    (root / ".github" / "workflows" / "w.yml").write_text("\n".join(lines) + "\n")
+    started = time.monotonic()
+    out = subprocess.run([sys.executable, "-c", LAUNCHER, "--root", str(root), "--adapter", "sglang", "--format",
+                          "json"], capture_output=True, text=True, cwd=REAL_ROOT, timeout=120)
+    got = json.loads(out.stdout)
+    took = time.monotonic() - started
+    assert got["rc"] == 0 and took < LIMIT_S and got["maxrss_mb"] < LIMIT_MB, (took, got["maxrss_mb"], got["err"])
+    findings = json.loads(got["out"])["findings"]
+    assert len(findings) == n - 1 and {f["rule"] for f in findings} == {"fork-on-self-hosted"}

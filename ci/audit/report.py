@@ -31,6 +31,7 @@ class FindingCollector:
     """Mixin: ``findings`` plus the rule-keyed view older callers read (``violations[rule_id]``)."""
     findings: list[Finding] = field(default_factory=list)
     run_suites: set[SuiteKey] = field(default_factory=set)   # (hardware, suite, schedule) in state "run"
+    _seen: set[tuple[str, str, str]] = field(default_factory=set, repr=False, compare=False)  # (rule, message, sev)
 
     def add(self, rule: str, message: str, *, severity: Severity | None = None, hardware: str = "",
             suite: str = "", schedule: str = "", locations: Iterable[Location] = (),
@@ -39,11 +40,14 @@ class FindingCollector:
         severity = severity or RULES[rule].default_severity
         if severity == "warning" and not why_unproven:
             raise ValueError(f"[{rule}] a warning must say why it was not proven: {message}")
-        if any(f.rule == rule and f.message == message and f.severity == severity for f in self.findings):
+        if len(self._seen) != len(self.findings):   # the list was changed elsewhere: derive the keys again
+            self._seen = {(f.rule, f.message, f.severity) for f in self.findings}
+        if (rule, message, severity) in self._seen:   # a set, not a scan: thousands of findings stay linear
             return None
         finding = Finding(rule, severity, message, hardware, suite, schedule,
                           tuple(locations) or locations_in(message), why_unproven, state)
         self.findings.append(finding)
+        self._seen.add((rule, message, severity))
         return finding
 
     def extend(self, rule: str, messages: Iterable[str]) -> None:

@@ -130,6 +130,7 @@ class WorkflowScan:
     # (rule, message, path, line) about the input itself: unreadable-input, oversize-matrix, fork-on-self-hosted
     input_findings: list[tuple[str, str, str, int]] = field(default_factory=list)
     readings: dict[tuple[str, ShellEnv], Reading] = field(default_factory=dict)   # memo: script read per row
+    env_writers: dict[str, bool] = field(default_factory=dict)   # memo: a step of the workflow writes $GITHUB_ENV
 
 
 @dataclass
@@ -328,7 +329,7 @@ def _scan_job(cx: ScanContext) -> None:
     scan.runs_on[(cx.rel, cx.key)] = _runs_on(cx)
     defaults, wf_defaults = _run_defaults(cx.job), _run_defaults(cx.doc)
     filters = tuple(sorted({a.filtered for a in cx.acts if a.filtered}))
-    opened = _env_opened_by(cx.doc, cx.job)
+    opened = _env_opened_by(cx)
     for index, step in expanded_steps(cx.job.get("steps") or [], cx.root):
         if not isinstance(step, dict):
             continue
@@ -370,15 +371,16 @@ def _scan_job(cx: ScanContext) -> None:
                 never[0] if never_runs and never and not events.never else ""))
 
 
-def _env_opened_by(doc: dict[str, Any], job: dict[str, Any]) -> str:
+def _env_opened_by(cx: ScanContext) -> str:
     """Why a name the workflow never sets may still hold a value in this job ("" when nothing can set it)."""
-    if job.get("container"):
+    if cx.job.get("container"):
         return "the job runs in a container, whose image sets its own environment"
-    for other in doc.get("jobs", {}).values():
-        for step in (other.get("steps") or []) if isinstance(other, dict) else []:
-            if isinstance(step, dict) and "GITHUB_ENV" in str(step.get("run") or ""):
-                return "a step of this workflow writes $GITHUB_ENV"
-    return ""
+    if cx.rel not in cx.scan.env_writers:   # once per workflow, not once per job (a file may hold thousands)
+        cx.scan.env_writers[cx.rel] = any(
+            isinstance(step, dict) and "GITHUB_ENV" in str(step.get("run") or "")
+            for other in cx.doc.get("jobs", {}).values() if isinstance(other, dict)
+            for step in (other.get("steps") or []) if isinstance(other.get("steps") or [], list))
+    return "a step of this workflow writes $GITHUB_ENV" if cx.scan.env_writers[cx.rel] else ""
 
 
 def _command_at(adapter: Adapter, commands: list, line: int) -> list[int]:
