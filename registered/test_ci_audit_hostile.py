@@ -546,3 +546,78 @@ def test_a_workflow_of_thousands_of_jobs_is_audited_in_bounded_time(tmp_path):
     assert got["rc"] == 0 and took < LIMIT_S and got["maxrss_mb"] < LIMIT_MB, (took, got["maxrss_mb"], got["err"])
     findings = json.loads(got["out"])["findings"]
     assert len(findings) == n - 1 and {f["rule"] for f in findings} == {"fork-on-self-hosted"}
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=3)
+def test_json_nested_past_the_decoder_is_bad_input_not_a_defect(tmp_path, capsys):
+    """A crafted baseline, durations file or fromJSON() argument nested 100,000 deep made Python's
+    decoder raise RecursionError, which the audit reported as its own defect (exit 3). Each is now the
+    input's fault: the baseline and the own tree's durations exit 2 in one line naming the file, and a
+    workflow expression that cannot be decoded is unknown (the audit goes on)."""
+    from registered.fixture_repo import FixtureRepo
+
+    deep = "[" * 100_000 + "]" * 100_000
+    root = _small_tree(tmp_path)
+    (tmp_path / "baseline.json").write_text('{"version": 2, "adapter": "sglang", "entries": ' + deep + "}")
+    assert audit_cli.main(["--root", str(root), "--adapter", "sglang", "--baseline",
+                           str(tmp_path / "baseline.json")]) == 2
+    err = _one_line(capsys.readouterr().err)
+    assert "baseline.json" in err and "nested too deeply" in err, err
+
+    own = FixtureRepo(tmp_path / "own")
+    own.test_file("test_a.py", """
+        @register(suite="kernels", hardware="cpu", schedule="per-commit", est_time=5)
+        def test_a(): pass
+    """)
+    own.generate_workflows()
+    (own.root / "ci" / "durations.json").write_text(deep)
+    assert audit_cli.main(["--root", str(own.root), "--adapter", "dspark"]) == 2
+    err = _one_line(capsys.readouterr().err)
+    assert "durations.json" in err and "nested too deeply" in err, err
+
+    expr = "${{ fromJSON('" + "[" * 5000 + "]" * 5000 + "') }}"
+    wf = (f"name: deep\non: pull_request\npermissions: {{}}\njobs:\n  j:\n    runs-on: ubuntu-latest\n"
+          f"    if: {json.dumps(expr)}\n    steps:\n      - run: python3 run_suite.py --hw cuda --suite stage-a\n")
+    (root / ".github" / "workflows" / "deep.yml").write_text(wf)
+    assert audit_cli.main(["--root", str(root), "--adapter", "sglang"]) in (0, 1)
+    assert "internal error" not in capsys.readouterr().err
+
+
+def _one_line(err: str) -> str:
+    assert err.endswith("\n") and err.count("\n") == 1 and "Traceback" not in err, err
+    return err
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=3)
+def test_crafted_expressions_are_unknown_within_bounds(tmp_path):
+    """``if:`` expressions built to break the reader: 5,000 nested parentheses, 20,000 ``!``, 3,000
+    nested calls (each exhausted Python's recursion: exit 3), and a context path of 80,000 members
+    (a quadratic prefix search: 37 s). Deeper than MAX_NESTING is an ExpressionError, read as an
+    unknown condition; a path past MAX_PATH_PARTS is unknown at once. One subprocess, within bounds,
+    every step still judged (its suite is unknown-suite)."""
+    from ci.github.expressions import MAX_NESTING, ExpressionError, evaluate
+
+    shapes = {"parens": "(" * 5000 + "true" + ")" * 5000, "nots": "!" * 20000 + "true",
+              "calls": "format(" * 3000 + "'x'" + ")" * 3000, "members": "github" + "['a']" * 80000}
+    for name in ("parens", "nots", "calls"):
+        with pytest.raises(ExpressionError, match=f"nested deeper than {MAX_NESTING}"):
+            evaluate(shapes[name], {})
+    depth = MAX_NESTING - 1   # parentheses inside the expression's own level: the deepest it reads
+    assert evaluate("(" * depth + "true" + ")" * depth, {}) is True and evaluate("!" * depth + "false", {}) is True
+    root = tmp_path / "repo"
+    (root / ".github" / "workflows").mkdir(parents=True)
+    (root / "test" / "registered").mkdir(parents=True)
+    for name, expr in shapes.items():
+        doc = {"name": name, "on": "pull_request", "permissions": {},
+               "jobs": {"j": {"runs-on": "ubuntu-latest", "if": "${{ " + expr + " }}",
+                              "steps": [{"run": f"python3 run_suite.py --hw cuda --suite stage-{name}"}]}}}
+        (root / ".github" / "workflows" / f"{name}.yml").write_text(json.dumps(doc))
+    started = time.monotonic()
+    out = subprocess.run([sys.executable, "-c", LAUNCHER, "--root", str(root), "--adapter", "sglang", "--format",
+                          "json"], capture_output=True, text=True, cwd=REAL_ROOT, timeout=120)
+    got = json.loads(out.stdout)
+    took = time.monotonic() - started
+    assert got["rc"] == 1 and took < LIMIT_S and got["maxrss_mb"] < LIMIT_MB, (took, got["err"])
+    unknown = {f["message"].split("--suite ")[1].split(",")[0] for f in json.loads(got["out"])["findings"]
+               if f["rule"] == "unknown-suite"}
+    assert unknown == {f"stage-{name}" for name in shapes}

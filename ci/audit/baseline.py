@@ -44,7 +44,7 @@ Imports nothing from ``impl/``, test code or torch.
 """
 from __future__ import annotations
 
-from ci.input_errors import InputError
+from ci.input_errors import InputError, json_input
 
 import dataclasses
 import json
@@ -172,10 +172,7 @@ def _entry(where: str, i: int, entry: object) -> tuple[Key, Entry]:
 
 def parse_baseline(text: str, where: str) -> Baseline:
     """Read a baseline file's text; ``where`` names it in errors."""
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise BaselineError(f"{where}: not JSON (line {exc.lineno}: {exc.msg})") from None
+    data = json_input(text, where, BaselineError)
     if not isinstance(data, dict):
         raise BaselineError(f"{where}: expected a JSON object with version, adapter, entries, run")
     if data.get("version") == 1:

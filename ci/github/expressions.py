@@ -113,12 +113,28 @@ def _equal(a: Any, b: Any) -> Any:
     return _to_number(a) == _to_number(b)
 
 
+MAX_NESTING = 50   # parentheses, calls and ``!`` inside each other; deeper is an ExpressionError, not a crash
+MAX_PATH_PARTS = 32   # ``a.b[c]...`` members of one context path searched for a known object
+
+
 class _Parser:
     def __init__(self, text: str, context: Mapping[str, Any]):
         self.text = text
         self.toks = _tokens(text)
         self.i = 0
         self.ctx = context
+        self.depth = 0
+
+    def nested(self, parse: Callable[[], Any]) -> Any:
+        """``parse()`` one level deeper: a crafted ``((((...`` or ``!!!!...`` stops at MAX_NESTING
+        instead of exhausting Python's recursion."""
+        self.depth += 1
+        if self.depth > MAX_NESTING:
+            raise ExpressionError(f"expression nested deeper than {MAX_NESTING} levels: {self.text[:80]!r}...")
+        try:
+            return parse()
+        finally:
+            self.depth -= 1
 
     def peek(self) -> tuple[str, str] | None:
         return self.toks[self.i] if self.i < len(self.toks) else None
@@ -137,7 +153,7 @@ class _Parser:
         return value
 
     def or_(self) -> Any:
-        return self._logical("||", self.and_, short_circuit=True)
+        return self.nested(lambda: self._logical("||", self.and_, short_circuit=True))
 
     def and_(self) -> Any:
         return self._logical("&&", self.cmp, short_circuit=False)
@@ -177,7 +193,7 @@ class _Parser:
     def unary(self) -> Any:
         if self.peek() == ("op", "!"):
             self.take()
-            t = is_truthy(self.unary())
+            t = is_truthy(self.nested(self.unary))
             return UNKNOWN if t is None else not t
         return self.postfix()
 
@@ -235,11 +251,14 @@ class _Parser:
         return value
 
     def lookup(self, name: str) -> Any:
+        lowered = name.lower()
         for key, value in self.ctx.items():
-            if key.lower() == name.lower():
+            if key.lower() == lowered:
                 return value
         # a known object further up: matrix.config.case reads key "case" of matrix.config
         parts = name.split(".")
+        if len(parts) > MAX_PATH_PARTS:   # no context is that deep: unknown, without a quadratic search
+            return UNKNOWN
         for cut in range(len(parts) - 1, 1, -1):
             prefix = ".".join(parts[:cut]).lower()
             for key, value in self.ctx.items():
@@ -272,7 +291,7 @@ class _Parser:
                 return UNKNOWN
             try:
                 return json.loads(args[0])
-            except ValueError:
+            except (ValueError, RecursionError):   # malformed, or nested past the decoder's recursion
                 return UNKNOWN
         if name == "tojson" and len(args) == 1:
             return UNKNOWN if _has_unknown(args[0]) else json.dumps(args[0])

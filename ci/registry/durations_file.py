@@ -6,7 +6,7 @@ files. Imports nothing of the project but ci.safe_files (stdlib only), no torch,
 """
 from __future__ import annotations
 
-from ci.input_errors import InputError
+from ci.input_errors import InputError, json_input
 
 import json
 from collections.abc import Mapping
@@ -27,10 +27,7 @@ class DurationsError(InputError):
 
 
 def parse(text: str, *, path: str = DURATIONS_PATH) -> Durations:
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise DurationsError(f"{path}: not valid JSON: {exc}") from None
+    data = json_input(text, path, DurationsError)
     table = data.get("hardware") if isinstance(data, dict) else None
     if not isinstance(table, dict):
         raise DurationsError(f"{path}: expected {{\"hardware\": {{label: {{node_id: seconds}}}}}}")

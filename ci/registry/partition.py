@@ -5,10 +5,9 @@ or a ``{node_id: seconds}`` JSON from an earlier run) where those know a test.
 """
 from __future__ import annotations
 
-from ci.input_errors import InputError
+from ci.input_errors import InputError, json_input
 
 import heapq
-import json
 import math
 import re
 import xml.etree.ElementTree as ET
@@ -171,7 +170,7 @@ def load_durations(path: str | Path) -> dict[str, float]:
             key = f"{case.get('classname', '')}.{_PARAMS.sub('', case.get('name', ''))}".lstrip(".")
             out[key] = out.get(key, 0.0) + float(case.get("time") or 0.0)
         return out
-    data = json.loads(text)
+    data = json_input(text, str(path))
     if not isinstance(data, dict) or not all(isinstance(v, (int, float)) for v in data.values()):
         raise InputError(f"{path}: durations JSON must be an object {{node_id: seconds}}")
     for node_id, seconds in data.items():
