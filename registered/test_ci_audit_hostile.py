@@ -621,3 +621,52 @@ def test_crafted_expressions_are_unknown_within_bounds(tmp_path):
     unknown = {f["message"].split("--suite ")[1].split(",")[0] for f in json.loads(got["out"])["findings"]
                if f["rule"] == "unknown-suite"}
     assert unknown == {f"stage-{name}" for name in shapes}
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=8)
+def test_a_registered_file_of_thirty_thousand_calls_is_read_in_bounded_time_and_memory(tmp_path):
+    """A 1.4 MB registered file of 30,000 one-line registrations (each its own suite): the reader once
+    copied the rest of the file per call and the typo check compared every pair of suite names (hours
+    at this size); the calls are now read in one forward pass, one tree at a time, and the typo check
+    compares only one-file suites with bigger ones of similar length. One subprocess under LIMIT_S
+    and LIMIT_MB; every registration is read and every suite reported as unrun."""
+    n = 30_000
+    root = tmp_path / "repo"
+    (root / ".github" / "workflows").mkdir(parents=True)
+    (root / "test" / "registered").mkdir(parents=True)
+    (root / "test" / "registered" / "test_many.py").write_text(
+        "".join(f"register_cuda_ci(est_time=60, suite='stage-{i}')\n" for i in range(n)))
+    (root / ".github" / "workflows" / "ok.yml").write_text(_workflow("ok"))
+    started = time.monotonic()
+    out = subprocess.run([sys.executable, "-c", LAUNCHER, "--root", str(root), "--adapter", "sglang"],
+                         capture_output=True, text=True, cwd=REAL_ROOT, timeout=240)
+    got = json.loads(out.stdout)
+    took = time.monotonic() - started
+    assert got["rc"] == 1 and took < LIMIT_S and got["maxrss_mb"] < LIMIT_MB, (took, got["maxrss_mb"], got["err"])
+    dormant = [line for line in got["out"].splitlines() if line.strip().startswith("error   [dormant-suite]")]
+    assert len(dormant) == n and "[unknown-suite]" in got["out"]   # ok.yml runs stage-a, which none registers
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=2)
+def test_the_typo_check_compares_only_candidate_pairs_and_bounds_them(monkeypatch):
+    """near_names compares a one-registration suite only with bigger suites of its schedule and
+    hardware whose names are at most MAX_DISTANCE longer or shorter; past MAX_COMPARISONS candidate
+    pairs it raises TooManyNames (the rule then says so in a note) instead of running for hours;
+    the banded distance agrees with the full one."""
+    import ci.registry.suite_names as names
+
+    calls = []
+    real = names.edit_distance
+    monkeypatch.setattr(names, "edit_distance", lambda a, b, limit=2: calls.append((a, b)) or real(a, b, limit))
+    sizes = {f"per-commit/cuda/stage-{i}": 1 for i in range(20_000)}
+    sizes.update({"per-commit/cuda/kernels": 5, "per-commit/cuda/kernelz-long-name": 3, "nightly/cuda/kernel": 1})
+    sizes["per-commit/cuda/kernel"] = 1
+    got = names.near_names(sizes)
+    assert got == [("per-commit/cuda/kernel", "per-commit/cuda/kernels", 1)], got
+    assert len(calls) < 20_000 * 2, len(calls)   # not every pair (2e8): only names of close length
+    monkeypatch.setattr(names, "MAX_COMPARISONS", 1000)
+    big = {f"per-commit/cuda/s{i:05d}": 1 for i in range(2000)} | {"per-commit/cuda/s0000x": 2}
+    with pytest.raises(names.TooManyNames):
+        names.near_names(big | {f"per-commit/cuda/t{i:05d}": 2 for i in range(10)})
+    assert real("kernles", "kernels") == 2 and real("a" * 5000, "a" * 4999 + "b") == 1
+    assert real("abc", "xyz", 1) == 2 and real("", "ab") == 2 and real("flaw", "lawn") == 2

@@ -22,7 +22,7 @@ import ast
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 from ci.adapters.base import UNRESOLVED, Adapter, RunnerCall, Target, parse_options
 from ci.safe_files import UnreadableFile, read_inside
@@ -153,25 +153,44 @@ def _close_paren(text: str, start: int) -> int | None:
     return None
 
 
-def _top_level_calls(text: str) -> list[ast.Call] | None:
+def _top_level_calls(text: str) -> Iterator[ast.Call | None]:
     """The ``register_*_ci(...)`` calls of a file when each starts at column 0 and stands alone on its
-    lines (parsed one by one, line numbers kept); None when the file needs a whole parse."""
-    out = []
+    lines, parsed one by one (line numbers kept) and handed out as they are parsed, so a file of many
+    calls never holds their trees at once; a None, then nothing more, when the file needs a whole parse."""
+    line, counted = 0, 0   # newlines in text[:counted]: counted forward only (linear in the file)
     for match in CALL_TEXT_RE.finditer(text):
         if match.start() and text[match.start() - 1] != "\n":
-            return None
+            yield None
+            return
         close = _close_paren(text, match.end() - 1)
-        if close is None or text[close + 1:].split("\n", 1)[0].split("#", 1)[0].strip():
-            return None
+        end = text.find("\n", close + 1) if close is not None else -1
+        if close is None or text[close + 1:end if end >= 0 else len(text)].split("#", 1)[0].strip():
+            yield None
+            return
         try:
             node = ast.parse(text[match.start():close + 1], mode="eval").body
         except (SyntaxError, ValueError, RecursionError, MemoryError):
-            return None
+            node = None
         if not isinstance(node, ast.Call):
+            yield None
+            return
+        line += text.count("\n", counted, match.start())
+        counted = match.start()
+        ast.increment_lineno(node, line)
+        yield node
+
+
+def _fast_registrations(rel: str, text: str) -> tuple[list[SuiteRegistration], list[str]] | None:
+    """Registrations and problems of a file whose calls all stand alone (:func:`_top_level_calls`), or None."""
+    regs: list[SuiteRegistration] = []
+    problems: list[str] = []
+    for node in _top_level_calls(text):
+        if node is None:
             return None
-        ast.increment_lineno(node, text.count("\n", 0, match.start()))
-        out.append(node)
-    return out
+        reg = _read_call(rel, node, REGISTER_RE.match(_func_name(node) or "").group(1), problems)
+        if reg is not None:
+            regs.append(reg)
+    return regs, problems
 
 
 def collect_suites(root: str | Path) -> SuiteCollection:
@@ -190,17 +209,15 @@ def collect_suites(root: str | Path) -> SuiteCollection:
             out.problems.append(f"{exc}: its registrations cannot be read")
             continue
         out.files.append(rel)
-        fast = _top_level_calls(text)
+        fast = _fast_registrations(rel, text)
         if fast is not None:   # every call at column 0, each parsed alone: no whole-file parse
-            for node in fast:
-                reg = _read_call(rel, node, REGISTER_RE.match(_func_name(node) or "").group(1), out.problems)
-                if reg is not None:
-                    out.registrations.append(reg)
+            out.registrations += fast[0]
+            out.problems += fast[1]
             continue
         try:
             tree = ast.parse(text, filename=rel)
         except SyntaxError as exc:
-            out.problems.append(f"{rel}:{exc.lineno}: syntax error: {exc.msg}")
+            out.problems.append(f"{rel}:{exc.lineno or 1}: syntax error: {exc.msg}")
             continue
         except (ValueError, RecursionError, MemoryError) as exc:   # a NUL byte; nesting past the parser's stack
             out.problems.append(f"{rel}: not parsable Python ({type(exc).__name__}): its registrations cannot be read")

@@ -422,7 +422,7 @@ def collect(root: str | Path, catalog: Catalog) -> Collection:
         try:
             tree = ast.parse(text, filename=rel)
         except SyntaxError as exc:
-            problems.append(f"{rel}:{exc.lineno}: syntax error: {exc.msg}")
+            problems.append(f"{rel}:{exc.lineno or 1}: syntax error: {exc.msg}")
             continue
         except (ValueError, RecursionError, MemoryError) as exc:   # a NUL byte; nesting past the parser's stack
             problems.append(f"{rel}: not parsable Python ({type(exc).__name__}): its registrations cannot be read")
