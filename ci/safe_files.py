@@ -22,6 +22,9 @@ import tempfile
 from pathlib import Path
 
 DEFAULT_MAX_BYTES = 4 * 1024 * 1024   # a workflow or a test file larger than 4 MiB is not source
+# Python the audit parses whole (test files, the noxfile): Python's syntax tree of 1 MiB of source peaks
+# near 200 MB, so this cap is what bounds the audit's memory on a crafted file (no test file comes near)
+MAX_SOURCE_BYTES = 1024 * 1024
 
 
 class UnreadableFile(Exception):

@@ -670,3 +670,31 @@ def test_the_typo_check_compares_only_candidate_pairs_and_bounds_them(monkeypatc
         names.near_names(big | {f"per-commit/cuda/t{i:05d}": 2 for i in range(10)})
     assert real("kernles", "kernels") == 2 and real("a" * 5000, "a" * 4999 + "b") == 1
     assert real("abc", "xyz", 1) == 2 and real("", "ab") == 2 and real("flaw", "lawn") == 2
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=10)
+def test_a_crafted_registered_file_is_capped_where_its_syntax_tree_would_exhaust_memory(tmp_path):
+    """The audit parses a registered test file whole; Python's tree of 1 MiB of source peaks near
+    200 MB, so such files are capped at MAX_SOURCE_BYTES (no test file comes near): just under the
+    cap, 10,500 registered tests are read within LIMIT_MB; just over it, the file is an
+    unreadable-registration error naming the cap, never parsed."""
+    from ci.safe_files import MAX_SOURCE_BYTES
+    from registered.fixture_repo import FixtureRepo
+
+    def tests(count: int) -> str:
+        return "from ci.registration import register\n\n" + "".join(
+            f'@register(suite="s{i}", hardware="cpu", schedule="per-commit", est_time=1)\ndef test_{i}(): pass\n\n'
+            for i in range(count))
+    under = tests(10_500)
+    assert MAX_SOURCE_BYTES * 0.85 < len(under) < MAX_SOURCE_BYTES
+    for name, text, over in (("under", under, False), ("over", tests(14_000), True)):
+        repo = FixtureRepo(tmp_path / name)
+        repo.write("registered/test_many.py", text)
+        (repo.root / ".github" / "workflows").mkdir(parents=True)
+        shutil.copy(REAL_ROOT / ".github" / "workflows" / "per-commit.yml", repo.root / ".github" / "workflows")
+        out = subprocess.run([sys.executable, "-c", LAUNCHER, "--root", str(repo.root), "--adapter", "dspark"],
+                             capture_output=True, text=True, cwd=REAL_ROOT, timeout=240)
+        got = json.loads(out.stdout)
+        assert got["maxrss_mb"] < LIMIT_MB and got["rc"] in (1, 2), (name, got["maxrss_mb"], got["err"])
+        capped = "over the 1048576-byte cap" in got["out"] + got["err"]
+        assert capped == over, (name, got["out"][-2000:], got["err"])

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from ci.adapters.base import UNRESOLVED, Adapter, RunnerCall, Target, parse_options
-from ci.safe_files import UnreadableFile, read_inside
+from ci.safe_files import MAX_SOURCE_BYTES, UnreadableFile, read_inside
 from ci.safe_yaml import short
 from ci.tree_files import files_inside, outside_note
 
@@ -204,7 +204,7 @@ def collect_suites(root: str | Path) -> SuiteCollection:
             continue
         rel = path.relative_to(root).as_posix()
         try:
-            text = read_inside(root, path)
+            text = read_inside(root, path, MAX_SOURCE_BYTES)
         except UnreadableFile as exc:
             out.problems.append(f"{exc}: its registrations cannot be read")
             continue

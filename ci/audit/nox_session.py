@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from ci.safe_files import read_inside
+from ci.safe_files import MAX_SOURCE_BYTES, read_inside
 
 NOXFILE = "noxfile.py"
 RUNNER_MODULE = "ci.runner.run_suite"
@@ -97,7 +97,7 @@ def suite_session_problems(root: str | Path, session: str = "suite") -> list[str
     path = Path(root) / NOXFILE
     if not path.is_file():
         return [f"{NOXFILE}: missing, but workflow steps run `nox -s {session}`"]
-    tree = ast.parse(read_inside(root, path), filename=NOXFILE)
+    tree = ast.parse(read_inside(root, path, MAX_SOURCE_BYTES), filename=NOXFILE)
     module_fns = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
     fn = _session_function(tree, session)
     if fn is None:

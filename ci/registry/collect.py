@@ -20,7 +20,7 @@ from ci.registry.catalog import Catalog
 from ci.registry.gatecheck import gate_env_problem
 from ci.registry.pyast import dotted_name
 from ci.registration import SCHEDULES
-from ci.safe_files import UnreadableFile, read_inside
+from ci.safe_files import MAX_SOURCE_BYTES, UnreadableFile, read_inside
 from ci.tree_files import files_inside, outside_note
 
 REGISTERED_DIR = "registered"
@@ -413,7 +413,7 @@ def collect(root: str | Path, catalog: Catalog) -> Collection:
             continue   # data for the ci tests (e.g. an sglang-shaped tree), not tests of ours
         is_test = is_test_file(path)
         try:
-            text = read_inside(root, path)
+            text = read_inside(root, path, MAX_SOURCE_BYTES)
         except UnreadableFile as exc:
             problems.append(f"{exc}: its registrations cannot be read")
             continue
