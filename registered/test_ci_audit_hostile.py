@@ -624,18 +624,21 @@ def test_crafted_expressions_are_unknown_within_bounds(tmp_path):
 
 
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=8)
-def test_a_registered_file_of_thirty_thousand_calls_is_read_in_bounded_time_and_memory(tmp_path):
-    """A 1.4 MB registered file of 30,000 one-line registrations (each its own suite): the reader once
-    copied the rest of the file per call and the typo check compared every pair of suite names (hours
-    at this size); the calls are now read in one forward pass, one tree at a time, and the typo check
-    compares only one-file suites with bigger ones of similar length. One subprocess under LIMIT_S
-    and LIMIT_MB; every registration is read and every suite reported as unrun."""
-    n = 30_000
+def test_a_registered_file_of_twenty_thousand_calls_is_read_in_bounded_time_and_memory(tmp_path):
+    """A 1 MB registered file (under MAX_SOURCE_BYTES) of 20,000 one-line registrations, each its own
+    suite: the reader once copied the rest of the file per call and the typo check compared every pair
+    of suite names (past a minute at this size); the calls are now read in one forward pass, one tree
+    at a time, and the typo check compares only one-file suites with bigger ones of similar length.
+    One subprocess under LIMIT_S and LIMIT_MB; every registration is read, every suite reported unrun."""
+    from ci.safe_files import MAX_SOURCE_BYTES
+
+    n = 20_000
     root = tmp_path / "repo"
     (root / ".github" / "workflows").mkdir(parents=True)
     (root / "test" / "registered").mkdir(parents=True)
-    (root / "test" / "registered" / "test_many.py").write_text(
-        "".join(f"register_cuda_ci(est_time=60, suite='stage-{i}')\n" for i in range(n)))
+    text = "".join(f"register_cuda_ci(est_time=60, suite='stage-{i}')\n" for i in range(n))
+    assert MAX_SOURCE_BYTES * 0.9 < len(text) < MAX_SOURCE_BYTES
+    (root / "test" / "registered" / "test_many.py").write_text(text)
     (root / ".github" / "workflows" / "ok.yml").write_text(_workflow("ok"))
     started = time.monotonic()
     out = subprocess.run([sys.executable, "-c", LAUNCHER, "--root", str(root), "--adapter", "sglang"],
