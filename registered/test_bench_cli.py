@@ -159,3 +159,8 @@ def test_e2e_table_runs_a_before_tree_beside_this_one(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "impl.bench.e2e_table", "--rounds", "0"], capture_output=True,
                          text=True, cwd=ROOT, timeout=120)
     assert bad.returncode == 2 and "--rounds must be >= 1" in bad.stderr
+    for module in ("impl.bench.e2e_table", "impl.bench.metadata_cost"):
+        bad = subprocess.run([sys.executable, "-m", module, "--before-root", str(tmp_path / "missing")],
+                             capture_output=True, text=True, cwd=ROOT, timeout=120)
+        assert bad.returncode == 2 and "expected a checkout with impl/__init__.py" in bad.stderr, bad.stderr
+        assert "Traceback" not in bad.stderr

@@ -177,6 +177,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, help="tokens per request (default 64 on a GPU)")
     ap.add_argument("--json", type=Path, help="write the rows here")
     args = ap.parse_args(argv)
+    if args.before_root and not (args.before_root / "impl" / "__init__.py").is_file():
+        ap.error(f"--before-root {args.before_root}: expected a checkout with impl/__init__.py")
     if args.rounds < 1:
         ap.error(f"--rounds must be >= 1, got {args.rounds}")
     import impl

@@ -165,6 +165,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--calls", type=int, default=60)
     ap.add_argument("--repeats", type=int, default=9)
     args = ap.parse_args(argv)
+    if args.before_root and not (args.before_root / "impl" / "__init__.py").is_file():
+        ap.error(f"--before-root {args.before_root}: expected a checkout with impl/__init__.py")
     import torch
 
     import impl
