@@ -701,3 +701,29 @@ def test_a_crafted_registered_file_is_capped_where_its_syntax_tree_would_exhaust
         assert got["maxrss_mb"] < LIMIT_MB and got["rc"] in (1, 2), (name, got["maxrss_mb"], got["err"])
         capped = "over the 1048576-byte cap" in got["out"] + got["err"]
         assert capped == over, (name, got["out"][-2000:], got["err"])
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=2)
+def test_a_huge_value_in_a_baseline_or_durations_file_is_named_in_a_short_line(tmp_path, capsys):
+    """A baseline entry or a durations key of megabytes: the refusal itself quotes at most a short
+    repr of it (messages never format unbounded structures; the CLI's 500-character cut is the last
+    guard, not the first), and the command says so in one line, exit 2."""
+    from ci.audit.baseline import BaselineError, parse_baseline
+    from ci.registry.durations_file import DurationsError, parse
+
+    big = "x" * 3_000_000
+    for entries in ([big], [{"rule": big}], [{"rule": "r", "hardware": "", "suite": "", "schedule": "",
+                                              "severity": big}]):
+        text = json.dumps({"version": 2, "adapter": "sglang", "entries": entries})
+        with pytest.raises(BaselineError) as refused:
+            parse_baseline(text, "--baseline b.json")
+        assert "entries[0]" in str(refused.value) and len(str(refused.value)) < 1000, len(str(refused.value))
+    with pytest.raises(DurationsError) as refused:
+        parse(json.dumps({"hardware": {"cpu": {big: -1}}}))
+    assert len(str(refused.value)) < 1000, len(str(refused.value))
+    root = _small_tree(tmp_path)
+    (tmp_path / "baseline.json").write_text(json.dumps({"version": 2, "adapter": "sglang", "entries": [big]}))
+    assert audit_cli.main(["--root", str(root), "--adapter", "sglang", "--baseline",
+                           str(tmp_path / "baseline.json")]) == 2
+    err = _one_line(capsys.readouterr().err)
+    assert "entries[0]" in err and len(err) < 1000

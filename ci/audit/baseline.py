@@ -55,6 +55,7 @@ from typing import Iterable, Mapping
 
 from ci.audit.findings import SEVERITIES, STATES, Finding, SuiteKey, severity_rank, state_rank
 from ci.safe_files import UnreadableFile, UnsafeOutput, read_inside, write_atomic
+from ci.safe_yaml import short
 
 MAX_BASELINE_BYTES = 16 * 1024 * 1024
 
@@ -157,16 +158,16 @@ def _entry(where: str, i: int, entry: object) -> tuple[Key, Entry]:
             or not all(isinstance(entry[k], str) for k in KEY_FIELDS) or not entry["rule"]):
         raise BaselineError(f"{where}: entries[{i}] must be an object with the string fields "
                             f"{', '.join(KEY_FIELDS)} (rule non-empty), severity, and optionally state and count, "
-                            f"got {entry!r}")
+                            f"got {short(entry)}")
     if entry["severity"] not in SEVERITIES:
         raise BaselineError(f"{where}: entries[{i}].severity must be one of {list(SEVERITIES)}, "
-                            f"got {entry['severity']!r}")
+                            f"got {short(entry['severity'])}")
     state = entry.get("state", "")
     if state not in ("", *STATES):
-        raise BaselineError(f"{where}: entries[{i}].state must be one of {list(STATES)}, got {state!r}")
+        raise BaselineError(f"{where}: entries[{i}].state must be one of {list(STATES)}, got {short(state)}")
     count = entry.get("count", 1)
     if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-        raise BaselineError(f"{where}: entries[{i}].count must be a positive integer, got {count!r}")
+        raise BaselineError(f"{where}: entries[{i}].count must be a positive integer, got {short(count)}")
     return tuple(entry[k] for k in KEY_FIELDS), Entry(count, entry["severity"], state)
 
 
@@ -180,10 +181,11 @@ def parse_baseline(text: str, where: str) -> Baseline:
                             "tell a regression from known debt: rewrite it with --write-baseline FILE and review "
                             "the diff (docs/audit-baseline.md)")
     if data.get("version") != BASELINE_VERSION:
-        raise BaselineError(f"{where}: version {data.get('version')!r} is not supported (expected {BASELINE_VERSION})")
+        raise BaselineError(f"{where}: version {short(data.get('version'))} is not supported "
+                            f"(expected {BASELINE_VERSION})")
     adapter, entries, run = data.get("adapter"), data.get("entries"), data.get("run", [])
     if not isinstance(adapter, str) or not adapter:
-        raise BaselineError(f"{where}: 'adapter' must be a non-empty string, got {adapter!r}")
+        raise BaselineError(f"{where}: 'adapter' must be a non-empty string, got {short(adapter)}")
     if not isinstance(entries, list):
         raise BaselineError(f"{where}: 'entries' must be a list, got {type(entries).__name__}")
     if not isinstance(run, list):
@@ -192,14 +194,14 @@ def parse_baseline(text: str, where: str) -> Baseline:
     for i, raw in enumerate(entries):
         key, entry = _entry(where, i, raw)
         if key in known:
-            raise BaselineError(f"{where}: entries[{i}] repeats {entry_of(key)} (use count)")
+            raise BaselineError(f"{where}: entries[{i}] repeats {short(entry_of(key), 240)} (use count)")
         known[key] = entry
     suites: set[SuiteKey] = set()
     for i, raw in enumerate(run):
         if not isinstance(raw, dict) or set(raw) != set(SUITE_FIELDS) or not all(
                 isinstance(raw[k], str) and raw[k] for k in SUITE_FIELDS):
             raise BaselineError(f"{where}: run[{i}] must be an object with the non-empty string fields "
-                                f"{', '.join(SUITE_FIELDS)}, got {raw!r}")
+                                f"{', '.join(SUITE_FIELDS)}, got {short(raw)}")
         suites.add(tuple(raw[k] for k in SUITE_FIELDS))
     return Baseline(adapter, known, frozenset(suites))
 

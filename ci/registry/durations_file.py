@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ci.safe_files import read_inside
+from ci.safe_yaml import short
 
 DURATIONS_PATH = "ci/durations.json"
 ABOUT = ("measured seconds per registered test (all its parameters), per hardware label; "
@@ -34,10 +35,10 @@ def parse(text: str, *, path: str = DURATIONS_PATH) -> Durations:
     out: Durations = {}
     for label, tests in table.items():
         if not isinstance(tests, dict):
-            raise DurationsError(f"{path}: hardware {label!r}: expected {{node_id: seconds}}")
+            raise DurationsError(f"{path}: hardware {short(label)}: expected {{node_id: seconds}}")
         for node_id, seconds in tests.items():
             if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds < 0:
-                raise DurationsError(f"{path}: {label} {node_id}: seconds must be a non-negative number")
+                raise DurationsError(f"{path}: {short(label)} {short(node_id)}: seconds must be a non-negative number")
         out[str(label)] = {str(k): float(v) for k, v in tests.items()}
     return out
 
