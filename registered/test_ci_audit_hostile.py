@@ -727,3 +727,25 @@ def test_a_huge_value_in_a_baseline_or_durations_file_is_named_in_a_short_line(t
                            str(tmp_path / "baseline.json")]) == 2
     err = _one_line(capsys.readouterr().err)
     assert "entries[0]" in err and len(err) < 1000
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=2)
+def test_a_finding_quoting_a_crafted_value_stays_readable_in_every_format(tmp_path):
+    """A registration whose suite name is 500,000 characters (nothing runs it: dormant-suite): the
+    finding quotes the name, so its message is cut at MAX_MESSAGE, the same in JSON and SARIF (the
+    tables still carry the name; the output stays bounded by the 1 MiB input)."""
+    from ci.audit.report import MAX_MESSAGE
+
+    root = _small_tree(tmp_path)
+    (root / "test" / "registered" / "test_big.py").write_text(
+        f"register_cuda_ci(est_time=60, suite='{'x' * 500_000}')\n")
+    for fmt in ("json", "sarif"):
+        out = subprocess.run([sys.executable, "-m", "ci.audit.cli", "--root", str(root), "--adapter", "sglang",
+                              "--format", fmt], capture_output=True, text=True, cwd=REAL_ROOT, timeout=60)
+        assert out.returncode == 1, out.stderr
+        doc = json.loads(out.stdout)
+        messages = ([f["message"] for f in doc["findings"]] if fmt == "json"
+                    else [r["message"]["text"] for r in doc["runs"][0]["results"]])
+        big = [m for m in messages if "xxxxxxxx" in m]
+        assert big and all(len(m) <= MAX_MESSAGE + 200 for m in big), [len(m) for m in big]
+        assert len(out.stdout) < 4 * 1024 * 1024

@@ -26,6 +26,9 @@ def locations_in(*texts: str) -> tuple[Location, ...]:
     return tuple(out.values())
 
 
+MAX_MESSAGE = 2000   # characters of one finding's message (text, JSON and SARIF alike)
+
+
 @dataclass
 class FindingCollector:
     """Mixin: ``findings`` plus the rule-keyed view older callers read (``violations[rule_id]``)."""
@@ -38,6 +41,8 @@ class FindingCollector:
             why_unproven: str | None = None, state: str = "") -> Finding | None:
         """Record a finding once (same rule, severity and message); ``severity`` defaults to the rule's."""
         severity = severity or RULES[rule].default_severity
+        if len(message) > MAX_MESSAGE:   # text quoted from a crafted file: a finding is read by people
+            message = message[:MAX_MESSAGE - 3] + "..."
         if severity == "warning" and not why_unproven:
             raise ValueError(f"[{rule}] a warning must say why it was not proven: {message}")
         if len(self._seen) != len(self.findings):   # the list was changed elsewhere: derive the keys again
