@@ -67,10 +67,27 @@ def test_shard_count_examples():
 
 
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
-@pytest.mark.parametrize("text", ["", "2", "0/2", "3/2", "a/b", "1/0"])
+@pytest.mark.parametrize("text", ["", "2", "0/2", "3/2", "a/b", "1/0", "1/257", "1/99999999999999999999"])
 def test_parse_shard_rejects_bad_values(text):
-    with pytest.raises(ValueError, match="I/N|1 <= I <= N"):
+    with pytest.raises(ValueError, match="I/N|1 <= I <= N|at most 256 shards"):
         parse_shard(text)
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=5)
+def test_the_runner_refuses_a_shard_count_it_could_never_plan_at_once():
+    """``--shard 1/10**20`` made the runner plan 10**20 shards (it never ended); past 256 (a GitHub
+    matrix's most jobs) it is exit 2 in one line before any planning, and 256 itself is planned."""
+    import subprocess
+    import sys
+
+    def dry_run(shard: str):
+        return subprocess.run([sys.executable, "-m", "ci.runner.run_suite", "--group", "per-commit/cpu", "--shard",
+                               shard, "--dry-run"], capture_output=True, text=True, cwd=REAL_ROOT, timeout=60)
+    refused = dry_run("1/99999999999999999999")
+    assert refused.returncode == 2 and "at most 256 shards" in refused.stderr, refused.stderr[-500:]
+    assert "Traceback" not in refused.stderr
+    planned = dry_run("256/256")
+    assert planned.returncode == 0, planned.stderr[-500:]
 
 
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=2)

@@ -5,6 +5,8 @@ Imports nothing from ``impl/``, torch or test code.
 from __future__ import annotations
 
 from ci.input_errors import InputError
+from ci.registry.partition import MAX_SHARDS
+from ci.safe_yaml import short
 
 from dataclasses import dataclass
 from pathlib import Path
@@ -87,5 +89,7 @@ def parse_shard_text(text: str) -> tuple[int, int]:
     """``"I/N"`` -> (I, N) with 1 <= I <= N; a ValueError says what a shard looks like."""
     index, slash, count = text.strip().partition("/")
     if not slash or not index.isdigit() or not count.isdigit() or not 1 <= int(index) <= int(count):
-        raise InputError(f"--shard {text!r}: expected I/N with 1 <= I <= N, e.g. 2/3")
+        raise InputError(f"--shard {short(text)}: expected I/N with 1 <= I <= N, e.g. 2/3")
+    if int(count) > MAX_SHARDS:   # a crafted 1/10**20 would make the partition checks loop for ever
+        raise InputError(f"--shard {short(text)}: at most {MAX_SHARDS} shards (a GitHub matrix holds 256 jobs)")
     return int(index), int(count)

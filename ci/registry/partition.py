@@ -136,6 +136,9 @@ def choose_group_shard_count(items: GroupItems, budget_s: float, max_imbalance: 
     return n
 
 
+MAX_SHARDS = 256   # shards of one group or job: a GitHub matrix's most jobs
+
+
 def parse_shard(text: str) -> tuple[int, int]:
     """``"I/N"`` (1-based) -> (I, N); a clear ValueError otherwise."""
     match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text or "")
@@ -144,6 +147,8 @@ def parse_shard(text: str) -> tuple[int, int]:
     index, count = int(match.group(1)), int(match.group(2))
     if count < 1 or not 1 <= index <= count:
         raise InputError(f"--shard {text}: need 1 <= I <= N")
+    if count > MAX_SHARDS:   # the partitioner works per shard: a count of 10**20 would never end
+        raise InputError(f"--shard {text}: at most {MAX_SHARDS} shards (a GitHub matrix holds 256 jobs)")
     return index, count
 
 
