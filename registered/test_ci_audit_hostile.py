@@ -749,3 +749,24 @@ def test_a_finding_quoting_a_crafted_value_stays_readable_in_every_format(tmp_pa
         big = [m for m in messages if "xxxxxxxx" in m]
         assert big and all(len(m) <= MAX_MESSAGE + 200 for m in big), [len(m) for m in big]
         assert len(out.stdout) < 4 * 1024 * 1024
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=3)
+def test_a_partition_count_no_matrix_could_hold_is_named_not_counted(tmp_path):
+    """``--auto-partition-size 999999999999`` in a step: the partition check counted every partition
+    (it ran past any bound); past 256 (a GitHub matrix's most jobs) the step is unresolved, said in
+    one warning, and the audit ends within bounds."""
+    root = tmp_path / "repo"
+    (root / ".github" / "workflows").mkdir(parents=True)
+    (root / "test" / "registered").mkdir(parents=True)
+    (root / "test" / "registered" / "test_a.py").write_text("register_cuda_ci(est_time=60, suite='stage-a')\n")
+    (root / ".github" / "workflows" / "w.yml").write_text(_workflow(
+        "w", step="run suite").replace("--suite stage-a", "--suite stage-a --auto-partition-id 0 "
+                                       "--auto-partition-size 999999999999"))
+    started = time.monotonic()
+    out = subprocess.run([sys.executable, "-c", LAUNCHER, "--root", str(root), "--adapter", "sglang", "--format",
+                          "json"], capture_output=True, text=True, cwd=REAL_ROOT, timeout=120)
+    got = json.loads(out.stdout)
+    assert got["rc"] == 0 and time.monotonic() - started < LIMIT_S and got["maxrss_mb"] < LIMIT_MB, got["err"]
+    unresolved = [f["message"] for f in json.loads(got["out"])["findings"] if f["rule"] == "unresolved-step"]
+    assert len(unresolved) == 1 and "at most 256 partitions" in unresolved[0], unresolved

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from ci.adapters.base import UNRESOLVED, Adapter, RunnerCall, Target, parse_options
+from ci.registry.partition import MAX_SHARDS
 from ci.safe_files import MAX_SOURCE_BYTES, UnreadableFile, read_inside
 from ci.safe_yaml import short
 from ci.tree_files import files_inside, outside_note
@@ -347,5 +348,8 @@ class SGLangAdapter(Adapter):
             why = "--auto-partition-id/--auto-partition-size known only at run time"
             return [Target("suite", target, None, why)], None
         if not str(pid).isdigit() or not str(size).isdigit() or not 0 <= int(pid) < int(size):
-            return [], f"--auto-partition-id {pid!r} --auto-partition-size {size!r}: expected 0 <= id < size"
+            return [], (f"--auto-partition-id {short(pid)} --auto-partition-size {short(size)}: "
+                        "expected 0 <= id < size")
+        if int(size) > MAX_SHARDS:   # the partition checks count every partition: bounded here
+            return [], f"--auto-partition-size {short(size)}: at most {MAX_SHARDS} partitions (a GitHub matrix's jobs)"
         return [Target("suite", target, (int(pid) + 1, int(size)))], None
