@@ -84,21 +84,33 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def redacted(url: str) -> str:
+    """``url`` with any ``user:password@`` replaced by ``***@``: a refusal never prints a credential."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return url
+    authority, slash, tail = rest.partition("/")
+    if "@" in authority:
+        authority = "***@" + authority.rsplit("@", 1)[1]
+    return f"{scheme}{sep}{authority}{slash}{tail}"
+
+
 def origin_of(url: str, what: str = "URL") -> Origin:
     """The origin of an absolute http(s) URL; no user:password part; https unless loopback."""
     try:
         parts = urllib.parse.urlsplit(url)
         port = parts.port
     except ValueError as exc:
-        raise ApiError(f"{what}: not a valid URL ({exc}): {url!r}") from None
+        raise ApiError(f"{what}: not a valid URL ({exc}): {redacted(url)!r}") from None
     scheme, host = parts.scheme.lower(), (parts.hostname or "")
     if scheme not in _DEFAULT_PORT or not host:
-        raise ApiError(f"{what}: expected an absolute http(s) URL, got {url!r}")
+        raise ApiError(f"{what}: expected an absolute http(s) URL, got {redacted(url)!r}")
     if parts.username is not None or parts.password is not None:
-        raise ApiError(f"{what}: a URL with user:password@ is refused (the token goes in a header), got {url!r}")
+        raise ApiError(f"{what}: a URL with user:password@ is refused (the token goes in a header), "
+                       f"got {redacted(url)!r}")
     if scheme != "https" and not is_loopback(host):
         raise ApiError(f"{what}: https is required unless the host is loopback "
-                       f"(localhost, 127.0.0.0/8, ::1), got {url!r}")
+                       f"(localhost, 127.0.0.0/8, ::1), got {redacted(url)!r}")
     return Origin(scheme, host, port or _DEFAULT_PORT[scheme])
 
 
@@ -109,14 +121,15 @@ def proxy_of(url: str) -> Origin:
         parts = urllib.parse.urlsplit(url)
         port = parts.port
     except ValueError as exc:
-        raise ApiError(f"--proxy: not a valid URL ({exc}): {url!r}") from None
+        raise ApiError(f"--proxy: not a valid URL ({exc}): {redacted(url)!r}") from None
     if parts.scheme.lower() != "http" or not parts.hostname:
         raise ApiError(f"--proxy: expected http://HOST[:PORT] (a CONNECT proxy; TLS runs through it to the API), "
-                       f"got {url!r}")
+                       f"got {redacted(url)!r}")
     if parts.username is not None or parts.password is not None:
-        raise ApiError(f"--proxy: proxy credentials are not supported (they would travel in the clear), got {url!r}")
+        raise ApiError(f"--proxy: proxy credentials are not supported (they would travel in the clear), "
+                       f"got {redacted(url)!r}")
     if parts.path not in ("", "/") or parts.query or parts.fragment:
-        raise ApiError(f"--proxy: a proxy URL has no path or query, got {url!r}")
+        raise ApiError(f"--proxy: a proxy URL has no path or query, got {redacted(url)!r}")
     return Origin("http", parts.hostname.lower(), port or 3128)
 
 

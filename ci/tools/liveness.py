@@ -56,6 +56,7 @@ from typing import Any, Iterator, Mapping, NoReturn
 
 from ci.registry.catalog import CatalogError
 from ci.registry.collect import CollectionError
+from ci.github.http_client import proxy_of
 from ci.github.api import (RUN_SECONDS, ApiError, GitHubApi, Limits, api_base, field, next_link,  # noqa: F401
                            path_id)  # next_link: re-exported
 from ci.registry.group_plan import groups
@@ -406,6 +407,15 @@ def _days(value: str) -> int:
     return int(value)
 
 
+def _proxy(value: str) -> str:
+    """A CONNECT proxy URL, checked before anything connects (``ci.github.http_client.proxy_of``)."""
+    try:
+        proxy_of(value)
+    except ApiError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--proxy: ")) from None
+    return value
+
+
 def _seconds(value: str) -> float:
     try:
         seconds = float(value)
@@ -443,7 +453,7 @@ def _parser() -> argparse.ArgumentParser:
                         help=f"with --self-check: the window in days (default {SELF_CHECK_DAYS})")
     parser.add_argument("--deadline", type=_seconds, default=RUN_SECONDS,
                         help=f"wall-clock seconds for the whole run, waits included (default {RUN_SECONDS:g})")
-    parser.add_argument("--proxy", default=None, metavar="http://HOST:PORT",
+    parser.add_argument("--proxy", default=None, type=_proxy, metavar="http://HOST:PORT",
                         help="reach the API through this CONNECT proxy (TLS end to end; the proxy learns the API's "
                              "host and port only). HTTP(S)_PROXY are never read: pass one here to use it")
     parser.add_argument("--debug", action="store_true", help="on an internal error (exit 3), print the traceback")
