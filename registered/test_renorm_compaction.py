@@ -238,10 +238,12 @@ def test_top_p_first_pass_widens_its_range_near_the_target():
                                          ("finish_sort", (256, 3)), ("first_pass", (2, 1)), ("compact", (32768, 8)),
                                          ("wide_split", 32), ("finish_split", (16, 3)), ("candidate_capacity", 0),
                                          ("write", (1000, 8)), ("finish_min_rows", (4, 0)),
-                                         ("small_batch_programs", 0), ("large_batch_rows", (64, 0))])
+                                         ("small_batch_programs", 0), ("large_batch_rows", (64, 0)),
+                                         ("chunk_align", 1000), ("large_batch_compact", (16, 1))])
 def test_tuning_refuses_bad_settings(name, value):
     """The gather places its keys by the last pass's per-chunk counts (a plan needs a pass), tl.sort
-    sizes and launch shapes are powers of two, passes split at most NB_MAX ways: a bad setting is
+    sizes and launch shapes are powers of two, passes split at most NB_MAX ways, the launches that read
+    or write the segment maxima span whole segments: a bad setting is
     refused by name when the tuning is built, never run."""
     with pytest.raises(ValueError, match=name if name != "write" else "launch shape"):
         dataclasses.replace(renorm.DEFAULT_TUNING, **{name: value})

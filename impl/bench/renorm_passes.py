@@ -4,14 +4,20 @@ plus one write of the rows (the floor), with the measured time and bandwidth.
     python -m impl.bench.renorm_passes [--batches 1,64,256] [--json FILE]
 
 Per launch of the plan (impl/kernels/renorm/plan.py), after one real call whose per-row state says
-which rows were compacted (and how many candidates each copied):
-  first pass        reads every row;
-  compact (try a)   reads the rows not compacted by an earlier try, writes the candidates it copies;
+which rows were compacted (and how many candidates each copied, from which key on) and whose
+segment maxima (one int32 per 32 entries, the first pass's map) say which segments a threshold
+skips:
+  first pass        reads every row, writes its segment maxima;
+  compact (try a)   for the rows not compacted by an earlier try: reads their maxima and the
+                    segments whose largest key is >= the range's lo (top-p's first try weighs
+                    every key: the full rows), writes the candidates it copies; a row this try did
+                    not take is charged every segment (its lo is not kept: an upper bound);
   4-way pass        (skip-compacted) reads the rows not compacted yet;
   small-batch pass  reads a compacted row's candidates, else its full row (also the gather);
   finish            reads a compacted row's candidates once (later passes shrink, cache-resident),
                     a row that never fit its full row (at least once: counted once);
-  write             reads every row and writes every row.
+  write             reads the maxima and the segments whose largest key is >= the pivot, writes
+                    every row.
 Partials, state words and parameters (a few KB) are left out. ``passes`` = bytes / (2 x rows x
 vocab x 4); ``floor_us`` = a copy of the same rows (one read + one write) timed the same way
 (CUDA-graph replay), so ``us / floor_us`` is how far the call is from the floor and
@@ -28,16 +34,25 @@ VOCAB = 129280
 SETTINGS = (("top_k", 50), ("top_k", 1000), ("top_p", 0.9), ("top_p", 0.95))
 
 
-def launch_bytes(plan, state, vocab: int) -> list[tuple[str, int, int]]:
+def launch_bytes(plan, state, vocab: int, seg_max) -> list[tuple[str, int, int]]:
     """(launch, bytes read, bytes written) for each launch of ``plan`` given the per-row ``state``
-    (int64 [rows, STATE_W], on the host) a call left."""
+    (int64 [rows, STATE_W], on the host) and segment maxima (int32 [rows, segments]) a call left."""
+    import torch
+
     from impl.kernels.renorm import kernels as rk
 
     row = vocab * 4
+    seg = int(rk.SEG)
     at = state[:, int(rk.COMPACTED)].tolist()  # the try that compacted each row, 0: never
     ncand = state[:, int(rk.NCAND)].tolist()
     rows = len(at)
     out, tries = [], 0
+    seg_bytes = torch.tensor([4 * min(seg, vocab - j) for j in range(0, vocab, seg)], dtype=torch.int64)
+    map_bytes = 4 * len(seg_bytes)
+
+    def from_key(r: int, key: int) -> int:
+        """Row r's bytes in the segments whose largest key is >= key, and its map."""
+        return map_bytes + int(seg_bytes[seg_max[r] >= key].sum())
 
     def compacted_before(t: int) -> list[bool]:
         return [0 < a < t for a in at]
@@ -45,12 +60,16 @@ def launch_bytes(plan, state, vocab: int) -> list[tuple[str, int, int]]:
     for launch in plan.launches:
         kind = launch.args
         if kind == "first":
-            out.append(("first pass", rows * row, 0))
+            out.append(("first pass", rows * row, rows * map_bytes))
         elif kind == "compact":
             tries += 1
-            live = sum(1 for done in compacted_before(tries) if not done)
+            live = [r for r, done in enumerate(compacted_before(tries)) if not done]
+            if launch.meta["MASSES"]:
+                read = len(live) * row
+            else:
+                read = sum(from_key(r, int(state[r, int(rk.COMPACTED_FROM)]) if at[r] == tries else 0) for r in live)
             copied = sum(4 * n for a, n in zip(at, ncand) if a == tries)
-            out.append((f"compact (try {tries})", live * row, copied))
+            out.append((f"compact (try {tries})", read, copied))
         elif kind == "pass" and launch.meta.get("SKIP_COMPACTED"):
             live = sum(1 for done in compacted_before(tries + 1) if not done)
             out.append(("4-way pass (uncompacted rows)", live * row, 0))
@@ -60,7 +79,7 @@ def launch_bytes(plan, state, vocab: int) -> list[tuple[str, int, int]]:
         else:  # finish
             read = sum(4 * n if a else row for a, n in zip(at, ncand))
             out.append(("finish", read, 0))
-    out.append(("write", rows * row, rows * row))
+    out.append(("write", sum(from_key(r, int(state[r, int(rk.LO)])) for r in range(rows)), rows * row))
     return out
 
 
@@ -94,7 +113,7 @@ def measure(batches=(1, 64, 256), vocab: int = VOCAB) -> list[dict]:
             workspace._FAST_INDEX.clear()
             fn(probs, param)
             ws = _last_workspace(top_p, bs)
-            per_launch = launch_bytes(ws.plan, ws.state.cpu(), vocab)
+            per_launch = launch_bytes(ws.plan, ws.state.cpu(), vocab, ws.seg.cpu())
             total = sum(r + w for _, r, w in per_launch)
             us = timing.graph_replay_us(lambda f=fn, p=param: f(probs, p))
             row = dict(op=f"{op}_renorm", shape=f"{bs}x{vocab} fp32 {op[-1]}={value}", batch=bs, variant="project",

@@ -44,7 +44,8 @@ ABOVE_MASS = tl.constexpr(11)  # top-k (fp64): mass the compaction left above th
 FINISHED_BY = tl.constexpr(12)  # how the gather kernel found the pivot: 0 (range was one key), SORTED, LOOPED
 SORTED = tl.constexpr(1)
 LOOPED = tl.constexpr(2)
-FIRST_TICKET = tl.constexpr(13)  # then one atomic ticket counter per reducing launch
+COMPACTED_FROM = tl.constexpr(13)  # the lo the compaction that took the row copied from (read by benchmarks)
+FIRST_TICKET = tl.constexpr(14)  # then one atomic ticket counter per reducing launch
 MAX_LAUNCHES = 24
 STATE_W = tl.constexpr(FIRST_TICKET + MAX_LAUNCHES)
 
@@ -81,6 +82,12 @@ FIELD_MAX = tl.constexpr(255)
 # subnormals); the exact fp64 masses come from the compaction, which reads the row anyway.
 MARGIN_SCALE = tl.constexpr(4.0)
 ABS_SLACK = tl.constexpr(2.0 ** -120)
+# Segment maxima: the first pass, which reads every key, also stores the largest key of each SEG
+# consecutive entries of a row (SEG x 4 bytes: one 128-byte line; the map is 1/SEG of the row). A
+# segment whose largest key is below a launch's threshold holds nothing that launch keeps, so the
+# compaction (keys >= lo) and the write (keys >= pivot) load only the segments at or above it: on
+# probability rows a small share of the row. Chunks and blocks are whole segments.
+SEG = tl.constexpr(32)
 
 
 @triton.jit
@@ -128,10 +135,12 @@ def _source(probs_ptr, cand_ptr, srow, row, chunk, V, chunk_len, num_chunks, cap
 
 
 @triton.jit
-def _copy_in_range(src, start, end, lo, hi, dst, slot, SUM_ABOVE: tl.constexpr, KEY_SPAN: tl.constexpr,
-                   SUM_BELOW: tl.constexpr, BLOCK: tl.constexpr):
+def _copy_in_range(src, seg_src, start, end, lo, hi, dst, slot, SUM_ABOVE: tl.constexpr, KEY_SPAN: tl.constexpr,
+                   SUM_BELOW: tl.constexpr, SEGMENTS: tl.constexpr, BLOCK: tl.constexpr):
     # Append the values of src[start:end) whose keys lie in [lo, hi) to dst, from slot on, in
-    # order (a block's cumsum places them: no atomics; a block holding none skips it). Returns the
+    # order (a block's cumsum places them: no atomics; a block holding none skips it). SEGMENTS:
+    # seg_src holds src's segment maxima and only segments whose largest key is >= lo are loaded
+    # (the others hold no key >= lo; not with SUM_BELOW, which weighs every key). Returns the
     # next free slot and, when asked, the fp64 mass of the keys >= hi (SUM_ABOVE), the smallest and
     # largest key copied (KEY_SPAN), and the fp64 masses of the keys < lo and of the others (SUM_BELOW).
     above = tl.zeros([BLOCK], tl.float64)
@@ -142,7 +151,10 @@ def _copy_in_range(src, start, end, lo, hi, dst, slot, SUM_ABOVE: tl.constexpr, 
     for off in range(start, end, BLOCK):
         offs = off + tl.arange(0, BLOCK)
         ok = offs < end
-        x, key = _load_keys(src + offs, ok)
+        if not SEGMENTS:
+            x, key = _load_keys(src + offs, ok)
+        else:  # one map word per lane (SEG lanes share it: a cached broadcast); skipped lanes read key 0 < lo
+            x, key = _load_keys(src + offs, ok & (tl.load(seg_src + offs // SEG, mask=ok, other=-1) >= lo))
         take = ok & (key >= lo) & (key < hi)
         big = ok & (key >= hi)
         # one reduction counts both (BLOCK <= 2^14): the block's candidates and its keys above the range
@@ -352,9 +364,10 @@ def _sorted_pivot(keys_src, n, lo, hi, level, goal, TOP_P: tl.constexpr, SORT_CA
 
 
 @triton.jit
-def _first_stats(src, start, end, TOP_P: tl.constexpr, BLOCK: tl.constexpr):
+def _first_stats(src, seg_dst, start, end, TOP_P: tl.constexpr, BLOCK: tl.constexpr):
     # Scan src[start:end) (at most FIELD_MAX steps): per first-pass bucket, the key count and
-    # (top-p) the fp32 mass; and the largest key. Each lane counts in one int64, a byte per
+    # (top-p) the fp32 mass; and the largest key. Stores each segment's largest key at seg_dst
+    # (indexed by segment of src; start is a whole segment). Each lane counts in one int64, a byte per
     # bucket; masked lanes count as keys of bucket 0, taken off at the end. The masses are eight
     # 1-D accumulators (a [BLOCK, FIRST_NB] tile costs a shared-memory layout change per step).
     bins = tl.arange(0, FIRST_NB)
@@ -372,6 +385,9 @@ def _first_stats(src, start, end, TOP_P: tl.constexpr, BLOCK: tl.constexpr):
         offs = off + tl.arange(0, BLOCK)
         x, key = _load_keys(src + offs, offs < end)
         t = tl.minimum(tl.maximum((key - FIRST_BASE) >> 24, 0), FIRST_NB - 1)
+        segs = off // SEG + tl.arange(0, BLOCK // SEG)
+        # masked lanes load key 0, below every real key or equal to it: a tail segment's max is right
+        tl.store(seg_dst + segs, tl.max(tl.reshape(key, [BLOCK // SEG, SEG]), axis=1), mask=segs * SEG < end)
         packed += tl.full([BLOCK], 1, tl.int64) << (t * FIELD_BITS).to(tl.int64)
         top_key = tl.maximum(top_key, key)
         if TOP_P:
@@ -434,7 +450,7 @@ def _first_range(counts_of, mass, top_key, goal, chunk_len, V, TOP_P: tl.constex
 
 @triton.jit
 def _first_pass_kernel(
-    probs_ptr, param_ptr, param_scalar, part_ptr, state_ptr, fstate_ptr, V, chunk_len, num_chunks,
+    probs_ptr, param_ptr, param_scalar, seg_ptr, part_ptr, state_ptr, fstate_ptr, V, chunk_len, num_chunks,
     TOP_P: tl.constexpr, PARAM_IS_TENSOR: tl.constexpr, TICKET: tl.constexpr, BLOCK: tl.constexpr,
     CHUNKS_P2: tl.constexpr,
 ):
@@ -446,8 +462,8 @@ def _first_pass_kernel(
     row = tl.program_id(1)
     srow, frow = _row_words(state_ptr, fstate_ptr, row)
     start = chunk * chunk_len
-    counts, mass, top_key = _first_stats(probs_ptr + row.to(tl.int64) * V, start, tl.minimum(start + chunk_len, V),
-                                         TOP_P, BLOCK)
+    counts, mass, top_key = _first_stats(probs_ptr + row.to(tl.int64) * V, seg_ptr + row.to(tl.int64) * tl.cdiv(V, SEG),
+                                         start, tl.minimum(start + chunk_len, V), TOP_P, BLOCK)
     bins = tl.arange(0, FIRST_NB)
     prow = _partials(part_ptr, row, chunk, num_chunks)
     tl.store(prow + bins, counts.to(tl.float64))
@@ -533,8 +549,8 @@ def _pass_kernel(
 
 @triton.jit
 def _compact_kernel(
-    probs_ptr, param_ptr, param_scalar, cand_ptr, part_ptr, state_ptr, fstate_ptr, V, chunk_len, num_chunks, cap,
-    TOP_P: tl.constexpr, PARAM_IS_TENSOR: tl.constexpr, ATTEMPT: tl.constexpr, ADAPT: tl.constexpr,
+    probs_ptr, param_ptr, param_scalar, cand_ptr, seg_ptr, part_ptr, state_ptr, fstate_ptr, V, chunk_len, num_chunks,
+    cap, TOP_P: tl.constexpr, PARAM_IS_TENSOR: tl.constexpr, ATTEMPT: tl.constexpr, ADAPT: tl.constexpr,
     MASSES: tl.constexpr, TICKET: tl.constexpr, BLOCK: tl.constexpr, CHUNKS_P2: tl.constexpr,
 ):
     # Copy the keys in [lo, hi) of a not-yet-compacted row into its candidate scratch when they
@@ -563,8 +579,9 @@ def _compact_kernel(
         start = chunk * chunk_len
         copy_hi = tl.where(fits, hi, lo)  # [lo, lo) copies nothing
         _, above, kmin, kmax, below, rest = _copy_in_range(
-            probs_ptr + row.to(tl.int64) * V, start, tl.minimum(start + chunk_len, V), lo, copy_hi,
-            cand_ptr + row.to(tl.int64) * cap, slot, not TOP_P, ADAPT, MASSES, BLOCK)
+            probs_ptr + row.to(tl.int64) * V, seg_ptr + row.to(tl.int64) * tl.cdiv(V, SEG), start,
+            tl.minimum(start + chunk_len, V), lo, copy_hi, cand_ptr + row.to(tl.int64) * cap, slot, not TOP_P, ADAPT,
+            MASSES, not MASSES, BLOCK)
         prow = _partials(part_ptr, row, chunk, num_chunks)
         if not TOP_P:
             tl.store(prow + ABOVE_SLOT, above)
@@ -603,6 +620,7 @@ def _compacted(srow, frow, rows_of, live, lo, hi, n, TOP_P: tl.constexpr, ATTEMP
             tl.store(srow + LO, tl.maximum(lo.to(tl.int64), lowest))
             tl.store(srow + HI, tl.minimum(hi.to(tl.int64), highest + 1))
     tl.store(srow + NCAND, n)
+    tl.store(srow + COMPACTED_FROM, lo)
     tl.store(srow + COMPACTED, ATTEMPT)  # later launches read the scratch
 
 
@@ -727,7 +745,8 @@ def _gather_finish_kernel(
         src, start, end = _source(probs_ptr, cand_ptr, srow, row, chunk, V, chunk_len, num_chunks, cap, BLOCK)
         dst = gath_ptr + row.to(tl.int64) * V
         copy_hi = tl.where(narrow, hi, lo)  # [lo, lo) copies nothing; its "above" is every key >= lo
-        _, above, _, _, _, _ = _copy_in_range(src, start, end, lo, copy_hi, dst, slot, not TOP_P, False, False, BLOCK)
+        _, above, _, _, _, _ = _copy_in_range(src, src, start, end, lo, copy_hi, dst, slot, not TOP_P, False, False,
+                                              False, BLOCK)
         if not TOP_P:
             tl.store(_partials(part_ptr, row, chunk, num_chunks) + ABOVE_SLOT, above)
         ticket = tl.atomic_add(srow + TICKET, 1)
@@ -748,10 +767,11 @@ def _gather_finish_kernel(
 
 @triton.jit
 def _write_kernel(
-    probs_ptr, out_ptr, state_ptr, fstate_ptr, V, chunk_len, TOP_P: tl.constexpr, BLOCK: tl.constexpr,
+    probs_ptr, out_ptr, seg_ptr, state_ptr, fstate_ptr, V, chunk_len, TOP_P: tl.constexpr, BLOCK: tl.constexpr,
 ):
     # Keep the entries >= pivot, scaled by 1 / kept mass in fp64 (zero mass -> zeros; NaN and
-    # negative entries -> 0).
+    # negative entries -> 0). Blocks are [segments, SEG] tiles: a segment whose largest key (the
+    # first pass's map) is below the pivot is written as zeros without being read.
     chunk = tl.program_id(0)
     row = tl.program_id(1)
     srow, frow = _row_words(state_ptr, fstate_ptr, row)
@@ -764,9 +784,13 @@ def _write_kernel(
     start = chunk * chunk_len
     end = tl.minimum(start + chunk_len, V)
     base = row.to(tl.int64) * V
+    seg_row = seg_ptr + row.to(tl.int64) * tl.cdiv(V, SEG)
+    segs = tl.arange(0, BLOCK // SEG)
     for off in range(start, end, BLOCK):
-        offs = off + tl.arange(0, BLOCK)
+        seg = off // SEG + segs
+        needed = tl.load(seg_row + seg, mask=seg * SEG < end, other=-1) >= pivot
+        offs = off + segs[:, None] * SEG + tl.arange(0, SEG)[None, :]
         ok = offs < end
-        x, key = _load_keys(probs_ptr + base + offs, ok)
+        x, key = _load_keys(probs_ptr + base + offs, ok & needed[:, None])  # unread: key 0, below a pivot > 0
         y = tl.where(key >= pivot, x.to(tl.float64) * scale, 0.0)
         tl.store(out_ptr + base + offs, y.to(tl.float32), mask=ok)

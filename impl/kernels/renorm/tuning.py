@@ -125,6 +125,11 @@ class RenormTuning:
                   *self.finish, self.write]
         if any(not pow2(block) or not pow2(warps) for block, warps in shapes) or not pow2(self.gather_warps):
             refuse("narrow_pass", "and every launch shape must be (power-of-two BLOCK, power-of-two warps)")
+        for name in ("first_pass", "compact", "large_batch_compact", "write", "chunk_align"):  # the segment maxima
+            value = getattr(self, name)
+            if (value if name == "chunk_align" else value[0]) % int(rk.SEG):
+                refuse(name, f"must span whole {int(rk.SEG)}-entry segments (its BLOCK or length a multiple of "
+                       f"{int(rk.SEG)})")
         if self.chunk_align > int(rk.FIELD_MAX) * self.first_pass[0]:
             refuse("first_pass", f"BLOCK must be >= chunk_align / {int(rk.FIELD_MAX)} (its per-lane byte counters)")
         for name in ("compact", "large_batch_compact"):

@@ -52,11 +52,11 @@ def _specialization(dev: int, probs, param, param_t) -> tuple:
 
 
 class _Workspace:
-    """One call's scratch (state, partials, candidates, gathered keys), reused by later calls of the
+    """One call's scratch (state, partials, candidates, gathered keys, segment maxima), reused by later calls of the
     same plan on the same device and stream; ``calls`` / ``write``: the plan's kernels bound to it."""
 
-    __slots__ = ("plan", "state", "part", "cand", "gath", "nbytes", "calls", "write", "packed", "compiled", "graphs",
-                 "seen", "captures", "hits")
+    __slots__ = ("plan", "state", "part", "cand", "gath", "seg", "nbytes", "calls", "write", "packed", "compiled",
+                 "graphs", "seen", "captures", "hits")
 
     def __init__(self, plan: _Plan, bs: int, vocab: int, device) -> None:
         # The state is zeroed once: each call's first pass rewrites the words a call reads and every
@@ -67,7 +67,9 @@ class _Workspace:
         self.cand = torch.empty((plan.cand_rows, plan.cap) if plan.cand_rows else (1, 1), dtype=torch.float32,
                                 device=device)
         self.gath = torch.empty((bs, vocab) if plan.gathers else (1, 1), dtype=torch.float32, device=device)
-        self.nbytes = sum(t.numel() * t.element_size() for t in (self.state, self.part, self.cand, self.gath))
+        # each call's first pass writes every segment's maximum before a launch reads it
+        self.seg = torch.empty((bs, -(-vocab // int(rk.SEG))), dtype=torch.int32, device=device)
+        self.nbytes = sum(t.numel() * t.element_size() for t in (self.state, self.part, self.cand, self.gath, self.seg))
         self.calls = self.write = self.packed = self.compiled = None
         self.graphs: dict | None = {}  # (probs, param, scalar, out) -> CUDA graph of the call; None: off
         self.seen: dict = {}  # the same keys -> calls seen, before a capture
@@ -76,12 +78,12 @@ class _Workspace:
     def args(self, step: _Launch, ints: bool) -> tuple:
         """The arguments of ``step`` after (probs, param pointer, param scalar): tensors, or their
         addresses (bound launches)."""
-        state, part, cand, gath = ((self.state.data_ptr(), self.part.data_ptr(), self.cand.data_ptr(),
-                                    self.gath.data_ptr()) if ints else (self.state, self.part, self.cand, self.gath))
+        tensors = (self.state, self.part, self.cand, self.gath, self.seg)
+        state, part, cand, gath, seg = tuple(t.data_ptr() for t in tensors) if ints else tensors
         fstate = state if ints else self.state.view(torch.float64)
-        bufs = {"first": (part, state, fstate), "pass": (cand, part, state, fstate),
-                "compact": (cand, part, state, fstate), "gather": (cand, gath, part, state, fstate),
-                "finish": (cand, state, fstate), "write": (state, fstate)}[step.args]
+        bufs = {"first": (seg, part, state, fstate), "pass": (cand, part, state, fstate),
+                "compact": (cand, seg, part, state, fstate), "gather": (cand, gath, part, state, fstate),
+                "finish": (cand, state, fstate), "write": (seg, state, fstate)}[step.args]
         return (*bufs, *step.sizes)
 
     def bind(self, compiled: tuple, stream: int) -> None:

@@ -1,0 +1,65 @@
+"""The renorm first pass's segment maxima: the map the compaction and the write skip segments by.
+
+The first pass stores, per row, the largest key (int32 bits of the value as the select weighs it: NaN,
++-inf, negative and -0.0 entries weigh 0) of every 32 consecutive entries. A map entry too low would
+drop kept entries (the op tests catch that as a wrong output); here the map itself is compared with a
+torch computation, on a workspace whose map was poisoned after an earlier call, with a vocabulary whose
+last segment is partial and chunks that split the row.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+import impl.kernels.renorm as renorm
+import impl.kernels.renorm.kernels as rk
+import impl.kernels.renorm.plan as rplan
+from ci.registration import register
+from impl.kernels.renorm.workspace import _launch_all
+from impl.platform import default_device
+from registered.renorm_tunings import PATH_VOCAB, SMALL_SHAPES
+
+DEV = default_device()
+
+
+def _expected(probs: torch.Tensor) -> torch.Tensor:
+    """Per row, the largest key of each 32 entries: written for obviousness, one segment at a time."""
+    seg = int(rk.SEG)
+    rows, vocab = probs.shape
+    out = torch.empty(rows, -(-vocab // seg), dtype=torch.int32)
+    for r in range(rows):
+        for j in range(0, vocab, seg):
+            part = probs[r, j:j + seg].double()
+            weighed = torch.where(torch.isfinite(part) & (part > 0), part, torch.zeros_like(part)).float()
+            out[r, j // seg] = int(weighed.view(torch.int32).max())
+    return out
+
+
+def _rows(seed: int, vocab: int) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    p = torch.softmax(3 * torch.randn(3, vocab, generator=g), -1)
+    p[0, 5] = float("nan")
+    p[0, 40:72] = -1.0  # a whole segment of negatives: its maximum is key 0
+    p[1, 7] = float("inf")
+    p[1, 100] = -0.0
+    p[2, -3:] = 0.5  # the largest keys in the partial last segment
+    return p
+
+
+@register(suite="kernels", hardware=["cpu", "h200-1", "mi35x-1"], schedule="per-commit", est_time=4)
+@pytest.mark.parametrize("top_p", [False, True], ids=["top_k", "top_p"])
+def test_every_segment_maximum_is_rewritten_by_each_call(top_p):
+    vocab = PATH_VOCAB + 17  # a partial last segment
+    assert vocab % int(rk.SEG), "the vocabulary must end in a partial segment"
+    tuning = dataclasses.replace(renorm.DEFAULT_TUNING, **SMALL_SHAPES, finish_min_rows=1)
+    plan = rplan._plan(3, vocab, top_p, True, tuning)
+    assert plan.chunks > 1, "chunks must split the row (segments from several programs)"
+    param = (torch.tensor([0.9, 0.5, 0.99]) if top_p else torch.tensor([5, 40, 3])).to(DEV)
+    first = _launch_all(_rows(1, vocab).to(DEV), None, param, plan, None)
+    first.seg.fill_(0x7FFFFFFF)  # a segment the next call leaves unwritten keeps a key above every real one
+    probs = _rows(2, vocab)
+    ws = _launch_all(probs.to(DEV), None, param, plan, None)
+    assert ws is first, "the second call must reuse the poisoned workspace"
+    assert torch.equal(ws.seg.cpu(), _expected(probs))
