@@ -63,3 +63,24 @@ def test_every_segment_maximum_is_rewritten_by_each_call(top_p):
     ws = _launch_all(probs.to(DEV), None, param, plan, None)
     assert ws is first, "the second call must reuse the poisoned workspace"
     assert torch.equal(ws.seg.cpu(), _expected(probs))
+
+
+@register(suite="kernels", hardware=["cpu", "h200-1", "mi35x-1"], schedule="per-commit", est_time=4)
+@pytest.mark.parametrize("finish_min_rows", [1, 10**9], ids=["finish", "small-batch"])
+def test_a_segment_whose_maximum_is_exactly_the_threshold_is_read(finish_min_rows):
+    """The k-th largest entry is 2^-12, the first pass's bucket boundary (so the compaction's lo) and
+    the pivot (the write's threshold), alone in its segment: the compaction and the write must both read
+    a segment whose largest key equals their threshold. Oracle: reference.top_k_renorm."""
+    import reference as R
+    from impl.testing.op_table import RENORM, mismatch
+
+    vocab = PATH_VOCAB
+    probs = torch.full((2, vocab), 1e-7)
+    probs[:, [3, 300, vocab - 2]] = torch.tensor([0.3, 0.2, 0.1])
+    probs[:, 100] = 2.0 ** -12  # segment 3 (entries 96..127): every other entry is 1e-7
+    k = torch.tensor([4, 4])
+    tuning = dataclasses.replace(renorm.DEFAULT_TUNING, **SMALL_SHAPES, finish_min_rows=finish_min_rows)
+    got = renorm.top_k_renorm(probs.to(DEV), k.to(DEV), tuning=tuning).cpu()
+    problem = mismatch(RENORM, got, R.top_k_renorm(probs, k))
+    assert problem is None, problem
+    assert got[0, 100] > 0, "the entry at the threshold is kept"

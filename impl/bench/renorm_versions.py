@@ -35,7 +35,7 @@ def measure(versions: dict, batches=(1, 64, 256), rounds: int = 5, vocab: int = 
         probs = torch.softmax(torch.randn(bs, vocab, generator=gen) * 3, -1).cuda()
         for op, value in SETTINGS:
             param = torch.full((bs,), value, dtype=torch.float32 if op == "top_p" else torch.int32, device="cuda")
-            calls = {name: (lambda f=getattr(pkg, f"{op}_renorm"), p=param: f(probs, p))
+            calls = {name: (lambda f=getattr(pkg, f"{op}_renorm"), x=probs, p=param: f(x, p))
                      for name, pkg in versions.items()}
             outs = {name: call() for name, call in calls.items()}
             first = next(iter(outs.values()))

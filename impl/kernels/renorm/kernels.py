@@ -135,12 +135,10 @@ def _source(probs_ptr, cand_ptr, srow, row, chunk, V, chunk_len, num_chunks, cap
 
 
 @triton.jit
-def _copy_in_range(src, seg_src, start, end, lo, hi, dst, slot, SUM_ABOVE: tl.constexpr, KEY_SPAN: tl.constexpr,
-                   SUM_BELOW: tl.constexpr, SEGMENTS: tl.constexpr, BLOCK: tl.constexpr):
+def _copy_in_range(src, start, end, lo, hi, dst, slot, SUM_ABOVE: tl.constexpr, KEY_SPAN: tl.constexpr,
+                   SUM_BELOW: tl.constexpr, BLOCK: tl.constexpr):
     # Append the values of src[start:end) whose keys lie in [lo, hi) to dst, from slot on, in
-    # order (a block's cumsum places them: no atomics; a block holding none skips it). SEGMENTS:
-    # seg_src holds src's segment maxima and only segments whose largest key is >= lo are loaded
-    # (the others hold no key >= lo; not with SUM_BELOW, which weighs every key). Returns the
+    # order (a block's cumsum places them: no atomics; a block holding none skips it). Returns the
     # next free slot and, when asked, the fp64 mass of the keys >= hi (SUM_ABOVE), the smallest and
     # largest key copied (KEY_SPAN), and the fp64 masses of the keys < lo and of the others (SUM_BELOW).
     above = tl.zeros([BLOCK], tl.float64)
@@ -151,10 +149,7 @@ def _copy_in_range(src, seg_src, start, end, lo, hi, dst, slot, SUM_ABOVE: tl.co
     for off in range(start, end, BLOCK):
         offs = off + tl.arange(0, BLOCK)
         ok = offs < end
-        if not SEGMENTS:
-            x, key = _load_keys(src + offs, ok)
-        else:  # one map word per lane (SEG lanes share it: a cached broadcast); skipped lanes read key 0 < lo
-            x, key = _load_keys(src + offs, ok & (tl.load(seg_src + offs // SEG, mask=ok, other=-1) >= lo))
+        x, key = _load_keys(src + offs, ok)
         take = ok & (key >= lo) & (key < hi)
         big = ok & (key >= hi)
         # one reduction counts both (BLOCK <= 2^14): the block's candidates and its keys above the range
@@ -177,6 +172,50 @@ def _copy_in_range(src, seg_src, start, end, lo, hi, dst, slot, SUM_ABOVE: tl.co
             rest += tl.where(low, 0.0, x64)
     return (slot, tl.sum(above, axis=0), tl.min(kmin, axis=0), tl.max(kmax, axis=0), tl.sum(below, axis=0),
             tl.sum(rest, axis=0))
+
+
+@triton.jit
+def _copy_from_segments(src, seg_src, listed, start, end, lo, hi, dst, slot, SUM_ABOVE: tl.constexpr,
+                        KEY_SPAN: tl.constexpr, BLOCK: tl.constexpr):
+    # _copy_in_range without SUM_BELOW, reading only the segments of src[start:end) whose largest key
+    # (seg_src: the first pass's map) is >= lo; the others hold no key >= lo. It lists those segments
+    # first (ascending, at listed[0:n], this program's own words), then copies from BLOCK // SEG of
+    # them a step: on probability rows a few steps instead of one per BLOCK entries.
+    ROWS: tl.constexpr = BLOCK // SEG
+    first_seg = start // SEG
+    n_segs = tl.cdiv(end - start, SEG)
+    n_listed = tl.zeros([], tl.int32)
+    for m in range(0, n_segs, BLOCK):
+        j = m + tl.arange(0, BLOCK)
+        need = (j < n_segs) & (tl.load(seg_src + first_seg + j, mask=j < n_segs, other=-1) >= lo)
+        ones = need.to(tl.int32)
+        tl.store(listed + n_listed + tl.cumsum(ones, axis=0) - 1, first_seg + j, mask=need)
+        n_listed += tl.sum(ones, axis=0)
+    tl.debug_barrier()  # the list, written by every thread, is read by every thread (through L2: .cg)
+    segs = tl.arange(0, ROWS)
+    above = tl.zeros([ROWS, SEG], tl.float64)
+    kmin = tl.full([ROWS, SEG], KEY_NONE, tl.int32)
+    kmax = tl.full([ROWS, SEG], -1, tl.int32)
+    for i in range(0, n_listed, ROWS):
+        live = i + segs < n_listed
+        seg = tl.load(listed + i + segs, mask=live, other=0, cache_modifier=".cg")
+        offs = seg[:, None] * SEG + tl.arange(0, SEG)[None, :]
+        ok = live[:, None] & (offs < end)
+        x, key = _load_keys(src + offs, ok)
+        take = ok & (key >= lo) & (key < hi)
+        ones = take.to(tl.int32)
+        per_seg = tl.sum(ones, axis=1)
+        n_take = tl.sum(per_seg, axis=0)
+        if n_take > 0:  # place in order: the segments before, then the entries before in this one
+            at = (tl.cumsum(per_seg, axis=0) - per_seg)[:, None] + tl.cumsum(ones, axis=1) - 1
+            tl.store(dst + slot + at.to(tl.int64), x, mask=take)
+            slot += n_take.to(tl.int64)
+            if KEY_SPAN:
+                kmin = tl.minimum(kmin, tl.where(take, key, KEY_NONE))
+                kmax = tl.maximum(kmax, tl.where(take, key, -1))
+        if SUM_ABOVE:
+            above += tl.where(ok & (key >= hi), x.to(tl.float64), 0.0)
+    return slot, tl.sum(above), tl.min(kmin), tl.max(kmax)
 
 @triton.jit
 def _split_shift(lo, hi, NB: tl.constexpr):
@@ -369,27 +408,31 @@ def _first_stats(src, seg_dst, start, end, TOP_P: tl.constexpr, BLOCK: tl.conste
     # (top-p) the fp32 mass; and the largest key. Stores each segment's largest key at seg_dst
     # (indexed by segment of src; start is a whole segment). Each lane counts in one int64, a byte per
     # bucket; masked lanes count as keys of bucket 0, taken off at the end. The masses are eight
-    # 1-D accumulators (a [BLOCK, FIRST_NB] tile costs a shared-memory layout change per step).
+    # accumulators (a [BLOCK, FIRST_NB] tile costs a shared-memory layout change per step).
+    # Blocks are [BLOCK // SEG, SEG] tiles, a segment a row: its maximum is a reduction along the row
+    # (reshaping a 1-D block instead moved it through shared memory each step).
     bins = tl.arange(0, FIRST_NB)
-    packed = tl.zeros([BLOCK], tl.int64)
-    m0 = tl.zeros([BLOCK], tl.float32)
-    m1 = tl.zeros([BLOCK], tl.float32)
-    m2 = tl.zeros([BLOCK], tl.float32)
-    m3 = tl.zeros([BLOCK], tl.float32)
-    m4 = tl.zeros([BLOCK], tl.float32)
-    m5 = tl.zeros([BLOCK], tl.float32)
-    m6 = tl.zeros([BLOCK], tl.float32)
-    m7 = tl.zeros([BLOCK], tl.float32)
-    top_key = tl.zeros([BLOCK], tl.int32)
+    ROWS: tl.constexpr = BLOCK // SEG
+    segs = tl.arange(0, ROWS)
+    packed2 = tl.zeros([ROWS, SEG], tl.int64)
+    m0 = tl.zeros([ROWS, SEG], tl.float32)
+    m1 = tl.zeros([ROWS, SEG], tl.float32)
+    m2 = tl.zeros([ROWS, SEG], tl.float32)
+    m3 = tl.zeros([ROWS, SEG], tl.float32)
+    m4 = tl.zeros([ROWS, SEG], tl.float32)
+    m5 = tl.zeros([ROWS, SEG], tl.float32)
+    m6 = tl.zeros([ROWS, SEG], tl.float32)
+    m7 = tl.zeros([ROWS, SEG], tl.float32)
+    top_key = tl.zeros([ROWS], tl.int32)
     for off in range(start, end, BLOCK):
-        offs = off + tl.arange(0, BLOCK)
+        offs = off + segs[:, None] * SEG + tl.arange(0, SEG)[None, :]
         x, key = _load_keys(src + offs, offs < end)
         t = tl.minimum(tl.maximum((key - FIRST_BASE) >> 24, 0), FIRST_NB - 1)
-        segs = off // SEG + tl.arange(0, BLOCK // SEG)
         # masked lanes load key 0, below every real key or equal to it: a tail segment's max is right
-        tl.store(seg_dst + segs, tl.max(tl.reshape(key, [BLOCK // SEG, SEG]), axis=1), mask=segs * SEG < end)
-        packed += tl.full([BLOCK], 1, tl.int64) << (t * FIELD_BITS).to(tl.int64)
-        top_key = tl.maximum(top_key, key)
+        seg_top = tl.max(key, axis=1)
+        tl.store(seg_dst + off // SEG + segs, seg_top, mask=off + segs * SEG < end)
+        packed2 += tl.full([ROWS, SEG], 1, tl.int64) << (t * FIELD_BITS).to(tl.int64)
+        top_key = tl.maximum(top_key, seg_top)
         if TOP_P:
             m0 += tl.where(t == 0, x, 0.0)
             m1 += tl.where(t == 1, x, 0.0)
@@ -399,16 +442,17 @@ def _first_stats(src, seg_dst, start, end, TOP_P: tl.constexpr, BLOCK: tl.conste
             m5 += tl.where(t == 5, x, 0.0)
             m6 += tl.where(t == 6, x, 0.0)
             m7 += tl.where(t == 7, x, 0.0)
+    packed = tl.reshape(packed2, [BLOCK])  # once a program
     fields = (packed[:, None] >> (bins * FIELD_BITS).to(tl.int64)[None, :]) & FIELD_MAX
     counts = tl.sum(fields.to(tl.int32), axis=0)
     padding = tl.cdiv(end - start, BLOCK) * BLOCK - (end - start)
     counts -= tl.where(bins == 0, padding, 0)
     mass = tl.zeros([FIRST_NB], tl.float32)
     if TOP_P:
-        mass = tl.where(bins == 0, tl.sum(m0, axis=0), tl.where(bins == 1, tl.sum(m1, axis=0), tl.where(
-            bins == 2, tl.sum(m2, axis=0), tl.where(bins == 3, tl.sum(m3, axis=0), tl.where(
-                bins == 4, tl.sum(m4, axis=0), tl.where(bins == 5, tl.sum(m5, axis=0), tl.where(
-                    bins == 6, tl.sum(m6, axis=0), tl.sum(m7, axis=0))))))))
+        mass = tl.where(bins == 0, tl.sum(m0), tl.where(bins == 1, tl.sum(m1), tl.where(
+            bins == 2, tl.sum(m2), tl.where(bins == 3, tl.sum(m3), tl.where(
+                bins == 4, tl.sum(m4), tl.where(bins == 5, tl.sum(m5), tl.where(
+                    bins == 6, tl.sum(m6), tl.sum(m7))))))))
     return counts, mass, tl.max(top_key, axis=0)
 
 
@@ -549,8 +593,8 @@ def _pass_kernel(
 
 @triton.jit
 def _compact_kernel(
-    probs_ptr, param_ptr, param_scalar, cand_ptr, seg_ptr, part_ptr, state_ptr, fstate_ptr, V, chunk_len, num_chunks,
-    cap, TOP_P: tl.constexpr, PARAM_IS_TENSOR: tl.constexpr, ATTEMPT: tl.constexpr, ADAPT: tl.constexpr,
+    probs_ptr, param_ptr, param_scalar, cand_ptr, seg_ptr, list_ptr, part_ptr, state_ptr, fstate_ptr, V, chunk_len,
+    num_chunks, cap, TOP_P: tl.constexpr, PARAM_IS_TENSOR: tl.constexpr, ATTEMPT: tl.constexpr, ADAPT: tl.constexpr,
     MASSES: tl.constexpr, TICKET: tl.constexpr, BLOCK: tl.constexpr, CHUNKS_P2: tl.constexpr,
 ):
     # Copy the keys in [lo, hi) of a not-yet-compacted row into its candidate scratch when they
@@ -559,7 +603,8 @@ def _compact_kernel(
     # part of its kept mass. Top-p's first attempt sums, for every row (fitting or not), the exact
     # fp64 masses below lo and of the whole row: BELOW_MASS, TOTAL and TARGET, which every later
     # launch reads (MASSES: top-p's first attempt). ADAPT: the range shrinks to the smallest and
-    # largest key copied.
+    # largest key copied. Without MASSES only the segments whose largest key is >= lo are read
+    # (_copy_from_segments; list_ptr: per row, one word per segment, each program's at its own).
     chunk = tl.program_id(0)
     row = tl.program_id(1)
     srow, frow = _row_words(state_ptr, fstate_ptr, row)
@@ -578,10 +623,17 @@ def _compact_kernel(
         slot = tl.sum(earlier, axis=0).to(tl.int64)  # candidates of the earlier chunks come first
         start = chunk * chunk_len
         copy_hi = tl.where(fits, hi, lo)  # [lo, lo) copies nothing
-        _, above, kmin, kmax, below, rest = _copy_in_range(
-            probs_ptr + row.to(tl.int64) * V, seg_ptr + row.to(tl.int64) * tl.cdiv(V, SEG), start,
-            tl.minimum(start + chunk_len, V), lo, copy_hi, cand_ptr + row.to(tl.int64) * cap, slot, not TOP_P, ADAPT,
-            MASSES, not MASSES, BLOCK)
+        src, dst = probs_ptr + row.to(tl.int64) * V, cand_ptr + row.to(tl.int64) * cap
+        end = tl.minimum(start + chunk_len, V)
+        below = tl.zeros([], tl.float64)
+        rest = tl.zeros([], tl.float64)
+        if MASSES:  # every key is weighed
+            _, above, kmin, kmax, below, rest = _copy_in_range(src, start, end, lo, copy_hi, dst, slot, not TOP_P,
+                                                               ADAPT, MASSES, BLOCK)
+        else:  # only the segments that may hold a key >= lo
+            seg_row = row.to(tl.int64) * tl.cdiv(V, SEG)
+            _, above, kmin, kmax = _copy_from_segments(src, seg_ptr + seg_row, list_ptr + seg_row + start // SEG,
+                                                       start, end, lo, copy_hi, dst, slot, not TOP_P, ADAPT, BLOCK)
         prow = _partials(part_ptr, row, chunk, num_chunks)
         if not TOP_P:
             tl.store(prow + ABOVE_SLOT, above)
@@ -745,8 +797,7 @@ def _gather_finish_kernel(
         src, start, end = _source(probs_ptr, cand_ptr, srow, row, chunk, V, chunk_len, num_chunks, cap, BLOCK)
         dst = gath_ptr + row.to(tl.int64) * V
         copy_hi = tl.where(narrow, hi, lo)  # [lo, lo) copies nothing; its "above" is every key >= lo
-        _, above, _, _, _, _ = _copy_in_range(src, src, start, end, lo, copy_hi, dst, slot, not TOP_P, False, False,
-                                              False, BLOCK)
+        _, above, _, _, _, _ = _copy_in_range(src, start, end, lo, copy_hi, dst, slot, not TOP_P, False, False, BLOCK)
         if not TOP_P:
             tl.store(_partials(part_ptr, row, chunk, num_chunks) + ABOVE_SLOT, above)
         ticket = tl.atomic_add(srow + TICKET, 1)

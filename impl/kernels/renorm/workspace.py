@@ -55,8 +55,8 @@ class _Workspace:
     """One call's scratch (state, partials, candidates, gathered keys, segment maxima), reused by later calls of the
     same plan on the same device and stream; ``calls`` / ``write``: the plan's kernels bound to it."""
 
-    __slots__ = ("plan", "state", "part", "cand", "gath", "seg", "nbytes", "calls", "write", "packed", "compiled",
-                 "graphs", "seen", "captures", "hits")
+    __slots__ = ("plan", "state", "part", "cand", "gath", "seg", "listed", "nbytes", "calls", "write", "packed",
+                 "compiled", "graphs", "seen", "captures", "hits")
 
     def __init__(self, plan: _Plan, bs: int, vocab: int, device) -> None:
         # The state is zeroed once: each call's first pass rewrites the words a call reads and every
@@ -69,7 +69,11 @@ class _Workspace:
         self.gath = torch.empty((bs, vocab) if plan.gathers else (1, 1), dtype=torch.float32, device=device)
         # each call's first pass writes every segment's maximum before a launch reads it
         self.seg = torch.empty((bs, -(-vocab // int(rk.SEG))), dtype=torch.int32, device=device)
-        self.nbytes = sum(t.numel() * t.element_size() for t in (self.state, self.part, self.cand, self.gath, self.seg))
+        # the compaction's lists of segments to read: each program writes its own before reading them
+        self.listed = torch.empty_like(self.seg) if plan.cand_rows else torch.empty((1, 1), dtype=torch.int32,
+                                                                                     device=device)
+        self.nbytes = sum(t.numel() * t.element_size()
+                          for t in (self.state, self.part, self.cand, self.gath, self.seg, self.listed))
         self.calls = self.write = self.packed = self.compiled = None
         self.graphs: dict | None = {}  # (probs, param, scalar, out) -> CUDA graph of the call; None: off
         self.seen: dict = {}  # the same keys -> calls seen, before a capture
@@ -78,11 +82,11 @@ class _Workspace:
     def args(self, step: _Launch, ints: bool) -> tuple:
         """The arguments of ``step`` after (probs, param pointer, param scalar): tensors, or their
         addresses (bound launches)."""
-        tensors = (self.state, self.part, self.cand, self.gath, self.seg)
-        state, part, cand, gath, seg = tuple(t.data_ptr() for t in tensors) if ints else tensors
+        tensors = (self.state, self.part, self.cand, self.gath, self.seg, self.listed)
+        state, part, cand, gath, seg, listed = tuple(t.data_ptr() for t in tensors) if ints else tensors
         fstate = state if ints else self.state.view(torch.float64)
         bufs = {"first": (seg, part, state, fstate), "pass": (cand, part, state, fstate),
-                "compact": (cand, seg, part, state, fstate), "gather": (cand, gath, part, state, fstate),
+                "compact": (cand, seg, listed, part, state, fstate), "gather": (cand, gath, part, state, fstate),
                 "finish": (cand, state, fstate), "write": (seg, state, fstate)}[step.args]
         return (*bufs, *step.sizes)
 
