@@ -31,7 +31,7 @@ def test_a_hand_written_state_is_charged_launch_by_launch():
     row 1 the second, row 2 never (its finish reads the full row). The first try weighs every key
     (full rows); the second and the write read the map and the segments at or above their threshold."""
     vocab = 1000  # 31 segments of 32 entries and one of 8
-    plan = rplan._plan(3, vocab, True, True, renorm.RenormTuning(finish_min_rows=1))
+    plan = rplan._plan(3, vocab, True, True, renorm.RenormTuning(finish_min_rows=1, segment_maxima=True))
     assert [step.args for step in plan.launches] == ["first", "compact", "pass", "compact", "finish"]
     state = torch.zeros(3, int(rk.STATE_W), dtype=torch.int64)
     state[:, int(rk.COMPACTED)] = torch.tensor([1, 2, 0])
@@ -71,3 +71,18 @@ def test_a_real_calls_state_gives_the_candidates_it_copied():
     assert got["compact (try 1)"] == (2 * 4 * 22 + sum(lines), 4 * sum(ncand))
     assert 0 < sum(lines) < 2 * 4 * vocab, "the range's start skips some segments and keeps others"
     assert got["finish"] == (4 * sum(ncand), 0)
+
+
+@register(suite="kernels", hardware=["cpu"], schedule="per-commit", est_time=1)
+def test_without_the_segment_maxima_the_compaction_and_the_write_read_whole_rows():
+    vocab = 1000
+    plan = rplan._plan(2, vocab, False, True, renorm.RenormTuning(finish_min_rows=1, segment_maxima=False))
+    state = torch.zeros(2, int(rk.STATE_W), dtype=torch.int64)
+    state[:, int(rk.COMPACTED)] = 1
+    state[:, int(rk.NCAND)] = 10
+    state[:, int(rk.LO)] = 100
+    seg_max = torch.zeros(2, 32, dtype=torch.int32)  # left by an earlier call: not read
+    row = 4 * vocab
+    assert launch_bytes(plan, state, vocab, seg_max) == [
+        ("first pass", 2 * row, 0), ("compact (try 1)", 2 * row, 2 * 4 * 10), ("finish", 2 * 4 * 10, 0),
+        ("write", 2 * row, 2 * row)]

@@ -24,6 +24,8 @@ SMALL_SWEEP = [  # RenormTuning changes to try at batches below large_batch_rows
     {"large_batch_rows": 16},
     {"finish_min_rows": (128, 8)},
     {"first_pass": (2048, 8)},
+    {"segment_maxima": False},
+    {"segment_maxima": True},
 ]
 LARGE_SWEEP = [  # and at larger batches
     {},
@@ -32,6 +34,9 @@ LARGE_SWEEP = [  # and at larger batches
     {"large_batch_programs": 8192},
     {"first_pass": (2048, 8)},
     {"compact_attempts": 1},
+    {"segment_maxima": False},
+    {"segment_maxima": True},
+    {"large_batch_compact": (1024, 2)},
 ]
 
 

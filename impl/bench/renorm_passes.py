@@ -5,8 +5,9 @@ plus one write of the rows (the floor), with the measured time and bandwidth.
 
 Per launch of the plan (impl/kernels/renorm/plan.py), after one real call whose per-row state says
 which rows were compacted (and how many candidates each copied, from which key on) and whose
-segment maxima (one int32 per 32 entries, the first pass's map) say which segments a threshold
-skips:
+segment maxima (one int32 per 32 entries, the first pass's map, where the tuning has it for the
+op: RenormTuning.segment_maxima) say which segments a threshold skips (without the map, the
+compaction and the write read whole rows):
   first pass        reads every row, writes its segment maxima;
   compact (try a)   for the rows not compacted by an earlier try: reads their maxima and the
                     segments whose largest key is >= the range's lo (top-p's first try weighs
@@ -60,11 +61,11 @@ def launch_bytes(plan, state, vocab: int, seg_max) -> list[tuple[str, int, int]]
     for launch in plan.launches:
         kind = launch.args
         if kind == "first":
-            out.append(("first pass", rows * row, rows * map_bytes))
+            out.append(("first pass", rows * row, rows * map_bytes if launch.meta["SEG_MAP"] else 0))
         elif kind == "compact":
             tries += 1
             live = [r for r, done in enumerate(compacted_before(tries)) if not done]
-            if launch.meta["MASSES"]:
+            if launch.meta["MASSES"] or not launch.meta["SEG_MAP"]:
                 read = len(live) * row
             else:
                 read = sum(from_key(r, int(state[r, int(rk.COMPACTED_FROM)]) if at[r] == tries else 0) for r in live)
@@ -79,7 +80,10 @@ def launch_bytes(plan, state, vocab: int, seg_max) -> list[tuple[str, int, int]]
         else:  # finish
             read = sum(4 * n if a else row for a, n in zip(at, ncand))
             out.append(("finish", read, 0))
-    out.append(("write", sum(from_key(r, int(state[r, int(rk.LO)])) for r in range(rows)), rows * row))
+    if plan.write.meta["SEG_MAP"]:
+        out.append(("write", sum(from_key(r, int(state[r, int(rk.LO)])) for r in range(rows)), rows * row))
+    else:
+        out.append(("write", rows * row, rows * row))
     return out
 
 

@@ -14,13 +14,16 @@ SMALL_BATCH = 10**9  # finish_min_rows no test batch reaches: the small-batch pa
 def renorm_tunings() -> dict[str, RenormTuning]:
     """By path: small batches (passes, then a sorted gather, or range passes when 4 sort slots are too few),
     or compaction + finish (roomy scratch: the finish sorts the candidates at once, or after range passes
-    when it may sort only 2; 4 slots: rows that never fit finish from their full row)."""
+    when it may sort only 2; 4 slots: rows that never fit finish from their full row; each op with the
+    other's choice of segment maxima)."""
     return {
         "small-batch": RenormTuning(finish_min_rows=SMALL_BATCH),
         "small-batch, 4 sort slots": RenormTuning(finish_min_rows=SMALL_BATCH, sort_capacity=4),
         "finish": RenormTuning(finish_min_rows=1),
         "finish, 2-key sort": RenormTuning(finish_min_rows=1, finish_sort=(2, 2)),
         "finish, 4-slot scratch": RenormTuning(finish_min_rows=1, candidate_capacity=4),
+        # the defaults' segment maxima flipped: top-k reads whole rows, top-p only the segments it keeps
+        "finish, segment maxima flipped": RenormTuning(finish_min_rows=1, segment_maxima=(False, True)),
     }
 
 

@@ -77,6 +77,10 @@ FIRST_NB = tl.constexpr(8)
 FIRST_BASE = tl.constexpr(101 << 23)
 FIELD_BITS = tl.constexpr(8)
 FIELD_MAX = tl.constexpr(255)
+# A program's bucket counts are summed in 16-bit fields (even and odd buckets apart): a first-pass
+# program reads at most FIELD_SUM_MAX entries (the plan's chunks).
+FIELD_SUM_MAX = tl.constexpr(0xFFFF)
+SPREAD_MASK = tl.constexpr(0x00FF00FF00FF00FF)
 # Top-p's first pass weighs its buckets in fp32 and widens the chosen range by a rigorous bound on
 # the rounding (relative MARGIN_SCALE x (steps + BLOCK) x 2^-24, plus ABS_SLACK per key for
 # subnormals); the exact fp64 masses come from the compaction, which reads the row anyway.
@@ -403,36 +407,38 @@ def _sorted_pivot(keys_src, n, lo, hi, level, goal, TOP_P: tl.constexpr, SORT_CA
 
 
 @triton.jit
-def _first_stats(src, seg_dst, start, end, TOP_P: tl.constexpr, BLOCK: tl.constexpr):
-    # Scan src[start:end) (at most FIELD_MAX steps): per first-pass bucket, the key count and
-    # (top-p) the fp32 mass; and the largest key. Stores each segment's largest key at seg_dst
-    # (indexed by segment of src; start is a whole segment). Each lane counts in one int64, a byte per
-    # bucket; masked lanes count as keys of bucket 0, taken off at the end. The masses are eight
-    # accumulators (a [BLOCK, FIRST_NB] tile costs a shared-memory layout change per step).
-    # Blocks are [BLOCK // SEG, SEG] tiles, a segment a row: its maximum is a reduction along the row
-    # (reshaping a 1-D block instead moved it through shared memory each step).
+def _first_stats(src, seg_dst, start, end, TOP_P: tl.constexpr, SEG_MAP: tl.constexpr, BLOCK: tl.constexpr):
+    # Scan src[start:end) (at most FIELD_MAX steps, at most FIELD_SUM_MAX entries): per first-pass
+    # bucket, the key count and (top-p) the fp32 mass; and the largest key. SEG_MAP: also store each
+    # segment's largest key at seg_dst (indexed by segment of src; start is a whole segment). Each
+    # lane counts in one int64, a byte per bucket; masked lanes count as keys of bucket 0, taken off
+    # at the end. The masses are eight accumulators (a [BLOCK, FIRST_NB] tile costs a shared-memory
+    # layout change per step). With SEG_MAP blocks are [BLOCK // SEG, SEG] tiles, a segment a row:
+    # its maximum is a reduction along the row (reshaping a 1-D block moved it through shared
+    # memory each step); without, [1, BLOCK].
     bins = tl.arange(0, FIRST_NB)
-    ROWS: tl.constexpr = BLOCK // SEG
+    ROWS: tl.constexpr = BLOCK // SEG if SEG_MAP else 1
+    COLS: tl.constexpr = SEG if SEG_MAP else BLOCK
     segs = tl.arange(0, ROWS)
-    packed2 = tl.zeros([ROWS, SEG], tl.int64)
-    m0 = tl.zeros([ROWS, SEG], tl.float32)
-    m1 = tl.zeros([ROWS, SEG], tl.float32)
-    m2 = tl.zeros([ROWS, SEG], tl.float32)
-    m3 = tl.zeros([ROWS, SEG], tl.float32)
-    m4 = tl.zeros([ROWS, SEG], tl.float32)
-    m5 = tl.zeros([ROWS, SEG], tl.float32)
-    m6 = tl.zeros([ROWS, SEG], tl.float32)
-    m7 = tl.zeros([ROWS, SEG], tl.float32)
+    packed = tl.zeros([ROWS, COLS], tl.int64)
+    m0 = tl.zeros([ROWS, COLS], tl.float32)
+    m1 = tl.zeros([ROWS, COLS], tl.float32)
+    m2 = tl.zeros([ROWS, COLS], tl.float32)
+    m3 = tl.zeros([ROWS, COLS], tl.float32)
+    m4 = tl.zeros([ROWS, COLS], tl.float32)
+    m5 = tl.zeros([ROWS, COLS], tl.float32)
+    m6 = tl.zeros([ROWS, COLS], tl.float32)
+    m7 = tl.zeros([ROWS, COLS], tl.float32)
     top_key = tl.zeros([ROWS], tl.int32)
     for off in range(start, end, BLOCK):
-        offs = off + segs[:, None] * SEG + tl.arange(0, SEG)[None, :]
+        offs = off + segs[:, None] * COLS + tl.arange(0, COLS)[None, :]
         x, key = _load_keys(src + offs, offs < end)
         t = tl.minimum(tl.maximum((key - FIRST_BASE) >> 24, 0), FIRST_NB - 1)
-        # masked lanes load key 0, below every real key or equal to it: a tail segment's max is right
-        seg_top = tl.max(key, axis=1)
-        tl.store(seg_dst + off // SEG + segs, seg_top, mask=off + segs * SEG < end)
-        packed2 += tl.full([ROWS, SEG], 1, tl.int64) << (t * FIELD_BITS).to(tl.int64)
-        top_key = tl.maximum(top_key, seg_top)
+        row_top = tl.max(key, axis=1)
+        if SEG_MAP:  # masked lanes load key 0, below every real key or equal to it: a tail segment's max is right
+            tl.store(seg_dst + off // SEG + segs, row_top, mask=off + segs * SEG < end)
+        packed += tl.full([ROWS, COLS], 1, tl.int64) << (t * FIELD_BITS).to(tl.int64)
+        top_key = tl.maximum(top_key, row_top)
         if TOP_P:
             m0 += tl.where(t == 0, x, 0.0)
             m1 += tl.where(t == 1, x, 0.0)
@@ -442,9 +448,12 @@ def _first_stats(src, seg_dst, start, end, TOP_P: tl.constexpr, BLOCK: tl.conste
             m5 += tl.where(t == 5, x, 0.0)
             m6 += tl.where(t == 6, x, 0.0)
             m7 += tl.where(t == 7, x, 0.0)
-    packed = tl.reshape(packed2, [BLOCK])  # once a program
-    fields = (packed[:, None] >> (bins * FIELD_BITS).to(tl.int64)[None, :]) & FIELD_MAX
-    counts = tl.sum(fields.to(tl.int32), axis=0)
+    # Two reductions add every lane's byte fields: the even and the odd ones spread to 16 bits each
+    # (a bucket's count over the program is at most FIELD_SUM_MAX, so no field carries into the next).
+    even = tl.sum(packed & SPREAD_MASK)
+    odd = tl.sum((packed >> FIELD_BITS) & SPREAD_MASK)
+    counts = ((tl.where(bins % 2 == 0, even, odd) >> ((bins // 2) * 2 * FIELD_BITS).to(tl.int64)) & FIELD_SUM_MAX)
+    counts = counts.to(tl.int32)
     padding = tl.cdiv(end - start, BLOCK) * BLOCK - (end - start)
     counts -= tl.where(bins == 0, padding, 0)
     mass = tl.zeros([FIRST_NB], tl.float32)
@@ -495,19 +504,20 @@ def _first_range(counts_of, mass, top_key, goal, chunk_len, V, TOP_P: tl.constex
 @triton.jit
 def _first_pass_kernel(
     probs_ptr, param_ptr, param_scalar, seg_ptr, part_ptr, state_ptr, fstate_ptr, V, chunk_len, num_chunks,
-    TOP_P: tl.constexpr, PARAM_IS_TENSOR: tl.constexpr, TICKET: tl.constexpr, BLOCK: tl.constexpr,
-    CHUNKS_P2: tl.constexpr,
+    TOP_P: tl.constexpr, PARAM_IS_TENSOR: tl.constexpr, SEG_MAP: tl.constexpr, TICKET: tl.constexpr,
+    BLOCK: tl.constexpr, CHUNKS_P2: tl.constexpr,
 ):
     # The first select pass over (chunk, row) programs: count (top-k) or weigh in fp32 (top-p) the
     # keys of each fixed bucket, then the row's last program keeps the bucket(s) holding the pivot
     # and writes each chunk's count of keys in them to its RANGE_SLOT (the compaction places its
-    # candidates by them). Top-p's exact fp64 masses are the compaction's.
+    # candidates by them). Top-p's exact fp64 masses are the compaction's. SEG_MAP: also the
+    # segment maxima (seg_ptr) the compaction and the write read.
     chunk = tl.program_id(0)
     row = tl.program_id(1)
     srow, frow = _row_words(state_ptr, fstate_ptr, row)
     start = chunk * chunk_len
     counts, mass, top_key = _first_stats(probs_ptr + row.to(tl.int64) * V, seg_ptr + row.to(tl.int64) * tl.cdiv(V, SEG),
-                                         start, tl.minimum(start + chunk_len, V), TOP_P, BLOCK)
+                                         start, tl.minimum(start + chunk_len, V), TOP_P, SEG_MAP, BLOCK)
     bins = tl.arange(0, FIRST_NB)
     prow = _partials(part_ptr, row, chunk, num_chunks)
     tl.store(prow + bins, counts.to(tl.float64))
@@ -595,7 +605,7 @@ def _pass_kernel(
 def _compact_kernel(
     probs_ptr, param_ptr, param_scalar, cand_ptr, seg_ptr, list_ptr, part_ptr, state_ptr, fstate_ptr, V, chunk_len,
     num_chunks, cap, TOP_P: tl.constexpr, PARAM_IS_TENSOR: tl.constexpr, ATTEMPT: tl.constexpr, ADAPT: tl.constexpr,
-    MASSES: tl.constexpr, TICKET: tl.constexpr, BLOCK: tl.constexpr, CHUNKS_P2: tl.constexpr,
+    MASSES: tl.constexpr, SEG_MAP: tl.constexpr, TICKET: tl.constexpr, BLOCK: tl.constexpr, CHUNKS_P2: tl.constexpr,
 ):
     # Copy the keys in [lo, hi) of a not-yet-compacted row into its candidate scratch when they
     # fit. The pass just before counted them per chunk (part word CHOSEN), so each program knows
@@ -603,8 +613,8 @@ def _compact_kernel(
     # part of its kept mass. Top-p's first attempt sums, for every row (fitting or not), the exact
     # fp64 masses below lo and of the whole row: BELOW_MASS, TOTAL and TARGET, which every later
     # launch reads (MASSES: top-p's first attempt). ADAPT: the range shrinks to the smallest and
-    # largest key copied. Without MASSES only the segments whose largest key is >= lo are read
-    # (_copy_from_segments; list_ptr: per row, one word per segment, each program's at its own).
+    # largest key copied. With SEG_MAP (not MASSES) only the segments whose largest key is >= lo are
+    # read (_copy_from_segments; list_ptr: per row, one word per segment, each program's at its own).
     chunk = tl.program_id(0)
     row = tl.program_id(1)
     srow, frow = _row_words(state_ptr, fstate_ptr, row)
@@ -627,7 +637,7 @@ def _compact_kernel(
         end = tl.minimum(start + chunk_len, V)
         below = tl.zeros([], tl.float64)
         rest = tl.zeros([], tl.float64)
-        if MASSES:  # every key is weighed
+        if MASSES or not SEG_MAP:  # every key is read (and, MASSES, weighed)
             _, above, kmin, kmax, below, rest = _copy_in_range(src, start, end, lo, copy_hi, dst, slot, not TOP_P,
                                                                ADAPT, MASSES, BLOCK)
         else:  # only the segments that may hold a key >= lo
@@ -818,11 +828,12 @@ def _gather_finish_kernel(
 
 @triton.jit
 def _write_kernel(
-    probs_ptr, out_ptr, seg_ptr, state_ptr, fstate_ptr, V, chunk_len, TOP_P: tl.constexpr, BLOCK: tl.constexpr,
+    probs_ptr, out_ptr, seg_ptr, state_ptr, fstate_ptr, V, chunk_len, TOP_P: tl.constexpr, SEG_MAP: tl.constexpr,
+    BLOCK: tl.constexpr,
 ):
     # Keep the entries >= pivot, scaled by 1 / kept mass in fp64 (zero mass -> zeros; NaN and
-    # negative entries -> 0). Blocks are [segments, SEG] tiles: a segment whose largest key (the
-    # first pass's map) is below the pivot is written as zeros without being read.
+    # negative entries -> 0). Blocks are [segments, SEG] tiles: with SEG_MAP a segment whose largest
+    # key (the first pass's map) is below the pivot is written as zeros without being read.
     chunk = tl.program_id(0)
     row = tl.program_id(1)
     srow, frow = _row_words(state_ptr, fstate_ptr, row)
@@ -839,7 +850,9 @@ def _write_kernel(
     segs = tl.arange(0, BLOCK // SEG)
     for off in range(start, end, BLOCK):
         seg = off // SEG + segs
-        needed = tl.load(seg_row + seg, mask=seg * SEG < end, other=-1) >= pivot
+        needed = seg * SEG < end
+        if SEG_MAP:
+            needed = tl.load(seg_row + seg, mask=needed, other=-1) >= pivot
         offs = off + segs[:, None] * SEG + tl.arange(0, SEG)[None, :]
         ok = offs < end
         x, key = _load_keys(probs_ptr + base + offs, ok & needed[:, None])  # unread: key 0, below a pivot > 0

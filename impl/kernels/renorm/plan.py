@@ -87,11 +87,13 @@ def _steps(bs: int, top_p: bool, t: RenormTuning) -> list[tuple[str, int]]:
 
 def _split(bs: int, vocab: int, t: RenormTuning, top_p: bool, most_chunks: int | None = None) -> tuple[int, int]:
     """(chunk length, chunks): enough (chunk, row) programs to fill the GPU, at most most_chunks, and
-    chunks the first pass covers in at most FIELD_MAX steps (its per-lane byte counters)."""
+    chunks the first pass covers in at most FIELD_MAX steps (its per-lane byte counters) and
+    FIELD_SUM_MAX entries, padding included (its 16-bit sums of them)."""
     steps = cdiv(vocab, t.chunk_align)
     programs = t.large_batch_programs if bs >= t.large_batch_rows[top_p] else t.target_programs
     chunks = max(1, min(steps, cdiv(programs, bs), most_chunks or steps),
-                 cdiv(steps, int(rk.FIELD_MAX) * t.first_pass[0] // t.chunk_align))
+                 cdiv(steps, int(rk.FIELD_MAX) * t.first_pass[0] // t.chunk_align),
+                 cdiv(steps, (int(rk.FIELD_SUM_MAX) + 1 - t.first_pass[0]) // t.chunk_align))
     chunk_len = t.chunk_align * cdiv(steps, chunks)
     return chunk_len, cdiv(vocab, chunk_len)
 
@@ -111,6 +113,7 @@ def _plan(bs: int, vocab: int, top_p: bool, param_is_tensor: bool, t: RenormTuni
     small_len, small_chunks = _split(bs, vocab, t, top_p,
                                      min(t.small_batch_chunks[top_p], cdiv(t.small_batch_programs, bs)))
     param = dict(TOP_P=top_p, PARAM_IS_TENSOR=param_is_tensor)
+    seg_map = t.segment_maxima[top_p]
     ticket, attempt, launches = int(rk.FIRST_TICKET), 0, []
     for kind, nb in steps:
         if kind in ("pass", "gather"):  # small-batch steps after the compaction
@@ -118,7 +121,7 @@ def _plan(bs: int, vocab: int, top_p: bool, param_is_tensor: bool, t: RenormTuni
         common = dict(TICKET=ticket, CHUNKS_P2=chunks_p2)
         if kind == "first pass":
             block, warps = t.first_pass
-            meta = dict(**param, **common, BLOCK=block, num_warps=warps)
+            meta = dict(**param, **common, SEG_MAP=seg_map, BLOCK=block, num_warps=warps)
             launches.append(_Launch(rk._first_pass_kernel, grid, "first", sizes[:3], meta))
         elif kind in ("pass", "skip-compacted pass"):
             block, warps = t.narrow_pass if nb == 4 else t.wide_pass[top_p]
@@ -133,8 +136,8 @@ def _plan(bs: int, vocab: int, top_p: bool, param_is_tensor: bool, t: RenormTuni
         elif kind == "compact":
             attempt += 1
             block, warps = t.large_batch_compact if bs >= t.large_batch_rows[top_p] else t.compact
-            meta = dict(**param, **common, ATTEMPT=attempt, ADAPT=small, MASSES=top_p and attempt == 1, BLOCK=block,
-                        num_warps=warps)
+            meta = dict(**param, **common, ATTEMPT=attempt, ADAPT=small, MASSES=top_p and attempt == 1,
+                        SEG_MAP=seg_map, BLOCK=block, num_warps=warps)
             launches.append(_Launch(rk._compact_kernel, grid, "compact", sizes, meta))
         else:  # "finish"
             block, warps = t.finish[top_p]
@@ -142,8 +145,8 @@ def _plan(bs: int, vocab: int, top_p: bool, param_is_tensor: bool, t: RenormTuni
                                     dict(**param, NB=nb, SORT_CAP=t.finish_sort[top_p], BLOCK=block, num_warps=warps)))
         ticket += kind != "finish"
     block, warps = t.write
-    write = _Launch(rk._write_kernel, (chunks, bs), "write", (vocab, chunk_len), dict(TOP_P=top_p, BLOCK=block,
-                                                                                       num_warps=warps))
+    write = _Launch(rk._write_kernel, (chunks, bs), "write", (vocab, chunk_len),
+                    dict(TOP_P=top_p, SEG_MAP=seg_map, BLOCK=block, num_warps=warps))
     compacts = any(kind == "compact" for kind, _ in steps)
     return _Plan(tuple(launches), cap, chunks, bs if compacts else 0, any(k == "gather" for k, _ in steps), write, t,
                  top_p)

@@ -57,6 +57,11 @@ class RenormTuning:
     finish_sort: tuple[int, int] = (256, 256)
     gather_warps: int = 4  # the gather kernel's BLOCK is the wide passes'
     write: _Shape = (1024, 8)
+    # By op (one bool sets both): the first pass stores each 32-entry segment's largest key and the
+    # compaction (keys >= lo) and the write (keys >= pivot) read only the segments at or above their
+    # threshold. Top-k gains (256 rows, k = 50: 189 -> 131 us); top-p's first compaction weighs every
+    # key and its write keeps most segments, so the map only costs it (docs/performance.md).
+    segment_maxima: bool | tuple[bool, bool] = (True, False)
     # (chunk, row) programs to aim for; chunks are whole multiples of chunk_align columns.
     chunk_align: int = 1024
     target_programs: int = 1280
@@ -85,6 +90,8 @@ class RenormTuning:
             value = getattr(self, name)
             if isinstance(value, int) and not isinstance(value, bool):
                 object.__setattr__(self, name, (value, value))
+        if isinstance(self.segment_maxima, bool):
+            object.__setattr__(self, "segment_maxima", (self.segment_maxima, self.segment_maxima))
         if isinstance(self.finish, tuple) and len(self.finish) == 2 and all(isinstance(v, int) for v in self.finish):
             object.__setattr__(self, "finish", (self.finish, self.finish))  # one shape sets both ops
         def refuse(name: str, why: str) -> None:
@@ -130,6 +137,12 @@ class RenormTuning:
             if (value if name == "chunk_align" else value[0]) % int(rk.SEG):
                 refuse(name, f"must span whole {int(rk.SEG)}-entry segments (its BLOCK or length a multiple of "
                        f"{int(rk.SEG)})")
+        if not (isinstance(self.segment_maxima, tuple) and len(self.segment_maxima) == 2
+                and all(isinstance(v, bool) for v in self.segment_maxima)):
+            refuse("segment_maxima", "must be a bool or a (top-k, top-p) pair of them")
+        if self.chunk_align + self.first_pass[0] > int(rk.FIELD_SUM_MAX) + 1:
+            refuse("chunk_align", f"plus the first pass's BLOCK must be at most {int(rk.FIELD_SUM_MAX) + 1} (its "
+                   "16-bit sums of a chunk's bucket counts)")
         if self.chunk_align > int(rk.FIELD_MAX) * self.first_pass[0]:
             refuse("first_pass", f"BLOCK must be >= chunk_align / {int(rk.FIELD_MAX)} (its per-lane byte counters)")
         for name in ("compact", "large_batch_compact"):
