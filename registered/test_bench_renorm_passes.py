@@ -31,7 +31,8 @@ def test_a_hand_written_state_is_charged_launch_by_launch():
     row 1 the second, row 2 never (its finish reads the full row). The first try weighs every key
     (full rows); the second and the write read the map and the segments at or above their threshold."""
     vocab = 1000  # 31 segments of 32 entries and one of 8
-    plan = rplan._plan(3, vocab, True, True, renorm.RenormTuning(finish_min_rows=1, segment_maxima=True))
+    plan = rplan._plan(3, vocab, True, True, renorm.RenormTuning(finish_min_rows=1, segment_maxima=True,
+                                                                       segment_maxima_rows=1))
     assert [step.args for step in plan.launches] == ["first", "compact", "pass", "compact", "finish"]
     state = torch.zeros(3, int(rk.STATE_W), dtype=torch.int64)
     state[:, int(rk.COMPACTED)] = torch.tensor([1, 2, 0])
@@ -57,7 +58,7 @@ def test_a_real_calls_state_gives_the_candidates_it_copied():
     g = torch.Generator().manual_seed(0)
     vocab = 700
     probs = torch.softmax(3 * torch.randn(2, vocab, generator=g), -1).to(DEV)
-    tuning = dataclasses.replace(renorm.DEFAULT_TUNING, **SMALL_SHAPES, finish_min_rows=1)
+    tuning = dataclasses.replace(renorm.DEFAULT_TUNING, **SMALL_SHAPES, finish_min_rows=1, segment_maxima_rows=1)
     plan = rplan._plan(2, vocab, False, True, tuning)
     ws = _launch_all(probs, None, torch.tensor([5, 40]).to(DEV), plan, None)
     state, seg_max = ws.state.cpu(), ws.seg.cpu()

@@ -63,7 +63,8 @@ def _params(top_p: bool) -> torch.Tensor:
 
 
 def _tuning(**changes) -> renorm.RenormTuning:
-    return dataclasses.replace(renorm.DEFAULT_TUNING, **{**SMALL_SHAPES, **changes})
+    # segment maxima at these small batches too: top-k's compaction reads only the listed segments
+    return dataclasses.replace(renorm.DEFAULT_TUNING, **{**SMALL_SHAPES, "segment_maxima_rows": 1, **changes})
 
 
 def _state(probs: torch.Tensor, param: torch.Tensor, top_p: bool, tuning: renorm.RenormTuning) -> torch.Tensor:
@@ -239,7 +240,9 @@ def test_top_p_first_pass_widens_its_range_near_the_target():
                                          ("wide_split", 32), ("finish_split", (16, 3)), ("candidate_capacity", 0),
                                          ("write", (1000, 8)), ("finish_min_rows", (4, 0)),
                                          ("small_batch_programs", 0), ("large_batch_rows", (64, 0)),
-                                         ("chunk_align", 1000), ("large_batch_compact", (16, 1))])
+                                         ("chunk_align", 1000), ("large_batch_compact", (16, 1)),
+                                         ("segment_maxima", "yes"), ("segment_maxima_rows", 0),
+                                         ("chunk_align", 65536)])
 def test_tuning_refuses_bad_settings(name, value):
     """The gather places its keys by the last pass's per-chunk counts (a plan needs a pass), tl.sort
     sizes and launch shapes are powers of two, passes split at most NB_MAX ways, the launches that read

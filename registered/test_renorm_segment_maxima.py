@@ -53,7 +53,8 @@ def _rows(seed: int, vocab: int) -> torch.Tensor:
 def test_every_segment_maximum_is_rewritten_by_each_call(top_p):
     vocab = PATH_VOCAB + 17  # a partial last segment
     assert vocab % int(rk.SEG), "the vocabulary must end in a partial segment"
-    tuning = dataclasses.replace(renorm.DEFAULT_TUNING, **SMALL_SHAPES, finish_min_rows=1, segment_maxima=True)
+    tuning = dataclasses.replace(renorm.DEFAULT_TUNING, **SMALL_SHAPES, finish_min_rows=1, segment_maxima=True,
+                                 segment_maxima_rows=1)
     plan = rplan._plan(3, vocab, top_p, True, tuning)
     assert plan.chunks > 1, "chunks must split the row (segments from several programs)"
     param = (torch.tensor([0.9, 0.5, 0.99]) if top_p else torch.tensor([5, 40, 3])).to(DEV)
@@ -80,7 +81,7 @@ def test_a_segment_whose_maximum_is_exactly_the_threshold_is_read(finish_min_row
     probs[:, 100] = 2.0 ** -12  # segment 3 (entries 96..127): every other entry is 1e-7
     k = torch.tensor([4, 4])
     tuning = dataclasses.replace(renorm.DEFAULT_TUNING, **SMALL_SHAPES, finish_min_rows=finish_min_rows,
-                                 segment_maxima=True)
+                                 segment_maxima=True, segment_maxima_rows=1)
     got = renorm.top_k_renorm(probs.to(DEV), k.to(DEV), tuning=tuning).cpu()
     problem = mismatch(RENORM, got, R.top_k_renorm(probs, k))
     assert problem is None, problem

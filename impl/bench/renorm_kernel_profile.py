@@ -21,22 +21,19 @@ from impl.kernels.renorm import DEFAULT_TUNING, top_k_renorm, top_p_renorm
 
 SMALL_SWEEP = [  # RenormTuning changes to try at batches below large_batch_rows; the first is the default
     {},
+    {"segment_maxima_rows": 1},
     {"large_batch_rows": 16},
     {"finish_min_rows": (128, 8)},
-    {"first_pass": (2048, 8)},
-    {"segment_maxima": False},
-    {"segment_maxima": True},
 ]
 LARGE_SWEEP = [  # and at larger batches
     {},
-    {"large_batch_rows": 10**9},
-    {"large_batch_compact": (256, 1)},
-    {"large_batch_programs": 8192},
-    {"first_pass": (2048, 8)},
-    {"compact_attempts": 1},
     {"segment_maxima": False},
-    {"segment_maxima": True},
-    {"large_batch_compact": (1024, 2)},
+    {"large_batch_compact": ((256, 1), (512, 1))},
+    {"first_pass": (1024, 4)},
+    {"first_pass": (512, 4)},
+    {"write": (2048, 8)},
+    {"write": (1024, 4)},
+    {"write": (4096, 16)},
 ]
 
 

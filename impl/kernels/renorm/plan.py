@@ -113,7 +113,7 @@ def _plan(bs: int, vocab: int, top_p: bool, param_is_tensor: bool, t: RenormTuni
     small_len, small_chunks = _split(bs, vocab, t, top_p,
                                      min(t.small_batch_chunks[top_p], cdiv(t.small_batch_programs, bs)))
     param = dict(TOP_P=top_p, PARAM_IS_TENSOR=param_is_tensor)
-    seg_map = t.segment_maxima[top_p]
+    seg_map = t.segment_maxima[top_p] and bs >= t.segment_maxima_rows
     ticket, attempt, launches = int(rk.FIRST_TICKET), 0, []
     for kind, nb in steps:
         if kind in ("pass", "gather"):  # small-batch steps after the compaction
@@ -135,7 +135,7 @@ def _plan(bs: int, vocab: int, top_p: bool, param_is_tensor: bool, t: RenormTuni
             launches.append(_Launch(rk._gather_finish_kernel, grid, "gather", sizes, meta))
         elif kind == "compact":
             attempt += 1
-            block, warps = t.large_batch_compact if bs >= t.large_batch_rows[top_p] else t.compact
+            block, warps = t.large_batch_compact[top_p] if bs >= t.large_batch_rows[top_p] else t.compact
             meta = dict(**param, **common, ATTEMPT=attempt, ADAPT=small, MASSES=top_p and attempt == 1,
                         SEG_MAP=seg_map, BLOCK=block, num_warps=warps)
             launches.append(_Launch(rk._compact_kernel, grid, "compact", sizes, meta))

@@ -57,11 +57,13 @@ class RenormTuning:
     finish_sort: tuple[int, int] = (256, 256)
     gather_warps: int = 4  # the gather kernel's BLOCK is the wide passes'
     write: _Shape = (1024, 8)
-    # By op (one bool sets both): the first pass stores each 32-entry segment's largest key and the
-    # compaction (keys >= lo) and the write (keys >= pivot) read only the segments at or above their
-    # threshold. Top-k gains (256 rows, k = 50: 189 -> 131 us); top-p's first compaction weighs every
-    # key and its write keeps most segments, so the map only costs it (docs/performance.md).
+    # By op (one bool sets both), from segment_maxima_rows rows: the first pass stores each 32-entry
+    # segment's largest key and the compaction (keys >= lo) and the write (keys >= pivot) read only
+    # the segments at or above their threshold. Top-k gains (256 rows, k = 50: 189 -> 128 us); top-p's
+    # first compaction weighs every key and its write keeps most segments, so the map only costs it;
+    # at batch 1 its latency costs top-k ~1 us (docs/performance.md).
     segment_maxima: bool | tuple[bool, bool] = (True, False)
+    segment_maxima_rows: int = 16
     # (chunk, row) programs to aim for; chunks are whole multiples of chunk_align columns.
     chunk_align: int = 1024
     target_programs: int = 1280
@@ -71,7 +73,7 @@ class RenormTuning:
     # there (114 -> 132) and keeps the shapes above below 256 rows (docs/performance.md).
     large_batch_rows: int | tuple[int, int] = (64, 256)
     large_batch_programs: int = 4096
-    large_batch_compact: _Shape = (512, 1)
+    large_batch_compact: _Shape | tuple[_Shape, _Shape] = (512, 1)  # by op, like finish
     # Small batches read the candidates on this many programs per row after the compaction: top-k's
     # histogram passes are latency-bound (fewer partials to reduce), top-p's fp64 tiles
     # compute-bound (spread them). H200 sweep, batch 1.
@@ -92,8 +94,10 @@ class RenormTuning:
                 object.__setattr__(self, name, (value, value))
         if isinstance(self.segment_maxima, bool):
             object.__setattr__(self, "segment_maxima", (self.segment_maxima, self.segment_maxima))
-        if isinstance(self.finish, tuple) and len(self.finish) == 2 and all(isinstance(v, int) for v in self.finish):
-            object.__setattr__(self, "finish", (self.finish, self.finish))  # one shape sets both ops
+        for name in ("finish", "large_batch_compact"):  # one shape sets both ops
+            value = getattr(self, name)
+            if isinstance(value, tuple) and len(value) == 2 and all(isinstance(v, int) for v in value):
+                object.__setattr__(self, name, (value, value))
         def refuse(name: str, why: str) -> None:
             raise ValueError(f"RenormTuning.{name} {why}, got {getattr(self, name)!r}")
 
@@ -104,7 +108,7 @@ class RenormTuning:
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 0:
                 refuse(name, "must be an int >= 0")
         for name in ("candidate_capacity", "chunk_align", "target_programs", "small_batch_programs",
-                     "large_batch_programs"):
+                     "large_batch_programs", "segment_maxima_rows"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
                 refuse(name, "must be an int >= 1")
         for name in ("finish_min_rows", "compact_attempts", "large_batch_rows"):
@@ -125,16 +129,19 @@ class RenormTuning:
             refuse("finish_split", f"must hold powers of two in [2, {int(rk.NB_MAX)}]")
         if 2 * max(self.compact_attempts) + 1 > rk.MAX_LAUNCHES or self.small_batch_passes + 4 > rk.MAX_LAUNCHES:
             refuse("compact_attempts", f"leaves more reducing launches than the {rk.MAX_LAUNCHES} ticket words")
-        if not (isinstance(self.finish, tuple) and len(self.finish) == 2
-                and all(isinstance(v, tuple) and len(v) == 2 for v in self.finish)):
-            refuse("finish", "must be a (BLOCK, warps) shape or a (top-k, top-p) pair of them")
-        shapes = [self.first_pass, self.narrow_pass, *self.wide_pass, self.compact, self.large_batch_compact,
+        for name in ("finish", "large_batch_compact"):
+            value = getattr(self, name)
+            if not (isinstance(value, tuple) and len(value) == 2
+                    and all(isinstance(v, tuple) and len(v) == 2 for v in value)):
+                refuse(name, "must be a (BLOCK, warps) shape or a (top-k, top-p) pair of them")
+        shapes = [self.first_pass, self.narrow_pass, *self.wide_pass, self.compact, *self.large_batch_compact,
                   *self.finish, self.write]
         if any(not pow2(block) or not pow2(warps) for block, warps in shapes) or not pow2(self.gather_warps):
             refuse("narrow_pass", "and every launch shape must be (power-of-two BLOCK, power-of-two warps)")
-        for name in ("first_pass", "compact", "large_batch_compact", "write", "chunk_align"):  # the segment maxima
-            value = getattr(self, name)
-            if (value if name == "chunk_align" else value[0]) % int(rk.SEG):
+        lengths = [("chunk_align", self.chunk_align), ("first_pass", self.first_pass[0]), ("compact", self.compact[0]),
+                   ("write", self.write[0]), *(("large_batch_compact", b) for b, _ in self.large_batch_compact)]
+        for name, length in lengths:  # the segment maxima
+            if length % int(rk.SEG):
                 refuse(name, f"must span whole {int(rk.SEG)}-entry segments (its BLOCK or length a multiple of "
                        f"{int(rk.SEG)})")
         if not (isinstance(self.segment_maxima, tuple) and len(self.segment_maxima) == 2
@@ -145,8 +152,9 @@ class RenormTuning:
                    "16-bit sums of a chunk's bucket counts)")
         if self.chunk_align > int(rk.FIELD_MAX) * self.first_pass[0]:
             refuse("first_pass", f"BLOCK must be >= chunk_align / {int(rk.FIELD_MAX)} (its per-lane byte counters)")
-        for name in ("compact", "large_batch_compact"):
-            if getattr(self, name)[0] > 1 << 14:
+        for name, block in (("compact", self.compact[0]), *(("large_batch_compact", b) for b, _ in
+                                                            self.large_batch_compact)):
+            if block > 1 << 14:
                 refuse(name, "BLOCK must be <= 16384 (one int32 reduction counts two things, 16 bits apart)")
 
 
