@@ -242,7 +242,7 @@ def test_top_p_first_pass_widens_its_range_near_the_target():
                                          ("small_batch_programs", 0), ("large_batch_rows", (64, 0)),
                                          ("chunk_align", 1000), ("large_batch_compact", (16, 1)),
                                          ("segment_maxima", "yes"), ("segment_maxima_rows", 0),
-                                         ("chunk_align", 65536)])
+                                         ("chunk_align", 65536), ("large_batch_first_pass", (16, 4))])
 def test_tuning_refuses_bad_settings(name, value):
     """The gather places its keys by the last pass's per-chunk counts (a plan needs a pass), tl.sort
     sizes and launch shapes are powers of two, passes split at most NB_MAX ways, the launches that read

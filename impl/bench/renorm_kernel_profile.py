@@ -28,12 +28,10 @@ SMALL_SWEEP = [  # RenormTuning changes to try at batches below large_batch_rows
 LARGE_SWEEP = [  # and at larger batches
     {},
     {"segment_maxima": False},
+    {"large_batch_first_pass": (1024, 8)},
     {"large_batch_compact": ((256, 1), (512, 1))},
-    {"first_pass": (1024, 4)},
-    {"first_pass": (512, 4)},
-    {"write": (2048, 8)},
-    {"write": (1024, 4)},
-    {"write": (4096, 16)},
+    {"large_batch_first_pass": (256, 2)},
+    {"large_batch_first_pass": (512, 2)},
 ]
 
 

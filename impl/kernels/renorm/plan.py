@@ -90,10 +90,12 @@ def _split(bs: int, vocab: int, t: RenormTuning, top_p: bool, most_chunks: int |
     chunks the first pass covers in at most FIELD_MAX steps (its per-lane byte counters) and
     FIELD_SUM_MAX entries, padding included (its 16-bit sums of them)."""
     steps = cdiv(vocab, t.chunk_align)
-    programs = t.large_batch_programs if bs >= t.large_batch_rows[top_p] else t.target_programs
+    large = bs >= t.large_batch_rows[top_p]
+    programs = t.large_batch_programs if large else t.target_programs
+    first_block = (t.large_batch_first_pass if large else t.first_pass)[0]
     chunks = max(1, min(steps, cdiv(programs, bs), most_chunks or steps),
-                 cdiv(steps, int(rk.FIELD_MAX) * t.first_pass[0] // t.chunk_align),
-                 cdiv(steps, (int(rk.FIELD_SUM_MAX) + 1 - t.first_pass[0]) // t.chunk_align))
+                 cdiv(steps, int(rk.FIELD_MAX) * first_block // t.chunk_align),
+                 cdiv(steps, (int(rk.FIELD_SUM_MAX) + 1 - first_block) // t.chunk_align))
     chunk_len = t.chunk_align * cdiv(steps, chunks)
     return chunk_len, cdiv(vocab, chunk_len)
 
@@ -120,7 +122,7 @@ def _plan(bs: int, vocab: int, top_p: bool, param_is_tensor: bool, t: RenormTuni
             grid, sizes, chunks_p2 = (small_chunks, bs), (vocab, small_len, small_chunks, cap), next_pow2(small_chunks)
         common = dict(TICKET=ticket, CHUNKS_P2=chunks_p2)
         if kind == "first pass":
-            block, warps = t.first_pass
+            block, warps = t.large_batch_first_pass if bs >= t.large_batch_rows[top_p] else t.first_pass
             meta = dict(**param, **common, SEG_MAP=seg_map, BLOCK=block, num_warps=warps)
             launches.append(_Launch(rk._first_pass_kernel, grid, "first", sizes[:3], meta))
         elif kind in ("pass", "skip-compacted pass"):

@@ -74,6 +74,9 @@ class RenormTuning:
     large_batch_rows: int | tuple[int, int] = (64, 256)
     large_batch_programs: int = 4096
     large_batch_compact: _Shape | tuple[_Shape, _Shape] = (512, 1)  # by op, like finish
+    # and the first pass in programs of this shape: 4 warps over 512 entries a step beat 8 over 1024 at
+    # 64 and 256 rows for both ops (H200 sweep, docs/performance.md)
+    large_batch_first_pass: _Shape = (512, 4)
     # Small batches read the candidates on this many programs per row after the compaction: top-k's
     # histogram passes are latency-bound (fewer partials to reduce), top-p's fp64 tiles
     # compute-bound (spread them). H200 sweep, batch 1.
@@ -134,11 +137,12 @@ class RenormTuning:
             if not (isinstance(value, tuple) and len(value) == 2
                     and all(isinstance(v, tuple) and len(v) == 2 for v in value)):
                 refuse(name, "must be a (BLOCK, warps) shape or a (top-k, top-p) pair of them")
-        shapes = [self.first_pass, self.narrow_pass, *self.wide_pass, self.compact, *self.large_batch_compact,
-                  *self.finish, self.write]
+        shapes = [self.first_pass, self.large_batch_first_pass, self.narrow_pass, *self.wide_pass, self.compact,
+                  *self.large_batch_compact, *self.finish, self.write]
         if any(not pow2(block) or not pow2(warps) for block, warps in shapes) or not pow2(self.gather_warps):
             refuse("narrow_pass", "and every launch shape must be (power-of-two BLOCK, power-of-two warps)")
-        lengths = [("chunk_align", self.chunk_align), ("first_pass", self.first_pass[0]), ("compact", self.compact[0]),
+        lengths = [("chunk_align", self.chunk_align), ("first_pass", self.first_pass[0]),
+                   ("large_batch_first_pass", self.large_batch_first_pass[0]), ("compact", self.compact[0]),
                    ("write", self.write[0]), *(("large_batch_compact", b) for b, _ in self.large_batch_compact)]
         for name, length in lengths:  # the segment maxima
             if length % int(rk.SEG):
@@ -147,11 +151,13 @@ class RenormTuning:
         if not (isinstance(self.segment_maxima, tuple) and len(self.segment_maxima) == 2
                 and all(isinstance(v, bool) for v in self.segment_maxima)):
             refuse("segment_maxima", "must be a bool or a (top-k, top-p) pair of them")
-        if self.chunk_align + self.first_pass[0] > int(rk.FIELD_SUM_MAX) + 1:
-            refuse("chunk_align", f"plus the first pass's BLOCK must be at most {int(rk.FIELD_SUM_MAX) + 1} (its "
-                   "16-bit sums of a chunk's bucket counts)")
-        if self.chunk_align > int(rk.FIELD_MAX) * self.first_pass[0]:
-            refuse("first_pass", f"BLOCK must be >= chunk_align / {int(rk.FIELD_MAX)} (its per-lane byte counters)")
+        for name in ("first_pass", "large_batch_first_pass"):
+            block = getattr(self, name)[0]
+            if self.chunk_align + block > int(rk.FIELD_SUM_MAX) + 1:
+                refuse("chunk_align", f"plus the {name} BLOCK must be at most {int(rk.FIELD_SUM_MAX) + 1} (its "
+                       "16-bit sums of a chunk's bucket counts)")
+            if self.chunk_align > int(rk.FIELD_MAX) * block:
+                refuse(name, f"BLOCK must be >= chunk_align / {int(rk.FIELD_MAX)} (its per-lane byte counters)")
         for name, block in (("compact", self.compact[0]), *(("large_batch_compact", b) for b, _ in
                                                             self.large_batch_compact)):
             if block > 1 << 14:
