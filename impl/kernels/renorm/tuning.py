@@ -59,11 +59,12 @@ class RenormTuning:
     write: _Shape = (1024, 8)
     # By op (one bool sets both), from segment_maxima_rows rows: the first pass stores each 32-entry
     # segment's largest key and the compaction (keys >= lo) and the write (keys >= pivot) read only
-    # the segments at or above their threshold. Top-k gains (256 rows, k = 50: 189 -> 128 us); top-p's
-    # first compaction weighs every key and its write keeps most segments, so the map only costs it;
-    # at batch 1 its latency costs top-k ~1 us (docs/performance.md).
+    # the segments at or above their threshold. Top-k gains from 32 rows (256 rows, k = 50: 188 -> 123
+    # us); below, its latency costs more than the bytes it saves (top-k 16 rows: 34.4 -> 36.4 us,
+    # batch 1: +1.2); top-p's first compaction weighs every key and its write keeps most segments,
+    # so the map only costs it (docs/performance.md).
     segment_maxima: bool | tuple[bool, bool] = (True, False)
-    segment_maxima_rows: int = 16
+    segment_maxima_rows: int = 32
     # (chunk, row) programs to aim for; chunks are whole multiples of chunk_align columns.
     chunk_align: int = 1024
     target_programs: int = 1280
