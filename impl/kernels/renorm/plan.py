@@ -19,6 +19,12 @@ Candidate compaction: a row whose current range holds few enough keys copies the
 into a per-row scratch, and its later passes read only those. The pass before
 counted the keys per chunk, so every program knows where its candidates go: no
 atomics and no overflow.
+
+Segment maxima (segment_maxima by op, from segment_maxima_rows rows): the first pass also
+stores the largest key of each SEG entries of a row; the compaction lists the segments whose
+largest key reaches the range's start and copies from those alone (not top-p's first attempt,
+which weighs every key), and the write reads only the segments reaching the pivot, writing
+zeros for the rest without reading them.
 Every knob below lives in the frozen RenormTuning (impl/kernels/renorm/tuning.py; DEFAULT_TUNING
 is the H200 tuning); tests and benchmarks pass their own with ``tuning=``.
   >= finish_min_rows rows: compact_attempts attempts, after the first pass and after each
@@ -26,8 +32,9 @@ is the H200 tuning); tests and benchmarks pass their own with ``tuning=``.
     then one program per row runs the remaining passes in an in-kernel loop (no
     partials, tickets or launches) until at most finish_sort candidates remain, sorts them and
     reads the pivot off, and sums top-k's kept mass. A row that never fit finishes from its
-    full row: slower, still exact. From large_batch_rows rows (by op) the (chunk, row) grid is finer
-    and the compaction runs one-warp programs (no bar.sync in its loop).
+    full row: slower, still exact. From large_batch_rows rows (by op) the (chunk, row) grid is finer,
+    the first pass runs large_batch_first_pass programs and the compaction one-warp programs (no
+    bar.sync in its block loop).
   smaller batches: one attempt after the first pass, into a whole-row scratch (any
     row fits; the range shrinks to the keys copied), then small_batch_passes 16-way
     passes over (chunk, row) programs; then the keys still in range are gathered
