@@ -4,7 +4,8 @@ The first pass stores, per row, the largest key (int32 bits of the value as the 
 +-inf, negative and -0.0 entries weigh 0) of every 32 consecutive entries. A map entry too low would
 drop kept entries (the op tests catch that as a wrong output); here the map itself is compared with a
 torch computation, on a workspace whose map was poisoned after an earlier call, with a vocabulary whose
-last segment is partial and chunks that split the row.
+last segment is partial and chunks that split the row; a threshold equal to a segment's maximum must
+read that segment; and every plan's chunks stay whole segments within the first pass's counters.
 """
 from __future__ import annotations
 
@@ -86,3 +87,27 @@ def test_a_segment_whose_maximum_is_exactly_the_threshold_is_read(finish_min_row
     problem = mismatch(RENORM, got, R.top_k_renorm(probs, k))
     assert problem is None, problem
     assert got[0, 100] > 0, "the entry at the threshold is kept"
+
+
+@register(suite="kernels", hardware=["cpu"], schedule="per-commit", est_time=2)
+@pytest.mark.parametrize("top_p", [False, True], ids=["top_k", "top_p"])
+def test_every_plan_keeps_the_first_pass_counters_and_the_segments_whole(top_p):
+    """Host-side plan arithmetic over vocabularies up to 2^24 and batches up to 4096: the first pass's
+    programs read at most FIELD_MAX blocks per lane (its byte counters) and at most FIELD_SUM_MAX
+    entries with padding (its 16-bit sums), chunks are whole segments and cover the row."""
+    seg, field_max, sum_max = int(rk.SEG), int(rk.FIELD_MAX), int(rk.FIELD_SUM_MAX)
+    tunings = [renorm.DEFAULT_TUNING, dataclasses.replace(renorm.DEFAULT_TUNING, **SMALL_SHAPES),
+               renorm.RenormTuning(chunk_align=32, first_pass=(32, 1), large_batch_first_pass=(64, 2)),
+               renorm.RenormTuning(chunk_align=32768, first_pass=(32768, 8), large_batch_first_pass=(16384, 8))]
+    for tuning in tunings:
+        for vocab in (1, 31, 32, 33, 1000, 129280, 151936, 1 << 20, (1 << 24) + 7):
+            for bs in (1, 7, 64, 256, 4096):
+                plan = rplan._plan(bs, vocab, top_p, True, tuning)
+                first = plan.launches[0]
+                assert first.args == "first"
+                chunk_len, chunks = first.sizes[1], first.sizes[2]
+                block = first.meta["BLOCK"]
+                where = f"{tuning} vocab {vocab} rows {bs}"
+                assert chunk_len % seg == 0 and chunks * chunk_len >= vocab > (chunks - 1) * chunk_len, where
+                assert -(-chunk_len // block) <= field_max, where
+                assert -(-chunk_len // block) * block <= sum_max, where
