@@ -5,7 +5,8 @@ The first pass stores, per row, the largest key (int32 bits of the value as the 
 drop kept entries (the op tests catch that as a wrong output); here the map itself is compared with a
 torch computation, on a workspace whose map was poisoned after an earlier call, with a vocabulary whose
 last segment is partial and chunks that split the row; a threshold equal to a segment's maximum must
-read that segment; and every plan's chunks stay whole segments within the first pass's counters.
+read that segment; the write fills every entry of a poisoned output (it skips reading segments,
+not writing them); and every plan's chunks stay whole segments within the first pass's counters.
 """
 from __future__ import annotations
 
@@ -111,3 +112,24 @@ def test_every_plan_keeps_the_first_pass_counters_and_the_segments_whole(top_p):
                 assert chunk_len % seg == 0 and chunks * chunk_len >= vocab > (chunks - 1) * chunk_len, where
                 assert -(-chunk_len // block) <= field_max, where
                 assert -(-chunk_len // block) * block <= sum_max, where
+
+
+@register(suite="kernels", hardware=["cpu", "h200-1", "mi35x-1"], schedule="per-commit", est_time=3)
+@pytest.mark.parametrize("segment_maxima", [True, False], ids=["map", "no-map"])
+def test_the_write_fills_every_entry_of_a_poisoned_output(segment_maxima):
+    """The write skips reading the segments below the pivot but must still write their zeros: the
+    output starts as NaN, and every entry must end equal to the oracle's."""
+    import reference as R
+    from impl.testing.op_table import RENORM, mismatch
+
+    probs = _rows(3, PATH_VOCAB + 17)
+    k = torch.tensor([5, 40, 3])
+    tuning = dataclasses.replace(renorm.DEFAULT_TUNING, **SMALL_SHAPES, finish_min_rows=1,
+                                 segment_maxima=segment_maxima, segment_maxima_rows=1)
+    plan = rplan._plan(3, probs.shape[1], False, True, tuning)
+    out = torch.full(probs.shape, float("nan")).to(DEV)
+    _launch_all(probs.to(DEV), None, k.to(DEV), plan, out)
+    got = out.cpu()
+    assert not got.isnan().any(), "entries the write left unwritten"
+    problem = mismatch(RENORM, got, R.top_k_renorm(probs, k))
+    assert problem is None, problem
