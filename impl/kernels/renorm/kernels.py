@@ -847,14 +847,17 @@ def _write_kernel(
     end = tl.minimum(start + chunk_len, V)
     base = row.to(tl.int64) * V
     seg_row = seg_ptr + row.to(tl.int64) * tl.cdiv(V, SEG)
-    segs = tl.arange(0, BLOCK // SEG)
+    ROWS: tl.constexpr = BLOCK // SEG if SEG_MAP else 1  # without the map, [1, BLOCK]: v10's 1-D layout
+    COLS: tl.constexpr = SEG if SEG_MAP else BLOCK
+    segs = tl.arange(0, ROWS)
     for off in range(start, end, BLOCK):
-        seg = off // SEG + segs
-        needed = seg * SEG < end
-        if SEG_MAP:
-            needed = tl.load(seg_row + seg, mask=needed, other=-1) >= pivot
-        offs = off + segs[:, None] * SEG + tl.arange(0, SEG)[None, :]
+        offs = off + segs[:, None] * COLS + tl.arange(0, COLS)[None, :]
         ok = offs < end
-        x, key = _load_keys(probs_ptr + base + offs, ok & needed[:, None])  # unread: key 0, below a pivot > 0
+        read = ok
+        if SEG_MAP:
+            seg = off // SEG + segs
+            needed = tl.load(seg_row + seg, mask=seg * SEG < end, other=-1) >= pivot
+            read = ok & needed[:, None]
+        x, key = _load_keys(probs_ptr + base + offs, read)  # unread: key 0, below a pivot > 0
         y = tl.where(key >= pivot, x.to(tl.float64) * scale, 0.0)
         tl.store(out_ptr + base + offs, y.to(tl.float32), mask=ok)
