@@ -36,6 +36,18 @@ def test_empty_selection_is_refused_before_any_work(capsys):
     assert "choose from" in capsys.readouterr().err
 
 
+@register(suite="components", hardware="cpu", schedule="per-commit", est_time=1)
+def test_a_before_tree_is_checked_before_any_work(capsys, tmp_path):
+    """--only renorm_versions needs --before-root, and --before-root must be a checkout: both exit 2 in
+    one line before anything is measured."""
+    for argv, says in ((["--only", "renorm_versions"], "needs --before-root"),
+                       (["--before-root", str(tmp_path)], "expected a checkout with impl/__init__.py")):
+        with pytest.raises(SystemExit) as exit_info:
+            main(argv)
+        assert exit_info.value.code == 2
+        assert says in capsys.readouterr().err
+
+
 def _row(op: str, variant: str, us: float) -> dict:
     return {"op": op, "shape": "4x8", "rows": 4, "variant": variant, "us": us, "gbps": 1.0}
 

@@ -39,3 +39,19 @@ def test_bad_arguments_exit_2_in_one_line(tmp_path):
         assert out.returncode == 2, (args, out.stderr)
         assert "Traceback" not in out.stderr and out.stderr.strip().splitlines()[-1].startswith(
             "python -m impl.bench.renorm_versions: error:"), out.stderr
+
+
+@register(suite="components", hardware=["cpu"], schedule="per-commit", est_time=10)
+def test_two_trees_take_turns_on_their_own_inputs():
+    """measure() on CPU with this tree imported again as the 'before': every (case, version) row is
+    timed each round, the versions' outputs agree, and each batch's calls get that batch's inputs
+    (a call bound to another batch's rows is refused by the op: k's shape)."""
+    import impl
+    from impl.bench.metadata_cost import import_renamed
+    from impl.bench.renorm_versions import measure
+
+    rows = measure({"before": import_renamed(ROOT), "after": impl}, batches=(1, 3), rounds=2, vocab=300,
+                   device="cpu", settings=(("top_k", 5), ("top_p", 0.9)))
+    assert [(r["batch"], r["case"].split()[0], r["version"]) for r in rows] == [
+        (b, op, v) for b in (1, 3) for op in ("top_k", "top_p") for v in ("before", "after")]
+    assert all(r["same_output"] and len(r["graph_us"]) == 2 and r["median_us"] > 0 for r in rows)

@@ -24,7 +24,7 @@ from impl.cli_args import CliParser
 
 GRAPH_REPLAY_MAX_ROWS = 1024
 REPO_ROOT = Path(__file__).resolve().parents[2]
-SELECTIONS = [*cases.GPU_SWEEP, "verify_step", "host", "e2e", "metadata", "passes"]
+SELECTIONS = [*cases.GPU_SWEEP, "verify_step", "host", "e2e", "metadata", "passes", "renorm_versions"]
 
 
 def _device_name() -> str:
@@ -87,10 +87,14 @@ def main(argv: list[str] | None = None) -> int:
                     "root; for a smoke run <temp dir>/dspark-bench-smoke/<device>)")
     ap.add_argument("--only", help="comma-separated subset of: " + ",".join(SELECTIONS))
     ap.add_argument("--flashinfer-aot", help="folder of FlashInfer's prebuilt modules (for its contender rows)")
-    ap.add_argument("--before-root", type=Path, help="a checkout whose impl is the metadata table's 'before' "
-                    "(impl.bench.metadata_cost)")
+    ap.add_argument("--before-root", type=Path, help="a checkout whose impl is the 'before' of the metadata "
+                    "table (impl.bench.metadata_cost) and of the renorm versions table (impl.bench.renorm_versions)")
     args = ap.parse_args(argv)
     only = _selection(args.only, ap)  # before any work: a bad selection exits 2
+    if args.before_root and not (args.before_root / "impl" / "__init__.py").is_file():
+        ap.error(f"--before-root {args.before_root}: expected a checkout with impl/__init__.py")
+    if only and "renorm_versions" in only and not args.before_root:
+        ap.error("--only renorm_versions needs --before-root (the tree to compare this one with)")
     gpu = torch.cuda.is_available()
     if not gpu:
         print("[bench] no GPU on this machine: running the tiny CPU smoke mode (Triton interpreter); "
@@ -120,6 +124,13 @@ def main(argv: list[str] | None = None) -> int:
         meta_rows = metadata_cost.measure(versions)
         extra_rows += meta_rows
         extra_tables.append("metadata builders per call (before -> after):\n" + metadata_cost.table(meta_rows))
+    if gpu and args.before_root and (not only or "renorm_versions" in only):  # renorm, two trees in one process
+        from impl.bench import metadata_cost, renorm_versions
+
+        before = sys.modules.get("impl_before") or metadata_cost.import_renamed(args.before_root)
+        version_rows = renorm_versions.measure({"before": before, "after": __import__("impl")}, rounds=3)
+        extra_rows += [dict(op="renorm-versions", shape=r["case"], variant=r["version"], **r) for r in version_rows]
+        extra_tables.append("renorm, before -> after (graph us, one process):\n" + renorm_versions.table(version_rows))
     if gpu and (not only or "passes" in only):  # HBM passes of each renorm case
         from impl.bench import renorm_passes
 

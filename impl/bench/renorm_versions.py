@@ -23,8 +23,10 @@ VOCAB = 129280
 SETTINGS = (("top_k", 50), ("top_k", 1000), ("top_p", 0.9), ("top_p", 0.95))
 
 
-def measure(versions: dict, batches=(1, 64, 256), rounds: int = 5, vocab: int = VOCAB) -> list[dict]:
-    """One row per (case, version): graph µs of every round; versions must agree bit for bit."""
+def measure(versions: dict, batches=(1, 64, 256), rounds: int = 5, vocab: int = VOCAB, device: str = "cuda",
+            settings=SETTINGS) -> list[dict]:
+    """One row per (case, version): graph µs of every round (wall-clock medians on CPU); versions must
+    agree bit for bit."""
     import torch
 
     from impl.bench import timing
@@ -32,9 +34,9 @@ def measure(versions: dict, batches=(1, 64, 256), rounds: int = 5, vocab: int = 
     cases = []
     for bs in batches:
         gen = torch.Generator().manual_seed(bs)
-        probs = torch.softmax(torch.randn(bs, vocab, generator=gen) * 3, -1).cuda()
-        for op, value in SETTINGS:
-            param = torch.full((bs,), value, dtype=torch.float32 if op == "top_p" else torch.int32, device="cuda")
+        probs = torch.softmax(torch.randn(bs, vocab, generator=gen) * 3, -1).to(device)
+        for op, value in settings:
+            param = torch.full((bs,), value, dtype=torch.float32 if op == "top_p" else torch.int32, device=device)
             calls = {name: (lambda f=getattr(pkg, f"{op}_renorm"), x=probs, p=param: f(x, p))
                      for name, pkg in versions.items()}
             outs = {name: call() for name, call in calls.items()}
