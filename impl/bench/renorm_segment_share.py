@@ -1,0 +1,96 @@
+"""What share of a row top-k's compaction and write read through the segment maxima (CPU model, no kernels).
+
+    python -m impl.bench.renorm_segment_share [--rows 32] [--vocab 129280] [--k 50,1000] [--json FILE]
+
+The compaction reads the segments (SEG entries) whose largest key is >= the start of its range, the
+write the segments whose largest key is >= the pivot (impl/kernels/renorm/kernels.py). This computes,
+on the bench's inputs (softmax(3 x randn) rows), the share of segments and the candidates per row for
+three ways of choosing that start:
+
+  two-octave bucket   v11: the first pass's fixed buckets, two octaves wide, the one holding the pivot;
+  one-octave bucket   the same with buckets one octave wide (a finer first split);
+  k-th segment max    the k-th largest segment maximum, a lower bound of the pivot (k segments each
+                      hold a key at or above it), computed from the map alone (none with fewer than
+                      k segments).
+
+It predicts bytes, not time: the GPU measurements are docs/performance.md's.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+
+def _bucket_start(key, octaves: int, buckets: int):
+    """Start key of the first-pass bucket holding ``key``: buckets ``octaves`` wide from 2^-24 up."""
+    import torch
+
+    from impl.kernels.renorm import kernels as rk
+
+    base = int(rk.FIRST_BASE)  # the key of 2^-26: bucket 0 is everything below base + one bucket
+    shift = 22 + octaves  # one octave is 1 << 23 in key space
+    t = ((key - base) >> shift).clamp(0, buckets - 1)
+    return torch.where(t == 0, torch.zeros_like(key), base + (t << shift))
+
+
+def measure(rows: int = 32, vocab: int = 129280, ks=(50, 1000), seed: int = 0) -> list[dict]:
+    import torch
+
+    from impl.kernels.renorm import kernels as rk
+
+    seg = int(rk.SEG)
+    gen = torch.Generator().manual_seed(seed)
+    probs = torch.softmax(torch.randn(rows, vocab, generator=gen) * 3, -1)
+    keys = probs.view(torch.int32)
+    pad = -vocab % seg  # key 0 pads the last segment: below every threshold but 0
+    seg_max = torch.nn.functional.pad(keys, (0, pad)).view(rows, -1, seg).amax(-1)
+    out = []
+    for k in ks:
+        pivot = keys.topk(k, dim=1).values[:, -1]
+        # fewer than k segments bound nothing: every key may be a candidate
+        kth = (seg_max.topk(k, dim=1).values[:, -1] if k <= seg_max.shape[1] else torch.zeros_like(pivot))
+        starts = {"two-octave bucket": _bucket_start(pivot, 2, 8), "one-octave bucket": _bucket_start(pivot, 1, 16),
+                  "k-th segment max": kth}
+        for name, start in starts.items():
+            out.append(dict(k=k, start=name, segments_read=(seg_max >= start[:, None]).float().mean().item(),
+                            candidates_per_row=(keys >= start[:, None]).sum(1).float().mean().item(),
+                            below_pivot=bool((start <= pivot).all())))
+        out.append(dict(k=k, start="the pivot (the write)",
+                        segments_read=(seg_max >= pivot[:, None]).float().mean().item(),
+                        candidates_per_row=(keys >= pivot[:, None]).sum(1).float().mean().item(), below_pivot=True))
+    return out
+
+
+def table(rows: list[dict]) -> str:
+    from impl.table import format_table
+
+    body = [[str(r["k"]), r["start"], f"{100 * r['segments_read']:.1f}%", f"{r['candidates_per_row']:.0f}"]
+            for r in rows]
+    return format_table(["k", "threshold", "segments read", "candidates per row"], body)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m impl.bench.renorm_segment_share",
+                                 description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", type=int, default=32)
+    ap.add_argument("--vocab", type=int, default=129280)
+    ap.add_argument("--k", default="50,1000")
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args(argv)
+    try:
+        ks = tuple(int(k) for k in args.k.split(","))
+    except ValueError:
+        ap.error(f"--k {args.k!r}: expected comma-separated integers, e.g. 50,1000")
+    if args.rows < 1 or args.vocab < 1 or any(not 1 <= k <= args.vocab for k in ks):
+        ap.error("--rows and --vocab must be >= 1 and every k in [1, vocab]")
+    rows = measure(args.rows, args.vocab, ks)
+    print(table(rows))
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
