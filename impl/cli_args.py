@@ -2,7 +2,7 @@
 
 ``CliParser`` is an ``argparse.ArgumentParser`` whose errors are one line
 (``prog: error: ...``, no usage dump, no traceback); ``bounded_int`` /
-``bounded_float`` give every numeric flag sane bounds, checked while parsing;
+``bounded_float`` / ``int_list`` give every numeric flag sane bounds, checked while parsing;
 ``fail`` reports a mistake found after parsing the same way. Progress lines go
 to stderr through ``Progress`` (no dependency). This module must never import
 torch: the CLIs validate everything with it before the heavy imports.
@@ -36,6 +36,23 @@ def bounded_int(low: int, high: int):
         return value
 
     parse.__name__ = "int"
+    return parse
+
+
+def int_list(low: int, high: int):
+    """Comma-separated integers, each in [low, high] (e.g. ``--batches 1,64,256``)."""
+    def parse(text: str) -> tuple[int, ...]:
+        try:
+            values = tuple(int(part) for part in text.split(","))
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected comma-separated integers in [{low}, {high}], "
+                                             f"got {text[:80]!r}") from None
+        bad = [v for v in values if not low <= v <= high]
+        if bad:
+            raise argparse.ArgumentTypeError(f"every value must be in [{low}, {high}], got {bad[0]}")
+        return values
+
+    parse.__name__ = "list of integers"
     return parse
 
 

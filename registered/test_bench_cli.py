@@ -176,3 +176,26 @@ def test_e2e_table_runs_a_before_tree_beside_this_one(tmp_path):
                              capture_output=True, text=True, cwd=ROOT, timeout=120)
         assert bad.returncode == 2 and "expected a checkout with impl/__init__.py" in bad.stderr, bad.stderr
         assert "Traceback" not in bad.stderr
+
+
+@register(suite="components", hardware="cpu", schedule="per-commit", est_time=12)
+@pytest.mark.parametrize("module, argv", [
+    ("impl.bench.renorm_passes", ["--batches", "1,x"]),
+    ("impl.bench.renorm_passes", ["--batches", "0"]),
+    ("impl.bench.renorm_kernel_profile", ["--sweep", "--batches", "64,,256"]),
+    ("impl.bench.renorm_kernel_profile", ["--rows", "-3"]),
+    ("impl.bench.renorm_versions", ["--before-root", str(ROOT), "--batches", "1,1e9"]),
+    ("impl.bench.renorm_versions", ["--before-root", str(ROOT), "--rounds", "0"]),
+    ("impl.bench.renorm_segment_share", ["--k", "50,abc"]),
+    ("impl.bench.renorm_segment_share", ["--vocab", "100", "--k", "1000"]),
+    ("impl.bench.host_cost", ["--batches", "8;64"]),
+    ("impl.bench.host_cost", ["--calls", "0"]),
+], ids=lambda v: v if isinstance(v, str) else " ".join(v))
+def test_renorm_bench_arguments_are_checked_before_any_work(module, argv):
+    """A wrong argument to a renorm benchmark is one line and exit 2 (before the GPU check, so on any
+    machine), never a traceback."""
+    done = subprocess.run([sys.executable, "-m", module, *argv], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 2, (done.returncode, done.stdout[-500:], done.stderr[-500:])
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"python -m {module}: error:"), done.stderr

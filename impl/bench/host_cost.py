@@ -16,13 +16,14 @@ after run the same probe on one machine. ``python -m impl.bench`` stores these r
 """
 from __future__ import annotations
 
-import argparse
 import gc
 import statistics
 import sys
 import time
 from pathlib import Path
 from typing import Callable
+
+from impl.cli_args import CliParser, bounded_int, int_list
 
 VOCAB = 129280
 RENORM_BATCHES = (1, 8, 64, 256)
@@ -172,13 +173,13 @@ def renorm_table(rows: list[dict]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m impl.bench.host_cost", description=__doc__.splitlines()[0])
+    ap = CliParser(prog="python -m impl.bench.host_cost", description=__doc__.splitlines()[0])
     ap.add_argument("--impl-root", help="import impl from this checkout")
     ap.add_argument("--json", help="write the rows here")
-    ap.add_argument("--batches", default=",".join(map(str, RENORM_BATCHES)))
+    ap.add_argument("--batches", type=int_list(1, 1 << 16), default=tuple(RENORM_BATCHES), help="e.g. 1,8,64,256")
     ap.add_argument("--flashinfer-aot", help="folder of FlashInfer's prebuilt modules")
-    ap.add_argument("--calls", type=int, default=60, help="calls per timed run")
-    ap.add_argument("--repeats", type=int, default=9, help="timed runs (the median is reported)")
+    ap.add_argument("--calls", type=bounded_int(1, 100000), default=60, help="calls per timed run")
+    ap.add_argument("--repeats", type=bounded_int(1, 1000), default=9, help="timed runs (the median is reported)")
     args = ap.parse_args(argv)
     if args.impl_root:
         sys.path.insert(0, str(Path(args.impl_root).resolve()))
@@ -196,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
 
         fi = flashinfer_sampling(args.flashinfer_aot)
     print(f"impl from {impl.__file__}", flush=True)
-    batches = [int(b) for b in args.batches.split(",")]
+    batches = list(args.batches)
     cases = renorm_cases(device, batches, VOCAB if device == "cuda" else 256, fi) + step_op_cases(device)
     rows = measure(cases, calls=args.calls, repeats=args.repeats)
     print(renorm_table(rows))

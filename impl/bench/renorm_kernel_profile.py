@@ -11,12 +11,12 @@ a few RenormTuning variants (passed explicitly with ``tuning=``) at each batch o
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
 
 import torch
 
 from impl.bench.timing import graph_replay_us
+from impl.cli_args import CliParser, bounded_int, int_list
 from impl.kernels.renorm import DEFAULT_TUNING, top_k_renorm, top_p_renorm
 
 SMALL_SWEEP = [  # RenormTuning changes to try at batches below large_batch_rows; the first is the default
@@ -75,22 +75,23 @@ def _sweep(batches: list[int], vocab: int) -> None:
             print(f"sweep {batch}x{vocab}  " + "  ".join(cells) + f"  us  {changes or 'defaults'}", flush=True)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=256)
-    parser.add_argument("--vocab", type=int, default=129280)
-    parser.add_argument("--k", type=int, default=50)
+def main(argv: list[str] | None = None) -> None:
+    parser = CliParser(prog="python -m impl.bench.renorm_kernel_profile", description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=bounded_int(1, 1 << 16), default=256)
+    parser.add_argument("--vocab", type=bounded_int(1, 1 << 24), default=129280)
+    parser.add_argument("--k", type=bounded_int(1, 1 << 24), default=50)
     parser.add_argument("--p", type=float, default=0.9)
     parser.add_argument("--sweep", action="store_true")
-    parser.add_argument("--batches", default="1,64,256", help="batches the sweep times (comma-separated)")
-    args = parser.parse_args()
+    parser.add_argument("--batches", type=int_list(1, 1 << 16), default=(1, 64, 256),
+                        help="batches the sweep times (comma-separated)")
+    args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         raise SystemExit("renorm_kernel_profile needs a GPU")
     probs, k, p = _inputs(args.rows, args.vocab, args.k, args.p)
     _profile(lambda: top_k_renorm(probs, k), f"top_k {args.rows}x{args.vocab}")
     _profile(lambda: top_p_renorm(probs, p), f"top_p {args.rows}x{args.vocab}")
     if args.sweep:
-        _sweep([int(b) for b in args.batches.split(",")], args.vocab)
+        _sweep(list(args.batches), args.vocab)
 
 
 if __name__ == "__main__":

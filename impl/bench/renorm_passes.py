@@ -26,10 +26,11 @@ vocab x 4); ``floor_us`` = a copy of the same rows (one read + one write) timed 
 """
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
+
+from impl.cli_args import CliParser, int_list
 
 VOCAB = 129280
 SETTINGS = (("top_k", 50), ("top_k", 1000), ("top_p", 0.9), ("top_p", 0.95))
@@ -143,15 +144,15 @@ def table(rows: list[dict]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m impl.bench.renorm_passes", description=__doc__.splitlines()[0])
-    ap.add_argument("--batches", default="1,64,256")
+    ap = CliParser(prog="python -m impl.bench.renorm_passes", description=__doc__.splitlines()[0])
+    ap.add_argument("--batches", type=int_list(1, 1 << 16), default=(1, 64, 256), help="rows per case, e.g. 1,64,256")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
     import torch
 
     if not torch.cuda.is_available():
         raise SystemExit("renorm_passes needs a GPU (it reads a real call's state and times it)")
-    rows = measure(tuple(int(b) for b in args.batches.split(",")))
+    rows = measure(args.batches)
     print(table(rows))
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1) + "\n")

@@ -17,10 +17,11 @@ It predicts bytes, not time: the GPU measurements are docs/performance.md's.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
+
+from impl.cli_args import CliParser, bounded_int, int_list
 
 
 def _bucket_start(key, octaves: int, buckets: int):
@@ -72,20 +73,15 @@ def table(rows: list[dict]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m impl.bench.renorm_segment_share",
-                                 description=__doc__.splitlines()[0])
-    ap.add_argument("--rows", type=int, default=32)
-    ap.add_argument("--vocab", type=int, default=129280)
-    ap.add_argument("--k", default="50,1000")
+    ap = CliParser(prog="python -m impl.bench.renorm_segment_share", description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", type=bounded_int(1, 4096), default=32)
+    ap.add_argument("--vocab", type=bounded_int(1, 1 << 20), default=129280)
+    ap.add_argument("--k", type=int_list(1, 1 << 20), default=(50, 1000), help="e.g. 50,1000")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
-    try:
-        ks = tuple(int(k) for k in args.k.split(","))
-    except ValueError:
-        ap.error(f"--k {args.k!r}: expected comma-separated integers, e.g. 50,1000")
-    if args.rows < 1 or args.vocab < 1 or any(not 1 <= k <= args.vocab for k in ks):
-        ap.error("--rows and --vocab must be >= 1 and every k in [1, vocab]")
-    rows = measure(args.rows, args.vocab, ks)
+    if max(args.k) > args.vocab:
+        ap.error(f"--k: every k must be at most --vocab ({args.vocab}), got {max(args.k)}")
+    rows = measure(args.rows, args.vocab, args.k)
     print(table(rows))
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1) + "\n")

@@ -13,11 +13,12 @@ bit (a change of speed must not be a change of result), else the case is reporte
 """
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
 from pathlib import Path
+
+from impl.cli_args import CliParser, bounded_int, int_list
 
 VOCAB = 129280
 SETTINGS = (("top_k", 50), ("top_k", 1000), ("top_p", 0.9), ("top_p", 0.95))
@@ -83,20 +84,15 @@ def table(rows: list[dict]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m impl.bench.renorm_versions", description=__doc__.splitlines()[0])
+    ap = CliParser(prog="python -m impl.bench.renorm_versions", description=__doc__.splitlines()[0])
     ap.add_argument("--before-root", type=Path, required=True, help="a checkout whose impl is the 'before'")
-    ap.add_argument("--batches", default="1,64,256")
-    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--batches", type=int_list(1, 1 << 16), default=(1, 64, 256), help="rows per case, e.g. 1,64,256")
+    ap.add_argument("--rounds", type=bounded_int(1, 1000), default=5)
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
     if not (args.before_root / "impl" / "__init__.py").is_file():
         ap.error(f"--before-root {args.before_root}: expected a checkout with impl/__init__.py")
-    try:
-        batches = tuple(int(b) for b in args.batches.split(","))
-    except ValueError:
-        ap.error(f"--batches {args.batches!r}: expected comma-separated row counts, e.g. 1,64,256")
-    if args.rounds < 1 or any(b < 1 for b in batches):
-        ap.error("--rounds and every batch must be >= 1")
+    batches = args.batches
     import torch
 
     import impl
