@@ -429,16 +429,15 @@ def _first_stats(src, seg_dst, start, end, TOP_P: tl.constexpr, SEG_MAP: tl.cons
     m5 = tl.zeros([ROWS, COLS], tl.float32)
     m6 = tl.zeros([ROWS, COLS], tl.float32)
     m7 = tl.zeros([ROWS, COLS], tl.float32)
-    top_key = tl.zeros([ROWS], tl.int32)
+    top_key = tl.zeros([ROWS, COLS], tl.int32)  # reduced once, at the end
     for off in range(start, end, BLOCK):
         offs = off + segs[:, None] * COLS + tl.arange(0, COLS)[None, :]
         x, key = _load_keys(src + offs, offs < end)
         t = tl.minimum(tl.maximum((key - FIRST_BASE) >> 24, 0), FIRST_NB - 1)
-        row_top = tl.max(key, axis=1)
         if SEG_MAP:  # masked lanes load key 0, below every real key or equal to it: a tail segment's max is right
-            tl.store(seg_dst + off // SEG + segs, row_top, mask=off + segs * SEG < end)
+            tl.store(seg_dst + off // SEG + segs, tl.max(key, axis=1), mask=off + segs * SEG < end)
         packed += tl.full([ROWS, COLS], 1, tl.int64) << (t * FIELD_BITS).to(tl.int64)
-        top_key = tl.maximum(top_key, row_top)
+        top_key = tl.maximum(top_key, key)
         if TOP_P:
             m0 += tl.where(t == 0, x, 0.0)
             m1 += tl.where(t == 1, x, 0.0)
@@ -462,7 +461,7 @@ def _first_stats(src, seg_dst, start, end, TOP_P: tl.constexpr, SEG_MAP: tl.cons
             bins == 2, tl.sum(m2), tl.where(bins == 3, tl.sum(m3), tl.where(
                 bins == 4, tl.sum(m4), tl.where(bins == 5, tl.sum(m5), tl.where(
                     bins == 6, tl.sum(m6), tl.sum(m7))))))))
-    return counts, mass, tl.max(top_key, axis=0)
+    return counts, mass, tl.max(top_key)
 
 
 @triton.jit
