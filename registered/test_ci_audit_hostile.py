@@ -770,3 +770,28 @@ def test_a_partition_count_no_matrix_could_hold_is_named_not_counted(tmp_path):
     assert got["rc"] == 0 and time.monotonic() - started < LIMIT_S and got["maxrss_mb"] < LIMIT_MB, got["err"]
     unresolved = [f["message"] for f in json.loads(got["out"])["findings"] if f["rule"] == "unresolved-step"]
     assert len(unresolved) == 1 and "at most 256 partitions" in unresolved[0], unresolved
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=4)
+def test_a_shell_or_run_default_that_is_not_text_is_read_conservatively(tmp_path):
+    """``shell: 7`` on a step and ``defaults: {run: 5}`` on a job were AttributeErrors: exit 3 (found by
+    mutating the sglang fixtures). A non-string shell is now read as its text, a custom shell without
+    ``-e``: a runner call followed by another command counts as masked (never a pass); a non-mapping
+    ``defaults: run:`` is ignored. The audit exits 1 (the mask is a finding), not 3."""
+    script = "python3 run_suite.py --hw cuda --suite stage-a\necho done\n"
+    jobs = {"numeric": {"runs-on": "ubuntu-latest", "steps": [{"name": "run suite", "shell": 7, "run": script}]},
+            "listed": {"runs-on": "ubuntu-latest", "defaults": {"run": {"shell": ["bash", "-e"]}},
+                       "steps": [{"name": "run suite", "run": script}]},
+            "scalar-defaults": {"runs-on": "ubuntu-latest", "defaults": {"run": 5},
+                                "steps": [{"name": "run suite", "run": script}]}}
+    root = tmp_path / "repo"
+    (root / ".github" / "workflows").mkdir(parents=True)
+    (root / "test" / "registered").mkdir(parents=True)
+    doc = {"name": "w", "on": "pull_request", "permissions": {}, "jobs": jobs}
+    (root / ".github" / "workflows" / "w.yml").write_text(json.dumps(doc))
+    scan = scan_workflows(root, "sglang")
+    masked = {m.split(":")[1] for m in scan.masked}
+    assert masked == {"numeric", "listed"}, scan.masked  # the default bash -e of "scalar-defaults" masks nothing
+    out = subprocess.run([sys.executable, "-m", "ci.audit.cli", "--root", str(root), "--adapter", "sglang",
+                          "--format", "json"], capture_output=True, text=True, cwd=REAL_ROOT, timeout=120)
+    assert out.returncode == 1 and "internal error" not in out.stderr, out.stderr

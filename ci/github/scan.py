@@ -283,8 +283,18 @@ def _step_label(step: dict[str, Any], index: int) -> str:
 
 
 def _run_defaults(owner: dict[str, Any]) -> dict[str, Any]:
-    """The ``defaults: run:`` mapping of a job or workflow ({} when it has none)."""
-    return (owner.get("defaults") or {}).get("run", {}) if isinstance(owner.get("defaults"), dict) else {}
+    """The ``defaults: run:`` mapping of a job or workflow ({} when it has none, or a crafted non-mapping)."""
+    defaults = owner.get("defaults")
+    run = defaults.get("run") if isinstance(defaults, dict) else None
+    return run if isinstance(run, dict) else {}
+
+
+def _shell_of(step: dict[str, Any], *defaults: dict[str, Any]) -> str | None:
+    """The shell a step runs in: its own ``shell:``, else the job's, else the workflow's default (None:
+    GitHub's unnamed default). A crafted non-string value is read as its text: a custom shell with no
+    ``-e``, so a failure it could hide counts as hidden (never a crash, never a pass)."""
+    shell = step.get("shell") or next((d.get("shell") for d in defaults if d.get("shell")), None)
+    return None if shell is None else shell if isinstance(shell, str) else short(shell)
 
 
 def _runs_on(cx: ScanContext) -> tuple[str, ...]:
@@ -356,7 +366,7 @@ def _scan_job(cx: ScanContext) -> None:
         if not found and not call_lines:
             continue
         commands = split_commands(step["run"])
-        shell = step.get("shell") or defaults.get("shell") or wf_defaults.get("shell")
+        shell = _shell_of(step, defaults, wf_defaults)
         calls = [(k, call) for ln, call in call_lines for k in _command_at(cx.adapter, commands, ln)]
         masks = list(dict.fromkeys(command_masks(cx.adapter, commands, calls, shell)
                                    + env_masks(step, cx.job, cx.doc) + events.masks))
