@@ -75,6 +75,17 @@ _SHORT = reprlib.Repr()
 _SHORT.maxlevel, _SHORT.maxdict, _SHORT.maxlist, _SHORT.maxstring, _SHORT.maxother = 2, 4, 4, 60, 60
 
 
+def mapping(value: Any) -> dict:
+    """``value`` if it is a mapping, else {}: a crafted file's list or scalar where a mapping belongs
+    reads as empty (callers that must refuse it check the type themselves)."""
+    return value if isinstance(value, dict) else {}
+
+
+def sequence(value: Any) -> list:
+    """``value`` if it is a list, else []: the same for a list's place."""
+    return value if isinstance(value, list) else []
+
+
 def short(value: Any, limit: int = 120) -> str:
     """A ``repr`` of ``value`` that reads at most a few of its items and is at most ``limit`` characters."""
     text = _SHORT.repr(value)

@@ -795,3 +795,31 @@ def test_a_shell_or_run_default_that_is_not_text_is_read_conservatively(tmp_path
     out = subprocess.run([sys.executable, "-m", "ci.audit.cli", "--root", str(root), "--adapter", "sglang",
                           "--format", "json"], capture_output=True, text=True, cwd=REAL_ROOT, timeout=120)
     assert out.returncode == 1 and "internal error" not in out.stderr, out.stderr
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=4)
+def test_a_list_or_scalar_where_a_workflow_mapping_belongs_is_read_as_empty(tmp_path):
+    """Found by mutating the sglang fixtures, each an exit 3 before: a job's ``steps: 5`` (the $GITHUB_ENV
+    scan iterated it), a reusable workflow's ``workflow_call: inputs: text``, and a local composite
+    action's ``inputs: [list]`` and ``runs: steps: 5``. Each reads as empty; the audit still sees the
+    runner call beside them and exits 1 (its finding), not 3."""
+    root = tmp_path / "repo"
+    (root / ".github" / "workflows").mkdir(parents=True)
+    (root / ".github" / "actions" / "odd").mkdir(parents=True)
+    (root / "test" / "registered").mkdir(parents=True)
+    call = "python3 run_suite.py --hw cuda --suite stage-renamed\n"
+    caller = {"name": "caller", "on": "pull_request", "permissions": {}, "jobs": {
+        "broken": {"runs-on": "ubuntu-latest", "steps": 5},
+        "composite": {"runs-on": "ubuntu-latest", "steps": [{"uses": "./.github/actions/odd"}, {"run": call}]},
+        "reuse": {"uses": "./.github/workflows/callee.yml"}}}
+    callee = {"name": "callee", "on": {"workflow_call": {"inputs": "text"}}, "permissions": {},
+              "jobs": {"j": {"runs-on": "ubuntu-latest", "steps": [{"run": call}]}}}
+    action = {"name": "odd", "inputs": ["a", "b"], "runs": {"using": "composite", "steps": 5}}
+    (root / ".github" / "workflows" / "caller.yml").write_text(json.dumps(caller))
+    (root / ".github" / "workflows" / "callee.yml").write_text(json.dumps(callee))
+    (root / ".github" / "actions" / "odd" / "action.yml").write_text(json.dumps(action))
+    out = subprocess.run([sys.executable, "-m", "ci.audit.cli", "--root", str(root), "--adapter", "sglang",
+                          "--format", "json"], capture_output=True, text=True, cwd=REAL_ROOT, timeout=120)
+    assert out.returncode == 1 and "internal error" not in out.stderr, out.stderr
+    findings = json.loads(out.stdout)["findings"]
+    assert any("stage-renamed" in f["message"] for f in findings), findings

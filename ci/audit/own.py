@@ -29,7 +29,7 @@ from ci.audit.rules.non_native_gpu_backend import INTERPRETED, kernel_backend
 from ci.audit.findings import Finding
 from ci.table import format_table
 from ci.safe_files import UnreadableFile, read_inside
-from ci.safe_yaml import load_yaml
+from ci.safe_yaml import load_yaml, mapping
 from ci.github.scan import WorkflowScan, scan_workflows
 
 RULES = {rule_id: REGISTRY[rule_id].title for rule_id in OWN_RULES}   # id -> title, in print order
@@ -76,7 +76,7 @@ def until_horizon_days(root: str | Path) -> int:
         data = load_yaml(read_inside(root, path)) or {}
     except (UnreadableFile, yaml.YAMLError):
         return DEFAULT_HORIZON_DAYS
-    value = (data.get("defaults") or {}).get("until_horizon_days", DEFAULT_HORIZON_DAYS)
+    value = mapping(mapping(data).get("defaults")).get("until_horizon_days", DEFAULT_HORIZON_DAYS)
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise CatalogError(f"{CATALOG_PATH}: defaults.until_horizon_days must be a positive integer, got {value!r}")
     return value

@@ -17,7 +17,7 @@ import yaml
 
 from ci.github.expressions import UNKNOWN, ExpressionError, evaluate, strip_wrapper, truth
 from ci.safe_files import DEFAULT_MAX_BYTES, UnreadableFile, is_inside, read_inside
-from ci.safe_yaml import short
+from ci.safe_yaml import mapping, sequence, short
 from ci.github.matrix import matrix_rows
 from ci.github.triggers import Activation, call_input_defaults, load_yaml, own_activations
 
@@ -121,10 +121,10 @@ def composite_steps(step: dict[str, Any], root: Path) -> list[dict[str, Any]] | 
     if not isinstance(runs, dict) or runs.get("using") != "composite":
         return None
     with_ = step.get("with") if isinstance(step.get("with"), dict) else {}
-    defaults = {k: (v or {}).get("default") for k, v in (action.get("inputs") or {}).items() if isinstance(v, dict)}
+    defaults = {k: v.get("default") for k, v in mapping(action.get("inputs")).items() if isinstance(v, dict)}
     values = {**{k: v for k, v in defaults.items() if v is not None}, **with_}
     out = []
-    for inner in runs.get("steps") or []:
+    for inner in sequence(runs.get("steps")):
         if not isinstance(inner, dict) or not isinstance(inner.get("run"), str):
             continue
         text = inner["run"]

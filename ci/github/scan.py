@@ -26,7 +26,7 @@ from ci.adapters import Adapter, RunnerCall, Target, get_adapter
 from ci.adapters.base import UNRESOLVED
 from ci.github.fork_safety import fork_findings
 from ci.safe_files import UnreadableFile, is_inside, read_inside
-from ci.safe_yaml import YamlTooLarge, short
+from ci.safe_yaml import YamlTooLarge, mapping, sequence, short
 from ci.github.shell_eval import Reading, ShellEnv, read_runs, substitute
 from ci.github.shell import NOT_A_RUN, split_commands
 from ci.github.shell_syntax import MAX_SCRIPT
@@ -340,7 +340,7 @@ def _scan_job(cx: ScanContext) -> None:
     defaults, wf_defaults = _run_defaults(cx.job), _run_defaults(cx.doc)
     filters = tuple(sorted({a.filtered for a in cx.acts if a.filtered}))
     opened = _env_opened_by(cx)
-    for index, step in expanded_steps(cx.job.get("steps") or [], cx.root):
+    for index, step in expanded_steps(sequence(cx.job.get("steps")), cx.root):
         if not isinstance(step, dict):
             continue
         if not isinstance(step.get("run"), str):
@@ -388,8 +388,8 @@ def _env_opened_by(cx: ScanContext) -> str:
     if cx.rel not in cx.scan.env_writers:   # once per workflow, not once per job (a file may hold thousands)
         cx.scan.env_writers[cx.rel] = any(
             isinstance(step, dict) and "GITHUB_ENV" in str(step.get("run") or "")
-            for other in cx.doc.get("jobs", {}).values() if isinstance(other, dict)
-            for step in (other.get("steps") or []) if isinstance(other.get("steps") or [], list))
+            for other in mapping(cx.doc.get("jobs")).values() if isinstance(other, dict)
+            for step in sequence(other.get("steps")))
     return "a step of this workflow writes $GITHUB_ENV" if cx.scan.env_writers[cx.rel] else ""
 
 

@@ -12,7 +12,7 @@ from typing import Any, Mapping
 
 from ci.github.expressions import UNKNOWN
 from ci.safe_yaml import YAML_LOADER, load_yaml  # noqa: F401  (re-exported: bounded aliases and nesting)
-from ci.safe_yaml import short
+from ci.safe_yaml import mapping, short
 
 PER_COMMIT_TRIGGERS = frozenset({"pull_request", "push", "merge_group", "pull_request_target"})
 NIGHTLY_TRIGGERS = frozenset({"schedule"}) | PER_COMMIT_TRIGGERS
@@ -57,7 +57,7 @@ def call_input_defaults(doc: dict[str, Any]) -> dict[str, Any]:
     on = workflow_on(doc)
     call = on.get("workflow_call") if isinstance(on, dict) else None
     inputs = call.get("inputs") if isinstance(call, dict) else None
-    return {str(k): v["default"] for k, v in (inputs or {}).items() if isinstance(v, dict) and "default" in v}
+    return {str(k): v["default"] for k, v in mapping(inputs).items() if isinstance(v, dict) and "default" in v}
 
 
 @dataclass(frozen=True)

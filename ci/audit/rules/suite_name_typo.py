@@ -15,7 +15,7 @@ from ci.audit.keys import target_key
 from ci.registry.catalog import CATALOG_PATH
 from ci.registry.suite_names import TooManyNames, near_names
 from ci.safe_files import UnreadableFile, read_inside
-from ci.safe_yaml import load_yaml
+from ci.safe_yaml import load_yaml, mapping
 
 RULE = Rule(
     "suite-name-typo",
@@ -33,7 +33,7 @@ def declared_suites(root: str | Path) -> list[str]:
         data = load_yaml(read_inside(root, Path(root) / CATALOG_PATH)) or {}
     except (UnreadableFile, yaml.YAMLError):
         return []
-    value = (data.get("defaults") or {}).get("declared_suites") or []
+    value = mapping(mapping(data).get("defaults")).get("declared_suites") or []
     return [str(v) for v in value] if isinstance(value, list) else []
 
 
