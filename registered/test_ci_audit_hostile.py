@@ -201,6 +201,22 @@ def test_matrix_rows_refuse_to_expand_past_the_cap_but_count_exclude_and_include
     assert len(rows) == 151 and why is None
 
 
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
+def test_matrix_include_or_exclude_that_is_not_a_list_is_unknown_not_a_crash():
+    """``exclude: 5`` / ``include: true`` (crafted: GitHub rejects them) were TypeErrors, exit 3, found by
+    replacing fixture values with ones of the wrong type; ``exclude: ${{ fromJSON(needs.a.outputs.x) }}``
+    iterated the UNKNOWN marker the same way. Exclude that cannot be read may drop any row: every row is
+    unknown; include that cannot be read keeps the known rows and adds an unknown one."""
+    from ci.github.expressions import UNKNOWN
+
+    for exclude in (5, True, "text", {"a": 1}, "${{ fromJSON(needs.a.outputs.x) }}"):
+        rows, why = matrix_rows({"strategy": {"matrix": {"a": [1, 2], "exclude": exclude}}})
+        assert rows == [{"*": UNKNOWN}] and "matrix.exclude" in why, (exclude, rows, why)
+    for include in (7, False, {"a": 3}, "${{ fromJSON(needs.a.outputs.x) }}"):
+        rows, why = matrix_rows({"strategy": {"matrix": {"a": [1, 2], "include": include}}})
+        assert rows == [{"a": "1"}, {"a": "2"}, {"*": UNKNOWN}] and "matrix.include" in why, (include, rows, why)
+
+
 # ---------------------------------------------------------------- exit codes and outputs
 def _small_tree(base: Path) -> Path:
     root = base / "repo"

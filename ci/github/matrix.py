@@ -59,12 +59,15 @@ def matrix_rows(job: dict[str, Any], ctx: Mapping[str, Any] | None = None) -> tu
         return [{"*": UNKNOWN}], f"matrix of {size} combinations before exclude: over GitHub's {MAX_JOBS}-job cap"
     rows = [dict(zip(keys, (_cell(v) for v in combo))) for combo in itertools.product(*(base[k] for k in keys))] \
         if keys else []
-    for item in _value(matrix.get("exclude"), ctx) or []:
+    exclude = _value(matrix.get("exclude"), ctx)
+    if exclude is not None and not isinstance(exclude, list):  # run time, or a crafted scalar: any row may go
+        return [{"*": UNKNOWN}], f"matrix.exclude {short(matrix.get('exclude'))} {_unread(exclude)}"
+    for item in exclude or []:
         if isinstance(item, dict):
             rows = [r for r in rows if not all(str(r.get(k)) == str(v) for k, v in item.items())]
     include = _value(matrix.get("include"), ctx)
-    if include is UNKNOWN:
-        return rows + [{"*": UNKNOWN}], f"matrix.include {short(matrix.get('include'))} is computed at run time"
+    if include is not None and not isinstance(include, list):  # the known rows stay, any other may be added
+        return rows + [{"*": UNKNOWN}], f"matrix.include {short(matrix.get('include'))} {_unread(include)}"
     for item in include or []:
         if not isinstance(item, dict):
             continue
@@ -81,6 +84,10 @@ def matrix_rows(job: dict[str, Any], ctx: Mapping[str, Any] | None = None) -> tu
     if len(rows) > MAX_JOBS:
         return [{"*": UNKNOWN}], f"matrix of {len(rows)} jobs: over GitHub's {MAX_JOBS}-job cap"
     return rows or [{}], why
+
+
+def _unread(value: Any) -> str:
+    return "is computed at run time" if value is UNKNOWN else "is not a list (GitHub rejects it): read as unknown"
 
 
 def matrix_size(base: Mapping[str, list[Any]], include: Any = None) -> int:
