@@ -1,17 +1,21 @@
 """Per-kernel GPU time of one top-k and one top-p renorm call, and a tuning sweep (GPU only).
 
 `python -m impl.bench.renorm_kernel_profile [--rows 256] [--vocab 129280] [--k 50] [--p 0.9] [--sweep]
-[--batches 1,64,256]`
+[--batches 1,64,256] [--variant JSON ...]`
 
 The profile lists each kernel's device time (torch.profiler) of one top-k call (every row's k =
 --k) and one top-p call (p = --p) on softmax(3 randn) rows, the peer benchmark's inputs, so a change
 can be pinned to the pass it sped up; `--sweep` times whole calls as CUDA-graph replays for
 a few RenormTuning variants (passed explicitly with ``tuning=``) at each batch of
-`--batches`, with k in {50, 1000} and p in {0.9, 0.95} (the peer benchmark's cells).
+`--batches`, with k in {50, 1000} and p in {0.9, 0.95} (the peer benchmark's cells). Each
+`--variant '{"large_batch_compact": [[256, 1], [512, 1]]}'` (RenormTuning fields as JSON; lists
+become tuples) replaces the built-in variants: the defaults are always timed first.
 """
 from __future__ import annotations
 
+import argparse
 import dataclasses
+import json
 
 import torch
 
@@ -54,13 +58,35 @@ def _profile(fn, label: str) -> None:
         print(f"  {event.device_time_total:8.1f} us  {event.name[:80]}")
 
 
-def _sweep(batches: list[int], vocab: int) -> None:
+def _tuples(value):
+    return tuple(_tuples(v) for v in value) if isinstance(value, list) else value
+
+
+def _variant(text: str) -> dict:
+    """A --variant: a JSON object of RenormTuning changes, refused here (exit 2) unless it builds one."""
+    try:
+        changes = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"not JSON ({exc.msg}): {text[:80]!r}") from None
+    if not isinstance(changes, dict):
+        raise argparse.ArgumentTypeError(f"expected a JSON object of RenormTuning fields, got {text[:80]!r}")
+    changes = {name: _tuples(value) for name, value in changes.items()}
+    try:
+        dataclasses.replace(DEFAULT_TUNING, **changes)
+    except (TypeError, ValueError) as exc:
+        raise argparse.ArgumentTypeError(str(exc)[:200]) from None
+    return changes
+
+
+def _sweep(batches: list[int], vocab: int, variants: list[dict] | None = None) -> None:
     for batch in batches:
         probs, _, _ = _inputs(batch, vocab)
         params = {f"k={k}": (top_k_renorm, torch.full((batch,), k, dtype=torch.int32, device="cuda"))
                   for k in (50, 1000)}
         params |= {f"p={p}": (top_p_renorm, torch.full((batch,), p, device="cuda")) for p in (0.9, 0.95)}
         sweep = SMALL_SWEEP if batch < min(DEFAULT_TUNING.large_batch_rows) else LARGE_SWEEP
+        if variants:
+            sweep = [{}, *variants]
         for changes in sweep:
             tuning = dataclasses.replace(DEFAULT_TUNING, **changes)
             cells = []
@@ -84,6 +110,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--sweep", action="store_true")
     parser.add_argument("--batches", type=int_list(1, 1 << 16), default=(1, 64, 256),
                         help="batches the sweep times (comma-separated)")
+    parser.add_argument("--variant", type=_variant, action="append", default=[],
+                        help="a JSON object of RenormTuning changes to sweep (repeatable; replaces the built-in list)")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         raise SystemExit("renorm_kernel_profile needs a GPU")
@@ -91,7 +119,7 @@ def main(argv: list[str] | None = None) -> None:
     _profile(lambda: top_k_renorm(probs, k), f"top_k {args.rows}x{args.vocab}")
     _profile(lambda: top_p_renorm(probs, p), f"top_p {args.rows}x{args.vocab}")
     if args.sweep:
-        _sweep(list(args.batches), args.vocab)
+        _sweep(list(args.batches), args.vocab, args.variant)
 
 
 if __name__ == "__main__":
