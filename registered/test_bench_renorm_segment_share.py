@@ -1,7 +1,7 @@
 """impl.bench.renorm_segment_share: the CPU model of what top-k's compaction and write read through the
 segment maxima. Every threshold it models is a lower bound of the pivot (so the write's share is the
-smallest), and its two-octave start is the one the kernels really compact from (a real call's state,
-through the interpreter on CPU)."""
+smallest), and its one-octave start is the one the kernels really compact from (a real call's state,
+through the interpreter on CPU), the first pass's own buckets (rk.first_pass_buckets)."""
 from __future__ import annotations
 
 import dataclasses
@@ -35,7 +35,7 @@ def test_every_modelled_start_is_at_or_below_the_pivot():
 
 
 @register(suite="components", hardware=["cpu"], schedule="per-commit", est_time=5)
-def test_the_two_octave_start_is_where_the_kernels_compact_from():
+def test_the_one_octave_start_is_where_the_kernels_compact_from():
     g = torch.Generator().manual_seed(2)
     vocab = 700
     probs = torch.softmax(3 * torch.randn(3, vocab, generator=g), -1)
@@ -47,4 +47,5 @@ def test_the_two_octave_start_is_where_the_kernels_compact_from():
     keys = probs.view(torch.int32)
     pivot = torch.stack([keys[r].topk(int(k[r])).values[-1] for r in range(3)])
     assert state[:, int(rk.LO)].tolist() == pivot.tolist()
-    assert state[:, int(rk.COMPACTED_FROM)].tolist() == _bucket_start(pivot, 2, 8).tolist()
+    assert rk.first_pass_buckets(False) == (16, 23)  # one octave (1 << 23 in key space), 16 buckets
+    assert state[:, int(rk.COMPACTED_FROM)].tolist() == _bucket_start(pivot, 1, 16).tolist()

@@ -94,9 +94,11 @@ def test_a_segment_whose_maximum_is_exactly_the_threshold_is_read(finish_min_row
 @pytest.mark.parametrize("top_p", [False, True], ids=["top_k", "top_p"])
 def test_every_plan_keeps_the_first_pass_counters_and_the_segments_whole(top_p):
     """Host-side plan arithmetic over vocabularies up to 2^24 and batches up to 4096: the first pass's
-    programs read at most FIELD_MAX blocks per lane (its byte counters) and at most FIELD_SUM_MAX
-    entries with padding (its 16-bit sums), chunks are whole segments and cover the row."""
-    seg, field_max, sum_max = int(rk.SEG), int(rk.FIELD_MAX), int(rk.FIELD_SUM_MAX)
+    programs read at most first_pass_steps_max blocks per lane (its counter fields: 15 for top-k's
+    4-bit ones, 255 for top-p's 8-bit ones) and at most FIELD_SUM_MAX entries with padding (its 16-bit
+    sums), chunks are whole segments and cover the row."""
+    seg, field_max, sum_max = int(rk.SEG), rk.first_pass_steps_max(top_p), int(rk.FIELD_SUM_MAX)
+    assert field_max == (255 if top_p else 15)
     tunings = [renorm.DEFAULT_TUNING, dataclasses.replace(renorm.DEFAULT_TUNING, **SMALL_SHAPES),
                renorm.RenormTuning(chunk_align=32, first_pass=(32, 1), large_batch_first_pass=(64, 2)),
                renorm.RenormTuning(chunk_align=32768, first_pass=(32768, 8), large_batch_first_pass=(16384, 8))]

@@ -7,8 +7,9 @@ write the segments whose largest key is >= the pivot (impl/kernels/renorm/kernel
 on the bench's inputs (softmax(3 x randn) rows), the share of segments and the candidates per row for
 three ways of choosing that start:
 
-  two-octave bucket   v11: the first pass's fixed buckets, two octaves wide, the one holding the pivot;
-  one-octave bucket   the same with buckets one octave wide (a finer first split);
+  two-octave bucket   v11's first pass: fixed buckets two octaves wide, the one holding the pivot;
+  one-octave bucket   the same with buckets one octave wide: top-k's first pass from v12 (the start
+                      the kernels compact from, checked in registered/test_bench_renorm_segment_share.py);
   k-th segment max    the k-th largest segment maximum, a lower bound of the pivot (k segments each
                       hold a key at or above it), computed from the map alone (none with fewer than
                       k segments).

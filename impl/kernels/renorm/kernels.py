@@ -54,10 +54,10 @@ NB_MAX = tl.constexpr(16)  # most sub-ranges one pass splits into
 MASS_AT = NB_MAX
 PART_W = tl.constexpr(2 * 16)
 # Words a pass leaves free: the first pass's per-chunk count of the keys in its chosen range
-# (RANGE_SLOT, its counts use [0, FIRST_NB)) and largest key; the compaction's partial smallest and
+# (RANGE_SLOT: its counts use [0, 16), top-p's masses [MASS_AT, MASS_AT + 8)) and largest key; the compaction's partial smallest and
 # largest copied key, top-k's mass above the range (the compaction's, and the small-batch gather's
 # share of the kept mass) and top-p's exact masses below the range and of the rest of the row.
-RANGE_SLOT = tl.constexpr(15)
+RANGE_SLOT = tl.constexpr(24)
 BELOW_SLOT = tl.constexpr(26)
 REST_SLOT = tl.constexpr(27)
 MIN_KEY_SLOT = tl.constexpr(28)
@@ -69,18 +69,38 @@ FLT_MAX_BITS = tl.constexpr(0x7F7FFFFF)  # the largest finite fp32's bits: +inf 
 KEY_NONE = tl.constexpr(0x7FFFFFFF)  # above every key (+inf's is 0x7F800000): "no key" for a minimum
 KEY_END = tl.constexpr(0x7F800001)  # one past +inf's key
 # The first pass splits every key at fixed boundaries instead of evenly: probability rows hold their
-# mass, and their pivots, within a few octaves around 1/vocab. FIRST_NB buckets two octaves wide:
-# [0, 2^-24), [2^-24, 2^-22), ..., [2^-14, 2^-12), [2^-12, the row's largest key]. Bucket of a key:
-# clamp((key - FIRST_BASE) >> 24, 0, FIRST_NB - 1), FIRST_BASE the key of 2^-26. Each lane counts
-# its keys per bucket in one int64, FIELD_BITS bits a bucket: at most FIELD_MAX loop steps a program.
-FIRST_NB = tl.constexpr(8)
+# mass, and their pivots, within a few octaves around 1/vocab. Bucket of a key: clamp((key -
+# FIRST_BASE) >> shift, 0, buckets - 1), FIRST_BASE the key of 2^-26; one octave is 1 << 23 in key
+# space. Each lane counts its keys per bucket in one int64, a field of bits per bucket:
+#   top-k: 16 buckets one octave wide, [0, 2^-25), [2^-25, 2^-24), ..., [2^-12, 2^-11), [2^-11, the
+#          row's largest key]; 4-bit fields, so at most 15 loop steps a program. A one-octave start
+#          halves the segments the compaction reads against two (k = 50: 12.3% -> 6.3% of the row).
+#   top-p: 8 buckets two octaves wide, [0, 2^-24), [2^-24, 2^-22), ..., [2^-12, the row's largest key];
+#          8-bit fields (at most 255 steps). It also weighs each bucket in fp32, an accumulator a
+#          bucket: 16 would cost more than the narrower start saves (its compaction reads every key).
 FIRST_BASE = tl.constexpr(101 << 23)
-FIELD_BITS = tl.constexpr(8)
-FIELD_MAX = tl.constexpr(255)
-# A program's bucket counts are summed in 16-bit fields (even and odd buckets apart): a first-pass
-# program reads at most FIELD_SUM_MAX entries (the plan's chunks).
+FIRST_NB_TOP_K = tl.constexpr(16)
+FIRST_SHIFT_TOP_K = tl.constexpr(23)
+FIELD_BITS_TOP_K = tl.constexpr(4)
+FIRST_NB_TOP_P = tl.constexpr(8)
+FIRST_SHIFT_TOP_P = tl.constexpr(24)
+FIELD_BITS_TOP_P = tl.constexpr(8)
+# A program's bucket counts are summed in 16-bit fields (16 // field bits groups of buckets apart, each
+# group's fields spread by SPREAD_4 / SPREAD_8): a first-pass program reads at most FIELD_SUM_MAX
+# entries (the plan's chunks).
 FIELD_SUM_MAX = tl.constexpr(0xFFFF)
-SPREAD_MASK = tl.constexpr(0x00FF00FF00FF00FF)
+SPREAD_4 = tl.constexpr(0x000F000F000F000F)
+SPREAD_8 = tl.constexpr(0x00FF00FF00FF00FF)
+
+
+def first_pass_steps_max(top_p: bool) -> int:
+    """Loop steps a first-pass program may take: the largest count one of its lane's fields holds."""
+    return (1 << int(FIELD_BITS_TOP_P if top_p else FIELD_BITS_TOP_K)) - 1
+
+
+def first_pass_buckets(top_p: bool) -> tuple[int, int]:
+    """(buckets, shift) of the first pass's fixed split: bucket b > 0 starts at FIRST_BASE + (b << shift)."""
+    return (int(FIRST_NB_TOP_P), int(FIRST_SHIFT_TOP_P)) if top_p else (int(FIRST_NB_TOP_K), int(FIRST_SHIFT_TOP_K))
 # Top-p's first pass weighs its buckets in fp32 and widens the chosen range by a rigorous bound on
 # the rounding (relative MARGIN_SCALE x (steps + BLOCK) x 2^-24, plus ABS_SLACK per key for
 # subnormals); the exact fp64 masses come from the compaction, which reads the row anyway.
@@ -408,15 +428,18 @@ def _sorted_pivot(keys_src, n, lo, hi, level, goal, TOP_P: tl.constexpr, SORT_CA
 
 @triton.jit
 def _first_stats(src, seg_dst, start, end, TOP_P: tl.constexpr, SEG_MAP: tl.constexpr, BLOCK: tl.constexpr):
-    # Scan src[start:end) (at most FIELD_MAX steps, at most FIELD_SUM_MAX entries): per first-pass
-    # bucket, the key count and (top-p) the fp32 mass; and the largest key. SEG_MAP: also store each
+    # Scan src[start:end) (at most first_pass_steps_max steps, at most FIELD_SUM_MAX entries): per
+    # first-pass bucket, the key count and (top-p) the fp32 mass; and the largest key. SEG_MAP: also store each
     # segment's largest key at seg_dst (indexed by segment of src; start is a whole segment). Each
-    # lane counts in one int64, a byte per bucket; masked lanes count as keys of bucket 0, taken off
-    # at the end. The masses are eight accumulators (a [BLOCK, FIRST_NB] tile costs a shared-memory
+    # lane counts in one int64, a field per bucket; masked lanes count as keys of bucket 0, taken off
+    # at the end. The masses are eight accumulators (a [BLOCK, 8] tile costs a shared-memory
     # layout change per step). With SEG_MAP blocks are [BLOCK // SEG, SEG] tiles, a segment a row:
     # its maximum is a reduction along the row (reshaping a 1-D block moved it through shared
     # memory each step); without, [1, BLOCK].
-    bins = tl.arange(0, FIRST_NB)
+    NB: tl.constexpr = FIRST_NB_TOP_P if TOP_P else FIRST_NB_TOP_K
+    SHIFT: tl.constexpr = FIRST_SHIFT_TOP_P if TOP_P else FIRST_SHIFT_TOP_K
+    BITS: tl.constexpr = FIELD_BITS_TOP_P if TOP_P else FIELD_BITS_TOP_K
+    bins = tl.arange(0, NB)
     ROWS: tl.constexpr = BLOCK // SEG if SEG_MAP else 1
     COLS: tl.constexpr = SEG if SEG_MAP else BLOCK
     segs = tl.arange(0, ROWS)
@@ -429,15 +452,20 @@ def _first_stats(src, seg_dst, start, end, TOP_P: tl.constexpr, SEG_MAP: tl.cons
     m5 = tl.zeros([ROWS, COLS], tl.float32)
     m6 = tl.zeros([ROWS, COLS], tl.float32)
     m7 = tl.zeros([ROWS, COLS], tl.float32)
-    top_key = tl.zeros([ROWS, COLS], tl.int32)  # reduced once, at the end
+    # the row's largest key: with SEG_MAP from the segments' maxima the map needs anyway (a per-lane
+    # maximum cost top-k's first pass 7 us at 256 rows, H200), else per lane, reduced once at the end
+    top_key = tl.zeros([ROWS, 1 if SEG_MAP else COLS], tl.int32)
     for off in range(start, end, BLOCK):
         offs = off + segs[:, None] * COLS + tl.arange(0, COLS)[None, :]
         x, key = _load_keys(src + offs, offs < end)
-        t = tl.minimum(tl.maximum((key - FIRST_BASE) >> 24, 0), FIRST_NB - 1)
+        t = tl.minimum(tl.maximum((key - FIRST_BASE) >> SHIFT, 0), NB - 1)
         if SEG_MAP:  # masked lanes load key 0, below every real key or equal to it: a tail segment's max is right
-            tl.store(seg_dst + off // SEG + segs, tl.max(key, axis=1), mask=off + segs * SEG < end)
-        packed += tl.full([ROWS, COLS], 1, tl.int64) << (t * FIELD_BITS).to(tl.int64)
-        top_key = tl.maximum(top_key, key)
+            seg_max = tl.max(key, axis=1)
+            tl.store(seg_dst + off // SEG + segs, seg_max, mask=off + segs * SEG < end)
+            top_key = tl.maximum(top_key, seg_max[:, None])
+        else:
+            top_key = tl.maximum(top_key, key)
+        packed += tl.full([ROWS, COLS], 1, tl.int64) << (t * BITS).to(tl.int64)
         if TOP_P:
             m0 += tl.where(t == 0, x, 0.0)
             m1 += tl.where(t == 1, x, 0.0)
@@ -447,15 +475,18 @@ def _first_stats(src, seg_dst, start, end, TOP_P: tl.constexpr, SEG_MAP: tl.cons
             m5 += tl.where(t == 5, x, 0.0)
             m6 += tl.where(t == 6, x, 0.0)
             m7 += tl.where(t == 7, x, 0.0)
-    # Two reductions add every lane's byte fields: the even and the odd ones spread to 16 bits each
-    # (a bucket's count over the program is at most FIELD_SUM_MAX, so no field carries into the next).
-    even = tl.sum(packed & SPREAD_MASK)
-    odd = tl.sum((packed >> FIELD_BITS) & SPREAD_MASK)
-    counts = ((tl.where(bins % 2 == 0, even, odd) >> ((bins // 2) * 2 * FIELD_BITS).to(tl.int64)) & FIELD_SUM_MAX)
-    counts = counts.to(tl.int32)
+    # GROUPS reductions add every lane's fields: group g holds buckets g, g + GROUPS, ..., each spread
+    # to 16 bits (a bucket's count over the program is at most FIELD_SUM_MAX, so no field carries into
+    # the next; the arithmetic shift's sign bits are masked off).
+    GROUPS: tl.constexpr = 16 // BITS
+    SPREAD: tl.constexpr = SPREAD_8 if BITS == 8 else SPREAD_4
+    grouped = tl.zeros([NB], tl.int64)
+    for g in tl.static_range(GROUPS):
+        grouped = tl.where(bins % GROUPS == g, tl.sum((packed >> (g * BITS)) & SPREAD), grouped)
+    counts = ((grouped >> ((bins // GROUPS) * 16).to(tl.int64)) & FIELD_SUM_MAX).to(tl.int32)
     padding = tl.cdiv(end - start, BLOCK) * BLOCK - (end - start)
     counts -= tl.where(bins == 0, padding, 0)
-    mass = tl.zeros([FIRST_NB], tl.float32)
+    mass = tl.zeros([NB], tl.float32)
     if TOP_P:
         mass = tl.where(bins == 0, tl.sum(m0), tl.where(bins == 1, tl.sum(m1), tl.where(
             bins == 2, tl.sum(m2), tl.where(bins == 3, tl.sum(m3), tl.where(
@@ -466,13 +497,15 @@ def _first_stats(src, seg_dst, start, end, TOP_P: tl.constexpr, SEG_MAP: tl.cons
 
 @triton.jit
 def _first_range(counts_of, mass, top_key, goal, chunk_len, V, TOP_P: tl.constexpr, BLOCK: tl.constexpr):
-    # The first pass's choice from the row's per-chunk bucket counts counts_of ([chunks, FIRST_NB],
+    # The first pass's choice from the row's per-chunk bucket counts counts_of ([chunks, buckets],
     # fp64) and (top-p) fp32-summed bucket masses: the buckets [b_lo, b_hi] holding the pivot. Top-k:
     # one bucket, exact (counts). Top-p: every bucket the pivot's may be, given the rounding of the
     # fp32 sums (rigorous bound, see MARGIN_SCALE); the exact rule is the highest bucket whose
     # lower mass stays < (1 - p) x the row's mass, never past the highest bucket holding mass.
     # Returns (lo, hi, b_lo, keys above the range).
-    bins = tl.arange(0, FIRST_NB)
+    NB: tl.constexpr = FIRST_NB_TOP_P if TOP_P else FIRST_NB_TOP_K
+    SHIFT: tl.constexpr = FIRST_SHIFT_TOP_P if TOP_P else FIRST_SHIFT_TOP_K
+    bins = tl.arange(0, NB)
     counts = tl.sum(counts_of, axis=0)
     if TOP_P:
         total = tl.sum(mass, axis=0)
@@ -491,11 +524,11 @@ def _first_range(counts_of, mass, top_key, goal, chunk_len, V, TOP_P: tl.constex
         b_hi = tl.where(finite, b_hi, top)
         above = tl.zeros([], tl.float64)
     else:
-        b_lo = _top_k_bin(counts, 0.0, goal, FIRST_NB)
+        b_lo = _top_k_bin(counts, 0.0, goal, NB)
         b_hi = b_lo
         above = tl.sum(tl.where(bins > b_lo, counts, 0.0), axis=0)
-    lo = tl.where(b_lo == 0, 0, FIRST_BASE + (b_lo << 24))
-    hi = tl.where(b_hi == FIRST_NB - 1, KEY_END, FIRST_BASE + ((b_hi + 1) << 24))
+    lo = tl.where(b_lo == 0, 0, FIRST_BASE + (b_lo << SHIFT))
+    hi = tl.where(b_hi == NB - 1, KEY_END, FIRST_BASE + ((b_hi + 1) << SHIFT))
     hi = tl.minimum(hi.to(tl.int64), top_key.to(tl.int64) + 1)  # no key lies above the row's largest
     return lo, hi, b_lo, b_hi, above
 
@@ -517,7 +550,8 @@ def _first_pass_kernel(
     start = chunk * chunk_len
     counts, mass, top_key = _first_stats(probs_ptr + row.to(tl.int64) * V, seg_ptr + row.to(tl.int64) * tl.cdiv(V, SEG),
                                          start, tl.minimum(start + chunk_len, V), TOP_P, SEG_MAP, BLOCK)
-    bins = tl.arange(0, FIRST_NB)
+    NB: tl.constexpr = FIRST_NB_TOP_P if TOP_P else FIRST_NB_TOP_K
+    bins = tl.arange(0, NB)
     prow = _partials(part_ptr, row, chunk, num_chunks)
     tl.store(prow + bins, counts.to(tl.float64))
     if TOP_P:
@@ -529,7 +563,7 @@ def _first_pass_kernel(
         live = c < num_chunks
         rows_of = _partials(part_ptr, row, c, num_chunks)
         counts_of = tl.load(rows_of[:, None] + bins[None, :], mask=live[:, None], other=0.0, cache_modifier=".cg")
-        row_mass = tl.zeros([FIRST_NB], tl.float64)
+        row_mass = tl.zeros([NB], tl.float64)
         if TOP_P:
             row_mass = tl.sum(tl.load(rows_of[:, None] + MASS_AT + bins[None, :], mask=live[:, None], other=0.0,
                                       cache_modifier=".cg"), axis=0)

@@ -7,9 +7,10 @@ The Triton path finds the pivot without sorting the row, by a range select over 
 non-negative fp32 values order like their int32 bit patterns. Each row carries a
 key range [lo, hi) known to hold the pivot; a pass splits it into sub-ranges,
 counts (top-k) or weighs in fp64 (top-p) the row's keys in each, and keeps the one
-holding the pivot. The first pass splits at 8 fixed buckets two octaves wide ([0, 2^-24),
-[2^-24, 2^-22), ..., [2^-14, 2^-12), [2^-12, the row's largest key]), where probability rows
-keep their pivots: each lane counts its keys per bucket in one int64 (a byte a bucket), top-p
+holding the pivot. The first pass splits at fixed buckets (top-k: 16 one octave wide, [0, 2^-25),
+..., [2^-11, the row's largest key]; top-p: 8 two octaves wide, [0, 2^-24), ..., [2^-12, the
+largest key]), where probability rows keep their pivots: each lane counts its keys per bucket in
+one int64 (a field a bucket: 4 or 8 bits), top-p
 weighs the buckets in fp32 and keeps every bucket the pivot may be in given a rigorous bound
 on the rounding; the exact fp64 masses (below the range, the row's total) come from the
 compaction, which reads the row anyway. Later passes split evenly. Nothing syncs with the
@@ -94,14 +95,14 @@ def _steps(bs: int, top_p: bool, t: RenormTuning) -> list[tuple[str, int]]:
 
 def _split(bs: int, vocab: int, t: RenormTuning, top_p: bool, most_chunks: int | None = None) -> tuple[int, int]:
     """(chunk length, chunks): enough (chunk, row) programs to fill the GPU, at most most_chunks, and
-    chunks the first pass covers in at most FIELD_MAX steps (its per-lane byte counters) and
+    chunks the first pass covers in at most first_pass_steps_max steps (its per-lane counters) and
     FIELD_SUM_MAX entries, padding included (its 16-bit sums of them)."""
     steps = cdiv(vocab, t.chunk_align)
     large = bs >= t.large_batch_rows[top_p]
     programs = t.large_batch_programs if large else t.target_programs
-    first_block = (t.large_batch_first_pass if large else t.first_pass)[0]
+    first_block = (t.large_batch_first_pass[top_p] if large else t.first_pass)[0]
     chunks = max(1, min(steps, cdiv(programs, bs), most_chunks or steps),
-                 cdiv(steps, int(rk.FIELD_MAX) * first_block // t.chunk_align),
+                 cdiv(steps, rk.first_pass_steps_max(top_p) * first_block // t.chunk_align),
                  cdiv(steps, (int(rk.FIELD_SUM_MAX) + 1 - first_block) // t.chunk_align))
     chunk_len = t.chunk_align * cdiv(steps, chunks)
     return chunk_len, cdiv(vocab, chunk_len)
@@ -129,7 +130,7 @@ def _plan(bs: int, vocab: int, top_p: bool, param_is_tensor: bool, t: RenormTuni
             grid, sizes, chunks_p2 = (small_chunks, bs), (vocab, small_len, small_chunks, cap), next_pow2(small_chunks)
         common = dict(TICKET=ticket, CHUNKS_P2=chunks_p2)
         if kind == "first pass":
-            block, warps = t.large_batch_first_pass if bs >= t.large_batch_rows[top_p] else t.first_pass
+            block, warps = t.large_batch_first_pass[top_p] if bs >= t.large_batch_rows[top_p] else t.first_pass
             meta = dict(**param, **common, SEG_MAP=seg_map, BLOCK=block, num_warps=warps)
             launches.append(_Launch(rk._first_pass_kernel, grid, "first", sizes[:3], meta))
         elif kind in ("pass", "skip-compacted pass"):
@@ -144,7 +145,7 @@ def _plan(bs: int, vocab: int, top_p: bool, param_is_tensor: bool, t: RenormTuni
             launches.append(_Launch(rk._gather_finish_kernel, grid, "gather", sizes, meta))
         elif kind == "compact":
             attempt += 1
-            block, warps = t.large_batch_compact[top_p] if bs >= t.large_batch_rows[top_p] else t.compact
+            block, warps = t.large_batch_compact[top_p] if bs >= t.large_batch_rows[top_p] else t.compact[top_p]
             meta = dict(**param, **common, ATTEMPT=attempt, ADAPT=small, MASSES=top_p and attempt == 1,
                         SEG_MAP=seg_map, BLOCK=block, num_warps=warps)
             launches.append(_Launch(rk._compact_kernel, grid, "compact", sizes, meta))

@@ -48,7 +48,9 @@ class RenormTuning:
     first_pass: _Shape = (1024, 8)  # chunk_align <= 255 x its BLOCK (byte counters per lane)
     narrow_pass: _Shape = (1024, 8)  # 4-way passes, 1-D accumulators
     wide_pass: tuple[_Shape, _Shape] = ((512, 4), (256, 4))
-    compact: _Shape = (1024, 8)
+    # By op (one shape sets both): top-p's compaction weighs every key; 4 warps beat 8 at 64 rows
+    # (H200 sweep, docs/performance.md).
+    compact: _Shape | tuple[_Shape, _Shape] = ((1024, 8), (1024, 4))
     # By op (one shape sets both): top-p keeps 1024 x 8, which its mid-size batches prefer
     # (docs/performance.md).
     finish: _Shape | tuple[_Shape, _Shape] = ((512, 4), (1024, 8))
@@ -74,10 +76,10 @@ class RenormTuning:
     # there (114 -> 132) and keeps the shapes above below 256 rows (docs/performance.md).
     large_batch_rows: int | tuple[int, int] = (64, 256)
     large_batch_programs: int = 4096
-    large_batch_compact: _Shape | tuple[_Shape, _Shape] = (512, 1)  # by op, like finish
-    # and the first pass in programs of this shape: 4 warps over 512 entries a step beat 8 over 1024 at
-    # 64 and 256 rows for both ops (H200 sweep, docs/performance.md)
-    large_batch_first_pass: _Shape = (512, 4)
+    large_batch_compact: _Shape | tuple[_Shape, _Shape] = ((256, 1), (512, 1))  # by op, like finish
+    # and the first pass in programs of this shape (by op): 512 entries a step beat 1024 at 64 and 256
+    # rows for both ops; top-k's 2 warps beat 4 (H200 sweeps, docs/performance.md)
+    large_batch_first_pass: _Shape | tuple[_Shape, _Shape] = ((512, 2), (512, 4))
     # Small batches read the candidates on this many programs per row after the compaction: top-k's
     # histogram passes are latency-bound (fewer partials to reduce), top-p's fp64 tiles
     # compute-bound (spread them). H200 sweep, batch 1.
@@ -98,7 +100,7 @@ class RenormTuning:
                 object.__setattr__(self, name, (value, value))
         if isinstance(self.segment_maxima, bool):
             object.__setattr__(self, "segment_maxima", (self.segment_maxima, self.segment_maxima))
-        for name in ("finish", "large_batch_compact"):  # one shape sets both ops
+        for name in ("finish", "compact", "large_batch_compact", "large_batch_first_pass"):  # one shape sets both
             value = getattr(self, name)
             if isinstance(value, tuple) and len(value) == 2 and all(isinstance(v, int) for v in value):
                 object.__setattr__(self, name, (value, value))
@@ -133,18 +135,19 @@ class RenormTuning:
             refuse("finish_split", f"must hold powers of two in [2, {int(rk.NB_MAX)}]")
         if 2 * max(self.compact_attempts) + 1 > rk.MAX_LAUNCHES or self.small_batch_passes + 4 > rk.MAX_LAUNCHES:
             refuse("compact_attempts", f"leaves more reducing launches than the {rk.MAX_LAUNCHES} ticket words")
-        for name in ("finish", "large_batch_compact"):
+        for name in ("finish", "compact", "large_batch_compact", "large_batch_first_pass"):
             value = getattr(self, name)
             if not (isinstance(value, tuple) and len(value) == 2
                     and all(isinstance(v, tuple) and len(v) == 2 for v in value)):
                 refuse(name, "must be a (BLOCK, warps) shape or a (top-k, top-p) pair of them")
-        shapes = [self.first_pass, self.large_batch_first_pass, self.narrow_pass, *self.wide_pass, self.compact,
+        shapes = [self.first_pass, *self.large_batch_first_pass, self.narrow_pass, *self.wide_pass, *self.compact,
                   *self.large_batch_compact, *self.finish, self.write]
         if any(not pow2(block) or not pow2(warps) for block, warps in shapes) or not pow2(self.gather_warps):
             refuse("narrow_pass", "and every launch shape must be (power-of-two BLOCK, power-of-two warps)")
-        lengths = [("chunk_align", self.chunk_align), ("first_pass", self.first_pass[0]),
-                   ("large_batch_first_pass", self.large_batch_first_pass[0]), ("compact", self.compact[0]),
-                   ("write", self.write[0]), *(("large_batch_compact", b) for b, _ in self.large_batch_compact)]
+        lengths = [("chunk_align", self.chunk_align), ("first_pass", self.first_pass[0]), ("write", self.write[0]),
+                   *(("large_batch_first_pass", b) for b, _ in self.large_batch_first_pass),
+                   *(("compact", b) for b, _ in self.compact),
+                   *(("large_batch_compact", b) for b, _ in self.large_batch_compact)]
         for name, length in lengths:  # the segment maxima
             if length % int(rk.SEG):
                 refuse(name, f"must span whole {int(rk.SEG)}-entry segments (its BLOCK or length a multiple of "
@@ -152,15 +155,16 @@ class RenormTuning:
         if not (isinstance(self.segment_maxima, tuple) and len(self.segment_maxima) == 2
                 and all(isinstance(v, bool) for v in self.segment_maxima)):
             refuse("segment_maxima", "must be a bool or a (top-k, top-p) pair of them")
-        for name in ("first_pass", "large_batch_first_pass"):
-            block = getattr(self, name)[0]
+        steps_max = min(rk.first_pass_steps_max(False), rk.first_pass_steps_max(True))  # either op's shape
+        for name, block in (("first_pass", self.first_pass[0]),
+                            *(("large_batch_first_pass", b) for b, _ in self.large_batch_first_pass)):
             if self.chunk_align + block > int(rk.FIELD_SUM_MAX) + 1:
                 refuse("chunk_align", f"plus the {name} BLOCK must be at most {int(rk.FIELD_SUM_MAX) + 1} (its "
                        "16-bit sums of a chunk's bucket counts)")
-            if self.chunk_align > int(rk.FIELD_MAX) * block:
-                refuse(name, f"BLOCK must be >= chunk_align / {int(rk.FIELD_MAX)} (its per-lane byte counters)")
-        for name, block in (("compact", self.compact[0]), *(("large_batch_compact", b) for b, _ in
-                                                            self.large_batch_compact)):
+            if self.chunk_align > steps_max * block:
+                refuse(name, f"BLOCK must be >= chunk_align / {steps_max} (its per-lane counters)")
+        for name, block in (*(("compact", b) for b, _ in self.compact),
+                            *(("large_batch_compact", b) for b, _ in self.large_batch_compact)):
             if block > 1 << 14:
                 refuse(name, "BLOCK must be <= 16384 (one int32 reduction counts two things, 16 bits apart)")
 
