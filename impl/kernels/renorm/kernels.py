@@ -54,9 +54,10 @@ NB_MAX = tl.constexpr(16)  # most sub-ranges one pass splits into
 MASS_AT = NB_MAX
 PART_W = tl.constexpr(2 * 16)
 # Words a pass leaves free: the first pass's per-chunk count of the keys in its chosen range
-# (RANGE_SLOT: its counts use [0, 16), top-p's masses [MASS_AT, MASS_AT + 8)) and largest key; the compaction's partial smallest and
-# largest copied key, top-k's mass above the range (the compaction's, and the small-batch gather's
-# share of the kept mass) and top-p's exact masses below the range and of the rest of the row.
+# (RANGE_SLOT: its counts use [0, 16), top-p's masses [MASS_AT, MASS_AT + 8)) and largest key; the
+# compaction's partial smallest and largest copied key, top-k's mass above the range (the
+# compaction's, and the small-batch gather's share of the kept mass) and top-p's exact masses below
+# the range and of the rest of the row.
 RANGE_SLOT = tl.constexpr(24)
 BELOW_SLOT = tl.constexpr(26)
 REST_SLOT = tl.constexpr(27)

@@ -1,0 +1,76 @@
+"""The renorm first pass's bucket counts, at the limit of its per-lane counter fields.
+
+Each lane of a first-pass program counts its keys per fixed bucket in one int64, a field per bucket
+(top-k: 16 one-octave buckets in 4-bit fields, so at most 15 loop steps a program; top-p: 8
+two-octave buckets in 8-bit fields, at most 255), and the program adds the fields of its lanes in
+16-bit groups. Here a tuning makes every program take exactly the most steps its fields allow, on rows
+whose keys all fall in one bucket (every field of that bucket full) and on mixed rows, and each
+program's counts (its partial words, after the first launch alone) are compared with a loop over its
+chunk. A field one bit too narrow, a group mask that drops a bit or a wrong bucket boundary fails here.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+import impl.kernels.renorm as renorm
+import impl.kernels.renorm.kernels as rk
+import impl.kernels.renorm.plan as rplan
+from ci.registration import register
+from impl.kernels.renorm.workspace import _launch_all
+from impl.platform import default_device
+
+DEV = default_device()
+BLOCK = 32  # one segment a step: the smallest first-pass BLOCK
+
+
+def _bucket_counts(chunk: torch.Tensor, top_p: bool) -> list[int]:
+    """Keys per first-pass bucket, one entry at a time (NaN, inf, negative and -0.0 weigh 0: key 0)."""
+    buckets, shift = rk.first_pass_buckets(top_p)
+    weighed = torch.where(torch.isfinite(chunk) & (chunk > 0), chunk, torch.zeros_like(chunk))
+    counts = [0] * buckets
+    for key in weighed.view(torch.int32).tolist():
+        counts[min(max((key - int(rk.FIRST_BASE)) >> shift, 0), buckets - 1)] += 1
+    return counts
+
+
+def _rows(vocab: int, top_p: bool) -> torch.Tensor:
+    g = torch.Generator().manual_seed(3)
+    mixed = torch.softmax(3 * torch.randn(vocab, generator=g), -1)
+    mixed[11] = float("nan")
+    mixed[12] = -2.0
+    top = torch.full((vocab,), 0.25)  # every key in the top bucket
+    buckets, shift = rk.first_pass_buckets(top_p)
+    low = torch.tensor([int(rk.FIRST_BASE) + (1 << shift) + 5], dtype=torch.int32).view(torch.float32)
+    first = torch.full((vocab,), float(low))  # every key in bucket 1, just above its start
+    return torch.stack([top, first, mixed, torch.zeros(vocab)])
+
+
+@register(suite="kernels", hardware=["cpu", "h200-1", "mi35x-1"], schedule="per-commit", est_time=14)
+@pytest.mark.parametrize("top_p", [False, True], ids=["top_k", "top_p"])
+def test_first_pass_counts_fill_every_counter_field_exactly(top_p):
+    steps = rk.first_pass_steps_max(top_p)
+    assert steps == (255 if top_p else 15)
+    chunk_len = steps * BLOCK  # a multiple of the 32-entry segment
+    # two full chunks and a partial one (its padding is taken off bucket 0); the tuning's chunk_align
+    # (at most 15 x BLOCK, either op's limit) divides chunk_len, and 12 programs make 3 chunks a row
+    vocab = 2 * chunk_len + (chunk_len * 6 // 7 if top_p else 17)
+    tuning = dataclasses.replace(renorm.DEFAULT_TUNING, chunk_align=15 * BLOCK, first_pass=(BLOCK, 1),
+                                 large_batch_first_pass=(BLOCK, 1), target_programs=12, segment_maxima=True,
+                                 segment_maxima_rows=1)
+    plan = rplan._plan(4, vocab, top_p, True, tuning)
+    assert plan.launches[0].sizes[1:] == (chunk_len, 3) and plan.launches[0].meta["BLOCK"] == BLOCK
+    first_only = dataclasses.replace(plan, launches=plan.launches[:1])
+    probs = _rows(vocab, top_p)
+    param = (torch.full((4,), 0.5) if top_p else torch.full((4,), 7)).to(DEV)
+    ws = _launch_all(probs.to(DEV), None, param, first_only, None)
+    buckets, _ = rk.first_pass_buckets(top_p)
+    got = ws.part[:, :, :buckets].cpu()
+    for row in range(4):
+        for chunk in range(3):
+            want = _bucket_counts(probs[row, chunk * chunk_len:(chunk + 1) * chunk_len], top_p)
+            assert got[row, chunk].long().tolist() == want, (row, chunk)
+    full = got[0, 0].long().tolist()
+    assert full[-1] == chunk_len, "row 0 fills the top bucket's field in every lane"
