@@ -74,3 +74,32 @@ def test_first_pass_counts_fill_every_counter_field_exactly(top_p):
             assert got[row, chunk].long().tolist() == want, (row, chunk)
     full = got[0, 0].long().tolist()
     assert full[-1] == chunk_len, "row 0 fills the top bucket's field in every lane"
+
+
+@register(suite="kernels", hardware=["cpu", "h200-1", "mi35x-1"], schedule="per-commit", est_time=6)
+@pytest.mark.parametrize("top_p", [False, True], ids=["top_k", "top_p"])
+@pytest.mark.parametrize("segment_maxima", [True, False], ids=["map", "no-map"])
+def test_loads_a_step_ahead_change_no_bit(top_p, segment_maxima):
+    """prefetch_first_pass / prefetch_compact only move loads earlier: on chunks of several steps with a
+    partial last block, the output is bit-identical to the plain loads' and equal to the oracle's (a
+    prefetch that read the wrong block, or skipped the first or the last, changes the output)."""
+    import reference as R
+    from impl.testing.op_table import RENORM, mismatch
+
+    g = torch.Generator().manual_seed(4)
+    vocab = 5 * 4 * BLOCK + 19  # chunks of several BLOCK steps (few programs), a partial last block
+    probs = torch.softmax(3 * torch.randn(3, vocab, generator=g), -1)
+    probs[1, :300] = probs[1, 300:600]  # ties across blocks
+    param = torch.tensor([0.9, 0.5, 0.99]) if top_p else torch.tensor([5, 40, 300])
+    base = dataclasses.replace(renorm.DEFAULT_TUNING, chunk_align=4 * BLOCK, first_pass=(BLOCK, 1),
+                               compact=(BLOCK, 1), target_programs=3, finish_min_rows=1,
+                               segment_maxima=segment_maxima, segment_maxima_rows=1)
+    op, ref = (renorm.top_p_renorm, R.top_p_renorm) if top_p else (renorm.top_k_renorm, R.top_k_renorm)
+    plain = op(probs.to(DEV), param.to(DEV), tuning=base).cpu()
+    ahead = op(probs.to(DEV), param.to(DEV),
+               tuning=dataclasses.replace(base, prefetch_first_pass=True, prefetch_compact=True)).cpu()
+    first = rplan._plan(3, vocab, top_p, True, dataclasses.replace(base, prefetch_first_pass=True)).launches[0]
+    assert first.meta["PREFETCH"] and first.sizes[1] >= 4 * BLOCK and vocab % first.sizes[1], "several steps"
+    assert torch.equal(plain.view(torch.int32), ahead.view(torch.int32))
+    problem = mismatch(RENORM, ahead, ref(probs, param))
+    assert problem is None, problem

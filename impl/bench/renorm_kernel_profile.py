@@ -1,7 +1,7 @@
 """Per-kernel GPU time of one top-k and one top-p renorm call, and a tuning sweep (GPU only).
 
 `python -m impl.bench.renorm_kernel_profile [--rows 256] [--vocab 129280] [--k 50] [--p 0.9] [--sweep]
-[--batches 1,64,256] [--variant JSON ...]`
+[--batches 1,64,256] [--rounds 1] [--variant JSON ...]`
 
 The profile lists each kernel's device time (torch.profiler) of one top-k call (every row's k =
 --k) and one top-p call (p = --p) on softmax(3 randn) rows, the peer benchmark's inputs, so a change
@@ -78,7 +78,11 @@ def _variant(text: str) -> dict:
     return changes
 
 
-def _sweep(batches: list[int], vocab: int, variants: list[dict] | None = None) -> None:
+def _sweep(batches: list[int], vocab: int, variants: list[dict] | None = None, rounds: int = 1) -> None:
+    """Graph µs of every variant at every batch; with rounds > 1 the variants take turns, round after
+    round, and each cell is the median of its rounds (one slow moment then lands on every variant)."""
+    import statistics
+
     for batch in batches:
         probs, _, _ = _inputs(batch, vocab)
         params = {f"k={k}": (top_k_renorm, torch.full((batch,), k, dtype=torch.int32, device="cuda"))
@@ -87,17 +91,20 @@ def _sweep(batches: list[int], vocab: int, variants: list[dict] | None = None) -
         sweep = SMALL_SWEEP if batch < min(DEFAULT_TUNING.large_batch_rows) else LARGE_SWEEP
         if variants:
             sweep = [{}, *variants]
-        for changes in sweep:
-            tuning = dataclasses.replace(DEFAULT_TUNING, **changes)
-            cells = []
-            for name, (op, param) in params.items():
-                try:
-                    us = graph_replay_us(lambda op=op, param=param: op(probs, param, tuning=tuning), calls_per_graph=5,
-                                         replays=10)
-                except Exception as exc:  # noqa: BLE001  (one failing variant must not end the sweep)
-                    print(f"sweep {batch}x{vocab} {changes}: {type(exc).__name__}: {exc}", flush=True)
-                    us = float("nan")
-                cells.append(f"{name} {us:7.1f}")
+        times: dict[tuple[int, str], list[float]] = {}
+        for _ in range(rounds):
+            for i, changes in enumerate(sweep):
+                tuning = dataclasses.replace(DEFAULT_TUNING, **changes)
+                for name, (op, param) in params.items():
+                    try:
+                        us = graph_replay_us(lambda op=op, param=param: op(probs, param, tuning=tuning),
+                                             calls_per_graph=5, replays=10)
+                    except Exception as exc:  # noqa: BLE001  (one failing variant must not end the sweep)
+                        print(f"sweep {batch}x{vocab} {changes}: {type(exc).__name__}: {exc}", flush=True)
+                        us = float("nan")
+                    times.setdefault((i, name), []).append(us)
+        for i, changes in enumerate(sweep):
+            cells = [f"{name} {statistics.median(times[(i, name)]):7.1f}" for name in params]
             print(f"sweep {batch}x{vocab}  " + "  ".join(cells) + f"  us  {changes or 'defaults'}", flush=True)
 
 
@@ -110,6 +117,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--sweep", action="store_true")
     parser.add_argument("--batches", type=int_list(1, 1 << 16), default=(1, 64, 256),
                         help="batches the sweep times (comma-separated)")
+    parser.add_argument("--rounds", type=bounded_int(1, 50), default=1,
+                        help="sweep rounds, the variants taking turns; cells are medians of the rounds")
     parser.add_argument("--variant", type=_variant, action="append", default=[],
                         help="a JSON object of RenormTuning changes to sweep (repeatable; replaces the built-in list)")
     args = parser.parse_args(argv)
@@ -119,7 +128,7 @@ def main(argv: list[str] | None = None) -> None:
     _profile(lambda: top_k_renorm(probs, k), f"top_k {args.rows}x{args.vocab}")
     _profile(lambda: top_p_renorm(probs, p), f"top_p {args.rows}x{args.vocab}")
     if args.sweep:
-        _sweep(list(args.batches), args.vocab, args.variant)
+        _sweep(list(args.batches), args.vocab, args.variant, args.rounds)
 
 
 if __name__ == "__main__":

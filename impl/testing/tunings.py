@@ -15,16 +15,21 @@ def renorm_tunings() -> dict[str, RenormTuning]:
     """By path: small batches (passes, then a sorted gather, or range passes when 4 sort slots are too few),
     or compaction + finish (roomy scratch: the finish sorts the candidates at once, or after range passes
     when it may sort only 2; 4 slots: rows that never fit finish from their full row; the segment maxima
-    at any batch)."""
+    at any batch; the loads a step ahead)."""
     return {
         "small-batch": RenormTuning(finish_min_rows=SMALL_BATCH),
         "small-batch, 4 sort slots": RenormTuning(finish_min_rows=SMALL_BATCH, sort_capacity=4),
         "finish": RenormTuning(finish_min_rows=1),
         "finish, 2-key sort": RenormTuning(finish_min_rows=1, finish_sort=(2, 2)),
         "finish, 4-slot scratch": RenormTuning(finish_min_rows=1, candidate_capacity=4),
-        # the segment maxima at every batch (the defaults use them for top-k from 16 rows): both ops read
+        # the segment maxima at every batch (the defaults use them for top-k from 32 rows): both ops read
         # only the segments at or above the compaction's and the write's thresholds
         "finish, segment maxima": RenormTuning(finish_min_rows=1, segment_maxima=True, segment_maxima_rows=1),
+        # the loads a step ahead in the first pass and the compaction, both ops, with the map (first pass)
+        # and without it (the compaction's prefetching path)
+        "finish, prefetch": RenormTuning(finish_min_rows=1, prefetch_first_pass=True, prefetch_compact=True),
+        "finish, segment maxima, prefetch": RenormTuning(finish_min_rows=1, segment_maxima=True, segment_maxima_rows=1,
+                                                         prefetch_first_pass=True),
     }
 
 

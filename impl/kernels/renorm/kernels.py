@@ -124,9 +124,15 @@ def _keys(x):
 @triton.jit
 def _load_keys(ptrs, mask):
     # Probabilities as the select sees them, and their keys: NaN, +-inf and negative entries (and
-    # -0.0) weigh 0 (never kept). One test on the bits: a positive finite float's are 1..FLT_MAX's,
+    # -0.0) weigh 0 (never kept).
+    return _clean(tl.load(ptrs, mask=mask, other=0.0))
+
+
+@triton.jit
+def _clean(raw):
+    # _load_keys on loaded values. One test on the bits: a positive finite float's are 1..FLT_MAX's,
     # so bits - 1, read unsigned, is below FLT_MAX's bits (every other pattern wraps above).
-    bits = tl.load(ptrs, mask=mask, other=0.0).to(tl.int32, bitcast=True)
+    bits = raw.to(tl.int32, bitcast=True)
     key = tl.where((bits - 1).to(tl.uint32, bitcast=True) < FLT_MAX_BITS, bits, 0)
     return key.to(tl.float32, bitcast=True), key
 
@@ -161,20 +167,29 @@ def _source(probs_ptr, cand_ptr, srow, row, chunk, V, chunk_len, num_chunks, cap
 
 @triton.jit
 def _copy_in_range(src, start, end, lo, hi, dst, slot, SUM_ABOVE: tl.constexpr, KEY_SPAN: tl.constexpr,
-                   SUM_BELOW: tl.constexpr, BLOCK: tl.constexpr):
+                   SUM_BELOW: tl.constexpr, BLOCK: tl.constexpr, PREFETCH: tl.constexpr = False):
     # Append the values of src[start:end) whose keys lie in [lo, hi) to dst, from slot on, in
     # order (a block's cumsum places them: no atomics; a block holding none skips it). Returns the
     # next free slot and, when asked, the fp64 mass of the keys >= hi (SUM_ABOVE), the smallest and
     # largest key copied (KEY_SPAN), and the fp64 masses of the keys < lo and of the others (SUM_BELOW).
+    # PREFETCH: each step issues the next block's load before working on its own, so a program's
+    # load latency overlaps its arithmetic (a one-warp program has no other warp to hide it).
     above = tl.zeros([BLOCK], tl.float64)
     below = tl.zeros([BLOCK], tl.float64)
     rest = tl.zeros([BLOCK], tl.float64)
     kmin = tl.full([BLOCK], KEY_NONE, tl.int32)
     kmax = tl.full([BLOCK], -1, tl.int32)
+    ahead = tl.zeros([BLOCK], tl.float32)
+    if PREFETCH:
+        ahead = tl.load(src + start + tl.arange(0, BLOCK), mask=start + tl.arange(0, BLOCK) < end, other=0.0)
     for off in range(start, end, BLOCK):
         offs = off + tl.arange(0, BLOCK)
         ok = offs < end
-        x, key = _load_keys(src + offs, ok)
+        if PREFETCH:
+            x, key = _clean(ahead)
+            ahead = tl.load(src + offs + BLOCK, mask=offs + BLOCK < end, other=0.0)
+        else:
+            x, key = _load_keys(src + offs, ok)
         take = ok & (key >= lo) & (key < hi)
         big = ok & (key >= hi)
         # one reduction counts both (BLOCK <= 2^14): the block's candidates and its keys above the range
@@ -428,7 +443,8 @@ def _sorted_pivot(keys_src, n, lo, hi, level, goal, TOP_P: tl.constexpr, SORT_CA
 
 
 @triton.jit
-def _first_stats(src, seg_dst, start, end, TOP_P: tl.constexpr, SEG_MAP: tl.constexpr, BLOCK: tl.constexpr):
+def _first_stats(src, seg_dst, start, end, TOP_P: tl.constexpr, SEG_MAP: tl.constexpr, BLOCK: tl.constexpr,
+                 PREFETCH: tl.constexpr):
     # Scan src[start:end) (at most first_pass_steps_max steps, at most FIELD_SUM_MAX entries): per
     # first-pass bucket, the key count and (top-p) the fp32 mass; and the largest key. SEG_MAP: also store each
     # segment's largest key at seg_dst (indexed by segment of src; start is a whole segment). Each
@@ -436,7 +452,7 @@ def _first_stats(src, seg_dst, start, end, TOP_P: tl.constexpr, SEG_MAP: tl.cons
     # at the end. The masses are eight accumulators (a [BLOCK, 8] tile costs a shared-memory
     # layout change per step). With SEG_MAP blocks are [BLOCK // SEG, SEG] tiles, a segment a row:
     # its maximum is a reduction along the row (reshaping a 1-D block moved it through shared
-    # memory each step); without, [1, BLOCK].
+    # memory each step); without, [1, BLOCK]. PREFETCH: as _copy_in_range's.
     NB: tl.constexpr = FIRST_NB_TOP_P if TOP_P else FIRST_NB_TOP_K
     SHIFT: tl.constexpr = FIRST_SHIFT_TOP_P if TOP_P else FIRST_SHIFT_TOP_K
     BITS: tl.constexpr = FIELD_BITS_TOP_P if TOP_P else FIELD_BITS_TOP_K
@@ -456,9 +472,17 @@ def _first_stats(src, seg_dst, start, end, TOP_P: tl.constexpr, SEG_MAP: tl.cons
     # the row's largest key: with SEG_MAP from the segments' maxima the map needs anyway (a per-lane
     # maximum cost top-k's first pass 7 us at 256 rows, H200), else per lane, reduced once at the end
     top_key = tl.zeros([ROWS, 1 if SEG_MAP else COLS], tl.int32)
+    tile = segs[:, None] * COLS + tl.arange(0, COLS)[None, :]
+    ahead = tl.zeros([ROWS, COLS], tl.float32)
+    if PREFETCH:
+        ahead = tl.load(src + start + tile, mask=start + tile < end, other=0.0)
     for off in range(start, end, BLOCK):
-        offs = off + segs[:, None] * COLS + tl.arange(0, COLS)[None, :]
-        x, key = _load_keys(src + offs, offs < end)
+        offs = off + tile
+        if PREFETCH:
+            x, key = _clean(ahead)
+            ahead = tl.load(src + offs + BLOCK, mask=offs + BLOCK < end, other=0.0)
+        else:
+            x, key = _load_keys(src + offs, offs < end)
         t = tl.minimum(tl.maximum((key - FIRST_BASE) >> SHIFT, 0), NB - 1)
         if SEG_MAP:  # masked lanes load key 0, below every real key or equal to it: a tail segment's max is right
             seg_max = tl.max(key, axis=1)
@@ -538,7 +562,7 @@ def _first_range(counts_of, mass, top_key, goal, chunk_len, V, TOP_P: tl.constex
 def _first_pass_kernel(
     probs_ptr, param_ptr, param_scalar, seg_ptr, part_ptr, state_ptr, fstate_ptr, V, chunk_len, num_chunks,
     TOP_P: tl.constexpr, PARAM_IS_TENSOR: tl.constexpr, SEG_MAP: tl.constexpr, TICKET: tl.constexpr,
-    BLOCK: tl.constexpr, CHUNKS_P2: tl.constexpr,
+    BLOCK: tl.constexpr, CHUNKS_P2: tl.constexpr, PREFETCH: tl.constexpr,
 ):
     # The first select pass over (chunk, row) programs: count (top-k) or weigh in fp32 (top-p) the
     # keys of each fixed bucket, then the row's last program keeps the bucket(s) holding the pivot
@@ -550,7 +574,7 @@ def _first_pass_kernel(
     srow, frow = _row_words(state_ptr, fstate_ptr, row)
     start = chunk * chunk_len
     counts, mass, top_key = _first_stats(probs_ptr + row.to(tl.int64) * V, seg_ptr + row.to(tl.int64) * tl.cdiv(V, SEG),
-                                         start, tl.minimum(start + chunk_len, V), TOP_P, SEG_MAP, BLOCK)
+                                         start, tl.minimum(start + chunk_len, V), TOP_P, SEG_MAP, BLOCK, PREFETCH)
     NB: tl.constexpr = FIRST_NB_TOP_P if TOP_P else FIRST_NB_TOP_K
     bins = tl.arange(0, NB)
     prow = _partials(part_ptr, row, chunk, num_chunks)
@@ -640,6 +664,7 @@ def _compact_kernel(
     probs_ptr, param_ptr, param_scalar, cand_ptr, seg_ptr, list_ptr, part_ptr, state_ptr, fstate_ptr, V, chunk_len,
     num_chunks, cap, TOP_P: tl.constexpr, PARAM_IS_TENSOR: tl.constexpr, ATTEMPT: tl.constexpr, ADAPT: tl.constexpr,
     MASSES: tl.constexpr, SEG_MAP: tl.constexpr, TICKET: tl.constexpr, BLOCK: tl.constexpr, CHUNKS_P2: tl.constexpr,
+    PREFETCH: tl.constexpr,
 ):
     # Copy the keys in [lo, hi) of a not-yet-compacted row into its candidate scratch when they
     # fit. The pass just before counted them per chunk (part word CHOSEN), so each program knows
@@ -649,6 +674,7 @@ def _compact_kernel(
     # launch reads (MASSES: top-p's first attempt). ADAPT: the range shrinks to the smallest and
     # largest key copied. With SEG_MAP (not MASSES) only the segments whose largest key is >= lo are
     # read (_copy_from_segments; list_ptr: per row, one word per segment, each program's at its own).
+    # PREFETCH: _copy_in_range's (the path without the map).
     chunk = tl.program_id(0)
     row = tl.program_id(1)
     srow, frow = _row_words(state_ptr, fstate_ptr, row)
@@ -673,7 +699,7 @@ def _compact_kernel(
         rest = tl.zeros([], tl.float64)
         if MASSES or not SEG_MAP:  # every key is read (and, MASSES, weighed)
             _, above, kmin, kmax, below, rest = _copy_in_range(src, start, end, lo, copy_hi, dst, slot, not TOP_P,
-                                                               ADAPT, MASSES, BLOCK)
+                                                               ADAPT, MASSES, BLOCK, PREFETCH)
         else:  # only the segments that may hold a key >= lo
             seg_row = row.to(tl.int64) * tl.cdiv(V, SEG)
             _, above, kmin, kmax = _copy_from_segments(src, seg_ptr + seg_row, list_ptr + seg_row + start // SEG,

@@ -131,7 +131,8 @@ def _plan(bs: int, vocab: int, top_p: bool, param_is_tensor: bool, t: RenormTuni
         common = dict(TICKET=ticket, CHUNKS_P2=chunks_p2)
         if kind == "first pass":
             block, warps = t.large_batch_first_pass[top_p] if bs >= t.large_batch_rows[top_p] else t.first_pass
-            meta = dict(**param, **common, SEG_MAP=seg_map, BLOCK=block, num_warps=warps)
+            meta = dict(**param, **common, SEG_MAP=seg_map, BLOCK=block, PREFETCH=t.prefetch_first_pass[top_p],
+                        num_warps=warps)
             launches.append(_Launch(rk._first_pass_kernel, grid, "first", sizes[:3], meta))
         elif kind in ("pass", "skip-compacted pass"):
             block, warps = t.narrow_pass if nb == 4 else t.wide_pass[top_p]
@@ -147,7 +148,7 @@ def _plan(bs: int, vocab: int, top_p: bool, param_is_tensor: bool, t: RenormTuni
             attempt += 1
             block, warps = t.large_batch_compact[top_p] if bs >= t.large_batch_rows[top_p] else t.compact[top_p]
             meta = dict(**param, **common, ATTEMPT=attempt, ADAPT=small, MASSES=top_p and attempt == 1,
-                        SEG_MAP=seg_map, BLOCK=block, num_warps=warps)
+                        SEG_MAP=seg_map, BLOCK=block, PREFETCH=t.prefetch_compact[top_p], num_warps=warps)
             launches.append(_Launch(rk._compact_kernel, grid, "compact", sizes, meta))
         else:  # "finish"
             block, warps = t.finish[top_p]

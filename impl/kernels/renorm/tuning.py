@@ -67,6 +67,10 @@ class RenormTuning:
     # so the map only costs it (docs/performance.md).
     segment_maxima: bool | tuple[bool, bool] = (True, False)
     segment_maxima_rows: int = 32
+    # By op (one bool sets both): each step of the first pass / of the compaction without the map
+    # issues the next block's load before its own arithmetic (docs/performance.md, renorm v12).
+    prefetch_first_pass: bool | tuple[bool, bool] = (False, False)
+    prefetch_compact: bool | tuple[bool, bool] = (False, False)
     # (chunk, row) programs to aim for; chunks are whole multiples of chunk_align columns.
     chunk_align: int = 1024
     target_programs: int = 1280
@@ -98,8 +102,9 @@ class RenormTuning:
             value = getattr(self, name)
             if isinstance(value, int) and not isinstance(value, bool):
                 object.__setattr__(self, name, (value, value))
-        if isinstance(self.segment_maxima, bool):
-            object.__setattr__(self, "segment_maxima", (self.segment_maxima, self.segment_maxima))
+        for name in ("segment_maxima", "prefetch_first_pass", "prefetch_compact"):  # one bool sets both ops
+            if isinstance(getattr(self, name), bool):
+                object.__setattr__(self, name, (getattr(self, name), getattr(self, name)))
         for name in ("finish", "compact", "large_batch_compact", "large_batch_first_pass"):  # one shape sets both
             value = getattr(self, name)
             if isinstance(value, tuple) and len(value) == 2 and all(isinstance(v, int) for v in value):
@@ -152,9 +157,10 @@ class RenormTuning:
             if length % int(rk.SEG):
                 refuse(name, f"must span whole {int(rk.SEG)}-entry segments (its BLOCK or length a multiple of "
                        f"{int(rk.SEG)})")
-        if not (isinstance(self.segment_maxima, tuple) and len(self.segment_maxima) == 2
-                and all(isinstance(v, bool) for v in self.segment_maxima)):
-            refuse("segment_maxima", "must be a bool or a (top-k, top-p) pair of them")
+        for name in ("segment_maxima", "prefetch_first_pass", "prefetch_compact"):
+            pair = getattr(self, name)
+            if not (isinstance(pair, tuple) and len(pair) == 2 and all(isinstance(v, bool) for v in pair)):
+                refuse(name, "must be a bool or a (top-k, top-p) pair of them")
         steps_max = min(rk.first_pass_steps_max(False), rk.first_pass_steps_max(True))  # either op's shape
         for name, block in (("first_pass", self.first_pass[0]),
                             *(("large_batch_first_pass", b) for b, _ in self.large_batch_first_pass)):
