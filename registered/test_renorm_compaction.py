@@ -242,7 +242,9 @@ def test_top_p_first_pass_widens_its_range_near_the_target():
                                          ("small_batch_programs", 0), ("large_batch_rows", (64, 0)),
                                          ("chunk_align", 1000), ("large_batch_compact", (16, 1)),
                                          ("segment_maxima", "yes"), ("segment_maxima_rows", 0),
-                                         ("chunk_align", 65536), ("large_batch_first_pass", (16, 4))])
+                                         ("chunk_align", 65536), ("large_batch_first_pass", (16, 4)),
+                                         ("huge_batch_compact", (16, 1)), ("huge_batch_rows", (0, 256)),
+                                         ("prefetch_compact", (True, "no"))])
 def test_tuning_refuses_bad_settings(name, value):
     """The gather places its keys by the last pass's per-chunk counts (a plan needs a pass), tl.sort
     sizes and launch shapes are powers of two, passes split at most NB_MAX ways, the launches that read
@@ -320,3 +322,20 @@ def test_backend_gate_cache_follows_the_environment(monkeypatch):
     assert launch_mode(probs) == "triton"
     monkeypatch.setenv("DSPARK_KERNEL_BACKEND", "torch")
     assert launch_mode(probs) == "torch"
+
+
+@register(suite="kernels", hardware=["cpu"], schedule="per-commit", est_time=1)
+@pytest.mark.parametrize("top_p", [False, True], ids=["top_k", "top_p"])
+def test_the_compaction_shape_steps_up_with_the_batch(top_p):
+    """Below large_batch_rows the compaction runs `compact`, from there `large_batch_compact`, from
+    huge_batch_rows `huge_batch_compact` (by op), with the op's prefetch setting."""
+    t = dataclasses.replace(renorm.DEFAULT_TUNING, compact=((64, 2), (64, 4)), large_batch_compact=((128, 1), (256, 1)),
+                            huge_batch_compact=((512, 1), (1024, 1)), large_batch_rows=(8, 16),
+                            huge_batch_rows=(32, 64), prefetch_compact=(False, True))
+    steps = [(7, 15, 0), (8, 16, 1), (31, 63, 1), (32, 64, 2), (300, 300, 2)]
+    shapes = [t.compact, t.large_batch_compact, t.huge_batch_compact]
+    for rows_k, rows_p, tier in steps:
+        plan = rplan._plan(rows_p if top_p else rows_k, 4096, top_p, True, t)
+        compact = next(launch for launch in plan.launches if launch.args == "compact")
+        assert (compact.meta["BLOCK"], compact.meta["num_warps"]) == shapes[tier][top_p], (rows_k, rows_p)
+        assert compact.meta["PREFETCH"] is top_p

@@ -35,7 +35,7 @@ is the H200 tuning); tests and benchmarks pass their own with ``tuning=``.
     reads the pivot off, and sums top-k's kept mass. A row that never fit finishes from its
     full row: slower, still exact. From large_batch_rows rows (by op) the (chunk, row) grid is finer,
     the first pass runs large_batch_first_pass programs and the compaction one-warp programs (no
-    bar.sync in its block loop).
+    bar.sync in its block loop), of large_batch_compact and from huge_batch_rows of huge_batch_compact.
   smaller batches: one attempt after the first pass, into a whole-row scratch (any
     row fits; the range shrinks to the keys copied), then small_batch_passes 16-way
     passes over (chunk, row) programs; then the keys still in range are gathered
@@ -146,7 +146,10 @@ def _plan(bs: int, vocab: int, top_p: bool, param_is_tensor: bool, t: RenormTuni
             launches.append(_Launch(rk._gather_finish_kernel, grid, "gather", sizes, meta))
         elif kind == "compact":
             attempt += 1
-            block, warps = t.large_batch_compact[top_p] if bs >= t.large_batch_rows[top_p] else t.compact[top_p]
+            block, warps = t.compact[top_p]
+            if bs >= t.large_batch_rows[top_p]:
+                huge = bs >= t.huge_batch_rows[top_p]
+                block, warps = (t.huge_batch_compact if huge else t.large_batch_compact)[top_p]
             meta = dict(**param, **common, ATTEMPT=attempt, ADAPT=small, MASSES=top_p and attempt == 1,
                         SEG_MAP=seg_map, BLOCK=block, PREFETCH=t.prefetch_compact[top_p], num_warps=warps)
             launches.append(_Launch(rk._compact_kernel, grid, "compact", sizes, meta))

@@ -27,8 +27,9 @@ class RenormTuning:
     # compact once, into a scratch that holds a whole row, and run the remaining passes over
     # (chunk, row) programs (launch latency, not bandwidth, bounds them). A huge value forces the
     # small-batch path. Top-k finishes at every batch (4 launches instead of 7, faster even at batch 1);
-    # top-p's small-batch path wins below 8 rows (docs/performance.md, "Why the tuning defaults").
-    finish_min_rows: int | tuple[int, int] = (1, 8)
+    # top-p's small-batch path wins at 8 rows (52.4 against 61.6 us, H200, renorm v12) and loses at 64
+    # (126.0 against 109.9): 16 lies between (docs/performance.md, "Why the tuning defaults").
+    finish_min_rows: int | tuple[int, int] = (1, 16)
     candidate_capacity: int = 32768
     # After the first pass and after each full pass that follows, by op (one int sets both): 2 beat 3
     # (docs/performance.md). Top-k's candidates (the pivot's octaves) fit at once on probability
@@ -69,8 +70,10 @@ class RenormTuning:
     segment_maxima_rows: int = 32
     # By op (one bool sets both): each step of the first pass / of the compaction without the map
     # issues the next block's load before its own arithmetic (docs/performance.md, renorm v12).
+    # Top-p's compaction, which weighs every key in one-warp programs at 256 rows, gains (256 rows:
+    # 267.2 -> 261.8 us); the first pass and top-k's compaction do not move (H200 sweep, 3 rounds).
     prefetch_first_pass: bool | tuple[bool, bool] = (False, False)
-    prefetch_compact: bool | tuple[bool, bool] = (False, False)
+    prefetch_compact: bool | tuple[bool, bool] = (False, True)
     # (chunk, row) programs to aim for; chunks are whole multiples of chunk_align columns.
     chunk_align: int = 1024
     target_programs: int = 1280
@@ -80,7 +83,11 @@ class RenormTuning:
     # there (114 -> 132) and keeps the shapes above below 256 rows (docs/performance.md).
     large_batch_rows: int | tuple[int, int] = (64, 256)
     large_batch_programs: int = 4096
-    large_batch_compact: _Shape | tuple[_Shape, _Shape] = ((256, 1), (512, 1))  # by op, like finish
+    large_batch_compact: _Shape | tuple[_Shape, _Shape] = ((128, 1), (512, 1))  # by op, like finish
+    # and from huge_batch_rows rows (by op) in programs of huge_batch_compact: top-k's 128-entry steps
+    # beat 256 at 64 rows (k = 1000: 56.9 against 59.7 us) and lose at 256 (161.9 against 149.8)
+    huge_batch_rows: int | tuple[int, int] = (128, 256)
+    huge_batch_compact: _Shape | tuple[_Shape, _Shape] = ((256, 1), (512, 1))
     # and the first pass in programs of this shape (by op): 512 entries a step beat 1024 at 64 and 256
     # rows for both ops; top-k's 2 warps beat 4 (H200 sweeps, docs/performance.md)
     large_batch_first_pass: _Shape | tuple[_Shape, _Shape] = ((512, 2), (512, 4))
@@ -98,14 +105,15 @@ class RenormTuning:
     eager_graphs_kept: int = 4
 
     def __post_init__(self) -> None:
-        for name in ("finish_min_rows", "compact_attempts", "large_batch_rows"):  # one int sets both ops
+        for name in ("finish_min_rows", "compact_attempts", "large_batch_rows", "huge_batch_rows"):  # one int: both
             value = getattr(self, name)
             if isinstance(value, int) and not isinstance(value, bool):
                 object.__setattr__(self, name, (value, value))
         for name in ("segment_maxima", "prefetch_first_pass", "prefetch_compact"):  # one bool sets both ops
             if isinstance(getattr(self, name), bool):
                 object.__setattr__(self, name, (getattr(self, name), getattr(self, name)))
-        for name in ("finish", "compact", "large_batch_compact", "large_batch_first_pass"):  # one shape sets both
+        for name in ("finish", "compact", "large_batch_compact", "huge_batch_compact",
+                     "large_batch_first_pass"):  # one shape sets both ops
             value = getattr(self, name)
             if isinstance(value, tuple) and len(value) == 2 and all(isinstance(v, int) for v in value):
                 object.__setattr__(self, name, (value, value))
@@ -122,7 +130,7 @@ class RenormTuning:
                      "large_batch_programs", "segment_maxima_rows"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
                 refuse(name, "must be an int >= 1")
-        for name in ("finish_min_rows", "compact_attempts", "large_batch_rows"):
+        for name in ("finish_min_rows", "compact_attempts", "large_batch_rows", "huge_batch_rows"):
             pair = getattr(self, name)
             if not (isinstance(pair, tuple) and len(pair) == 2 and all(isinstance(r, int) and r >= 1 for r in pair)):
                 refuse(name, "must be an int >= 1 or a (top-k, top-p) pair of them")
@@ -140,19 +148,20 @@ class RenormTuning:
             refuse("finish_split", f"must hold powers of two in [2, {int(rk.NB_MAX)}]")
         if 2 * max(self.compact_attempts) + 1 > rk.MAX_LAUNCHES or self.small_batch_passes + 4 > rk.MAX_LAUNCHES:
             refuse("compact_attempts", f"leaves more reducing launches than the {rk.MAX_LAUNCHES} ticket words")
-        for name in ("finish", "compact", "large_batch_compact", "large_batch_first_pass"):
+        for name in ("finish", "compact", "large_batch_compact", "huge_batch_compact", "large_batch_first_pass"):
             value = getattr(self, name)
             if not (isinstance(value, tuple) and len(value) == 2
                     and all(isinstance(v, tuple) and len(v) == 2 for v in value)):
                 refuse(name, "must be a (BLOCK, warps) shape or a (top-k, top-p) pair of them")
         shapes = [self.first_pass, *self.large_batch_first_pass, self.narrow_pass, *self.wide_pass, *self.compact,
-                  *self.large_batch_compact, *self.finish, self.write]
+                  *self.large_batch_compact, *self.huge_batch_compact, *self.finish, self.write]
         if any(not pow2(block) or not pow2(warps) for block, warps in shapes) or not pow2(self.gather_warps):
             refuse("narrow_pass", "and every launch shape must be (power-of-two BLOCK, power-of-two warps)")
         lengths = [("chunk_align", self.chunk_align), ("first_pass", self.first_pass[0]), ("write", self.write[0]),
                    *(("large_batch_first_pass", b) for b, _ in self.large_batch_first_pass),
                    *(("compact", b) for b, _ in self.compact),
-                   *(("large_batch_compact", b) for b, _ in self.large_batch_compact)]
+                   *(("large_batch_compact", b) for b, _ in self.large_batch_compact),
+                   *(("huge_batch_compact", b) for b, _ in self.huge_batch_compact)]
         for name, length in lengths:  # the segment maxima
             if length % int(rk.SEG):
                 refuse(name, f"must span whole {int(rk.SEG)}-entry segments (its BLOCK or length a multiple of "
@@ -170,7 +179,8 @@ class RenormTuning:
             if self.chunk_align > steps_max * block:
                 refuse(name, f"BLOCK must be >= chunk_align / {steps_max} (its per-lane counters)")
         for name, block in (*(("compact", b) for b, _ in self.compact),
-                            *(("large_batch_compact", b) for b, _ in self.large_batch_compact)):
+                            *(("large_batch_compact", b) for b, _ in self.large_batch_compact),
+                            *(("huge_batch_compact", b) for b, _ in self.huge_batch_compact)):
             if block > 1 << 14:
                 refuse(name, "BLOCK must be <= 16384 (one int32 reduction counts two things, 16 bits apart)")
 
