@@ -27,9 +27,10 @@ class RenormTuning:
     # compact once, into a scratch that holds a whole row, and run the remaining passes over
     # (chunk, row) programs (launch latency, not bandwidth, bounds them). A huge value forces the
     # small-batch path. Top-k finishes at every batch (4 launches instead of 7, faster even at batch 1);
-    # top-p's small-batch path wins at 8 rows (52.4 against 61.6 us, H200, renorm v12) and loses at 64
-    # (126.0 against 109.9): 16 lies between (docs/performance.md, "Why the tuning defaults").
-    finish_min_rows: int | tuple[int, int] = (1, 16)
+    # top-p's small-batch path wins at 8 and 16 rows (8: 52.4 against 61.6 us, 16: 60.5 against 68.9,
+    # H200, renorm v12), ties at 32 (79.2 / 77.5) and loses at 64 (126.0 / 109.9) (docs/performance.md,
+    # "Why the tuning defaults").
+    finish_min_rows: int | tuple[int, int] = (1, 32)
     candidate_capacity: int = 32768
     # After the first pass and after each full pass that follows, by op (one int sets both): 2 beat 3
     # (docs/performance.md). Top-k's candidates (the pivot's octaves) fit at once on probability
@@ -85,8 +86,9 @@ class RenormTuning:
     large_batch_programs: int = 4096
     large_batch_compact: _Shape | tuple[_Shape, _Shape] = ((128, 1), (512, 1))  # by op, like finish
     # and from huge_batch_rows rows (by op) in programs of huge_batch_compact: top-k's 128-entry steps
-    # beat 256 at 64 rows (k = 1000: 56.9 against 59.7 us) and lose at 256 (161.9 against 149.8)
-    huge_batch_rows: int | tuple[int, int] = (128, 256)
+    # beat 256 at 64 and 128 rows (k = 1000: 56.9 against 59.7 us, 91.0 against 93.7) and lose at 256
+    # (161.9 against 149.8)
+    huge_batch_rows: int | tuple[int, int] = (256, 256)
     huge_batch_compact: _Shape | tuple[_Shape, _Shape] = ((256, 1), (512, 1))
     # and the first pass in programs of this shape (by op): 512 entries a step beat 1024 at 64 and 256
     # rows for both ops; top-k's 2 warps beat 4 (H200 sweeps, docs/performance.md)
