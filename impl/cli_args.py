@@ -56,6 +56,23 @@ def int_list(low: int, high: int):
     return parse
 
 
+def float_list(low: float, high: float):
+    """Comma-separated numbers, each in [low, high] (e.g. ``--p 0.9,0.95``)."""
+    def parse(text: str) -> tuple[float, ...]:
+        try:
+            values = tuple(float(part) for part in text.split(","))
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected comma-separated numbers in [{low}, {high}], "
+                                             f"got {text[:80]!r}") from None
+        bad = [v for v in values if not low <= v <= high]  # NaN fails both
+        if bad:
+            raise argparse.ArgumentTypeError(f"every value must be in [{low}, {high}], got {bad[0]}")
+        return values
+
+    parse.__name__ = "list of numbers"
+    return parse
+
+
 def bounded_float(low: float, high: float, *, low_open: bool = False):
     def parse(text: str) -> float:
         try:

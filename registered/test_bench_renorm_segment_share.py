@@ -49,3 +49,25 @@ def test_the_one_octave_start_is_where_the_kernels_compact_from():
     assert state[:, int(rk.LO)].tolist() == pivot.tolist()
     assert rk.first_pass_buckets(False) == (16, 23)  # one octave (1 << 23 in key space), 16 buckets
     assert state[:, int(rk.COMPACTED_FROM)].tolist() == _bucket_start(pivot, 1, 16).tolist()
+
+
+@register(suite="components", hardware=["cpu"], schedule="per-commit", est_time=3)
+def test_the_top_p_model_keeps_what_the_oracle_keeps():
+    """The model's top-p pivot (fp64 sums) keeps exactly the oracle's kept set (exact sums) on the bench's
+    kind of rows, and each top-p start is at or below that pivot, the write reading the fewest segments."""
+    import reference as R
+    from impl.bench.renorm_segment_share import _top_p_pivot
+
+    g = torch.Generator().manual_seed(6)
+    probs = torch.softmax(3 * torch.randn(3, 2000, generator=g), -1)
+    for p in (0.5, 0.9, 0.95):
+        pivot = _top_p_pivot(probs, p)
+        kept = probs.view(torch.int32) >= pivot[:, None]
+        assert torch.equal(kept, R.top_p_renorm(probs, torch.full((3,), p)) != 0), p
+    rows = measure(rows=4, vocab=5000, ks=(), seed=1, ps=(0.9, 0.95))
+    for p in (0.9, 0.95):
+        mine = {r["start"]: r for r in rows if r.get("p") == p}
+        assert set(mine) == {"two-octave bucket", "one-octave bucket", "the pivot (the write)"}
+        assert all(r["below_pivot"] for r in mine.values())
+        assert (mine["the pivot (the write)"]["segments_read"] <= mine["one-octave bucket"]["segments_read"]
+                <= mine["two-octave bucket"]["segments_read"])

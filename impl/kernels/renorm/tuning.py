@@ -47,7 +47,7 @@ class RenormTuning:
     # fp64 tile) and the finish kernel's, by op (top-p's 1-D accumulators need 4).
     wide_split: int = 16
     finish_split: tuple[int, int] = (16, 4)
-    first_pass: _Shape = (1024, 8)  # chunk_align <= 255 x its BLOCK (byte counters per lane)
+    first_pass: _Shape = (1024, 8)  # chunk_align <= 15 x its BLOCK (top-k's 4-bit counters per lane)
     narrow_pass: _Shape = (1024, 8)  # 4-way passes, 1-D accumulators
     wide_pass: tuple[_Shape, _Shape] = ((512, 4), (256, 4))
     # By op (one shape sets both): top-p's compaction weighs every key; 4 warps beat 8 at 64 rows
