@@ -45,5 +45,5 @@ def top_k_variants() -> dict[str, dict[str, RenormTuning]]:
 
 def top_p_variants() -> dict[str, dict[str, RenormTuning]]:
     """top_p_renorm's op-table variants: every tuning but "small-batch", the path its small samples
-    (< 8 rows) already take with the default tuning."""
+    (< 32 rows) already take with the default tuning."""
     return _variants_but("small-batch")

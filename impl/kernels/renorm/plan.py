@@ -43,7 +43,7 @@ is the H200 tuning); tests and benchmarks pass their own with ``tuning=``.
     passes over them) and reads the pivot off, as the sort-based definition does.
     Top-k's gather also sums its kept mass (each program its share's keys above the
     range). Batch 1 is bound by launch latency (~4-8 us a launch), so this plan cuts
-    launches: 6 instead of 11-12. Top-p takes it below 8 rows; top-k never does by default
+    launches: 6 instead of 11-12. Top-p takes it below 32 rows; top-k never does by default
     (its finish path needs 4 launches: first pass, compaction, finish, write).
 
 Costs that shaped this (a full-row pass, a histogram, a [BLOCK, NB] tile, the compaction's
