@@ -185,6 +185,7 @@ def test_e2e_table_runs_a_before_tree_beside_this_one(tmp_path):
     ("impl.bench.renorm_kernel_profile", ["--sweep", "--batches", "64,,256"]),
     ("impl.bench.renorm_kernel_profile", ["--rows", "-3"]),
     ("impl.bench.renorm_kernel_profile", ["--sweep", "--variant", "{not json"]),
+    ("impl.bench.renorm_kernel_profile", ["--sweep", "--variant", "[" * 1100 + "]" * 1100]),
     ("impl.bench.renorm_kernel_profile", ["--sweep", "--variant", '{"no_such_field": 1}']),
     ("impl.bench.renorm_kernel_profile", ["--sweep", "--variant", '{"large_batch_compact": [[300, 1], [512, 1]]}']),
     ("impl.bench.renorm_versions", ["--before-root", str(ROOT), "--batches", "1,1e9"]),
@@ -194,7 +195,7 @@ def test_e2e_table_runs_a_before_tree_beside_this_one(tmp_path):
     ("impl.bench.renorm_segment_share", ["--p", "0.9,1.5"]),
     ("impl.bench.host_cost", ["--batches", "8;64"]),
     ("impl.bench.host_cost", ["--calls", "0"]),
-], ids=lambda v: v if isinstance(v, str) else " ".join(v))
+], ids=lambda v: v if isinstance(v, str) else " ".join(v)[:60])
 def test_renorm_bench_arguments_are_checked_before_any_work(module, argv):
     """A wrong argument to a renorm benchmark is one line and exit 2 (before the GPU check, so on any
     machine), never a traceback."""

@@ -68,6 +68,8 @@ def _variant(text: str) -> dict:
         changes = json.loads(text)
     except json.JSONDecodeError as exc:
         raise argparse.ArgumentTypeError(f"not JSON ({exc.msg}): {text[:80]!r}") from None
+    except RecursionError:
+        raise argparse.ArgumentTypeError(f"nested too deeply: {text[:80]!r}") from None
     if not isinstance(changes, dict):
         raise argparse.ArgumentTypeError(f"expected a JSON object of RenormTuning fields, got {text[:80]!r}")
     changes = {name: _tuples(value) for name, value in changes.items()}
