@@ -39,38 +39,31 @@ def bounded_int(low: int, high: int):
     return parse
 
 
-def int_list(low: int, high: int):
-    """Comma-separated integers, each in [low, high] (e.g. ``--batches 1,64,256``)."""
-    def parse(text: str) -> tuple[int, ...]:
+def _number_list(convert, low, high, kind: str):
+    """Comma-separated values of ``convert``, each in [low, high] (NaN is in no interval)."""
+    def parse(text: str) -> tuple:
         try:
-            values = tuple(int(part) for part in text.split(","))
+            values = tuple(convert(part) for part in text.split(","))
         except ValueError:
-            raise argparse.ArgumentTypeError(f"expected comma-separated integers in [{low}, {high}], "
+            raise argparse.ArgumentTypeError(f"expected comma-separated {kind} in [{low}, {high}], "
                                              f"got {text[:80]!r}") from None
         bad = [v for v in values if not low <= v <= high]
         if bad:
             raise argparse.ArgumentTypeError(f"every value must be in [{low}, {high}], got {bad[0]}")
         return values
 
-    parse.__name__ = "list of integers"
+    parse.__name__ = f"list of {kind}"
     return parse
+
+
+def int_list(low: int, high: int):
+    """Comma-separated integers, each in [low, high] (e.g. ``--batches 1,64,256``)."""
+    return _number_list(int, low, high, "integers")
 
 
 def float_list(low: float, high: float):
     """Comma-separated numbers, each in [low, high] (e.g. ``--p 0.9,0.95``)."""
-    def parse(text: str) -> tuple[float, ...]:
-        try:
-            values = tuple(float(part) for part in text.split(","))
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected comma-separated numbers in [{low}, {high}], "
-                                             f"got {text[:80]!r}") from None
-        bad = [v for v in values if not low <= v <= high]  # NaN fails both
-        if bad:
-            raise argparse.ArgumentTypeError(f"every value must be in [{low}, {high}], got {bad[0]}")
-        return values
-
-    parse.__name__ = "list of numbers"
-    return parse
+    return _number_list(float, low, high, "numbers")
 
 
 def bounded_float(low: float, high: float, *, low_open: bool = False):
