@@ -193,6 +193,8 @@ def test_e2e_table_runs_a_before_tree_beside_this_one(tmp_path):
     ("impl.bench.renorm_segment_share", ["--k", "50,abc"]),
     ("impl.bench.renorm_segment_share", ["--vocab", "100", "--k", "1000"]),
     ("impl.bench.renorm_segment_share", ["--p", "0.9,1.5"]),
+    ("impl.bench.renorm_segment_share", ["--p", "nan"]),
+    ("impl.bench.renorm_kernel_profile", ["--sweep", "--rounds", "0"]),
     ("impl.bench.host_cost", ["--batches", "8;64"]),
     ("impl.bench.host_cost", ["--calls", "0"]),
 ], ids=lambda v: v if isinstance(v, str) else " ".join(v)[:60])
