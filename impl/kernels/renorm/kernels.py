@@ -216,11 +216,13 @@ def _copy_in_range(src, start, end, lo, hi, dst, slot, SUM_ABOVE: tl.constexpr, 
 
 @triton.jit
 def _copy_from_segments(src, seg_src, listed, start, end, lo, hi, dst, slot, SUM_ABOVE: tl.constexpr,
-                        KEY_SPAN: tl.constexpr, BLOCK: tl.constexpr):
+                        KEY_SPAN: tl.constexpr, BLOCK: tl.constexpr, PREFETCH: tl.constexpr = False):
     # _copy_in_range without SUM_BELOW, reading only the segments of src[start:end) whose largest key
     # (seg_src: the first pass's map) is >= lo; the others hold no key >= lo. It lists those segments
     # first (ascending, at listed[0:n], this program's own words), then copies from BLOCK // SEG of
     # them a step: on probability rows a few steps instead of one per BLOCK entries.
+    # PREFETCH: a step's data is loaded one step ahead and its segment numbers two steps ahead, so
+    # the two dependent loads (list word, then the segment) overlap the step before (one warp).
     ROWS: tl.constexpr = BLOCK // SEG
     first_seg = start // SEG
     n_segs = tl.cdiv(end - start, SEG)
@@ -233,15 +235,36 @@ def _copy_from_segments(src, seg_src, listed, start, end, lo, hi, dst, slot, SUM
         n_listed += tl.sum(ones, axis=0)
     tl.debug_barrier()  # the list, written by every thread, is read by every thread (through L2: .cg)
     segs = tl.arange(0, ROWS)
+    cols = tl.arange(0, SEG)
     above = tl.zeros([ROWS, SEG], tl.float64)
     kmin = tl.full([ROWS, SEG], KEY_NONE, tl.int32)
     kmax = tl.full([ROWS, SEG], -1, tl.int32)
+    seg = tl.zeros([ROWS], tl.int32)  # PREFETCH: this step's segments, the next step's, its data
+    seg_next = tl.zeros([ROWS], tl.int32)
+    ahead = tl.zeros([ROWS, SEG], tl.float32)
+    if PREFETCH:
+        seg = tl.load(listed + segs, mask=segs < n_listed, other=0, cache_modifier=".cg")
+        seg_next = tl.load(listed + ROWS + segs, mask=ROWS + segs < n_listed, other=0, cache_modifier=".cg")
+        first = seg[:, None] * SEG + cols[None, :]
+        live_first = segs < n_listed
+        ahead = tl.load(src + first, mask=live_first[:, None] & (first < end), other=0.0)
     for i in range(0, n_listed, ROWS):
         live = i + segs < n_listed
-        seg = tl.load(listed + i + segs, mask=live, other=0, cache_modifier=".cg")
-        offs = seg[:, None] * SEG + tl.arange(0, SEG)[None, :]
-        ok = live[:, None] & (offs < end)
-        x, key = _load_keys(src + offs, ok)
+        if PREFETCH:
+            offs = seg[:, None] * SEG + cols[None, :]
+            ok = live[:, None] & (offs < end)
+            x, key = _clean(ahead)
+            after = seg_next[:, None] * SEG + cols[None, :]
+            live_next = (i + ROWS) + segs < n_listed
+            ahead = tl.load(src + after, mask=live_next[:, None] & (after < end), other=0.0)
+            seg = seg_next
+            seg_next = tl.load(listed + i + 2 * ROWS + segs, mask=i + 2 * ROWS + segs < n_listed, other=0,
+                               cache_modifier=".cg")
+        else:
+            seg = tl.load(listed + i + segs, mask=live, other=0, cache_modifier=".cg")
+            offs = seg[:, None] * SEG + cols[None, :]
+            ok = live[:, None] & (offs < end)
+            x, key = _load_keys(src + offs, ok)
         take = ok & (key >= lo) & (key < hi)
         ones = take.to(tl.int32)
         per_seg = tl.sum(ones, axis=1)
@@ -674,7 +697,7 @@ def _compact_kernel(
     # launch reads (MASSES: top-p's first attempt). ADAPT: the range shrinks to the smallest and
     # largest key copied. With SEG_MAP (not MASSES) only the segments whose largest key is >= lo are
     # read (_copy_from_segments; list_ptr: per row, one word per segment, each program's at its own).
-    # PREFETCH: _copy_in_range's (the path without the map).
+    # PREFETCH: _copy_in_range's, or with the map _copy_from_segments'.
     chunk = tl.program_id(0)
     row = tl.program_id(1)
     srow, frow = _row_words(state_ptr, fstate_ptr, row)
@@ -703,7 +726,8 @@ def _compact_kernel(
         else:  # only the segments that may hold a key >= lo
             seg_row = row.to(tl.int64) * tl.cdiv(V, SEG)
             _, above, kmin, kmax = _copy_from_segments(src, seg_ptr + seg_row, list_ptr + seg_row + start // SEG,
-                                                       start, end, lo, copy_hi, dst, slot, not TOP_P, ADAPT, BLOCK)
+                                                       start, end, lo, copy_hi, dst, slot, not TOP_P, ADAPT, BLOCK,
+                                                       PREFETCH)
         prow = _partials(part_ptr, row, chunk, num_chunks)
         if not TOP_P:
             tl.store(prow + ABOVE_SLOT, above)

@@ -69,12 +69,13 @@ class RenormTuning:
     # so the map only costs it (docs/performance.md).
     segment_maxima: bool | tuple[bool, bool] = (True, False)
     segment_maxima_rows: int = 32
-    # By op (one bool sets both): each step of the first pass / of the compaction without the map
-    # issues the next block's load before its own arithmetic (docs/performance.md, renorm v12).
-    # Top-p's compaction, which weighs every key in one-warp programs at 256 rows, gains (256 rows:
-    # 267.2 -> 261.8 us); the first pass and top-k's compaction do not move (H200 sweep, 3 rounds).
+    # By op (one bool sets both): each step of the first pass / of the compaction issues the next
+    # block's load before its own arithmetic (with the map: the next listed segments', their numbers
+    # two steps ahead) (docs/performance.md, renorm v12 and v13). Top-p's compaction, which weighs
+    # every key in one-warp programs at 256 rows, gains (256 rows: 267.2 -> 261.8 us); the first
+    # pass does not move (H200 sweep, 3 rounds).
     prefetch_first_pass: bool | tuple[bool, bool] = (False, False)
-    prefetch_compact: bool | tuple[bool, bool] = (False, True)
+    prefetch_compact: bool | tuple[bool, bool] = (True, True)
     # (chunk, row) programs to aim for; chunks are whole multiples of chunk_align columns.
     chunk_align: int = 1024
     target_programs: int = 1280
