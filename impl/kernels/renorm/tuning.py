@@ -156,10 +156,16 @@ class RenormTuning:
             if not (isinstance(value, tuple) and len(value) == 2
                     and all(isinstance(v, tuple) and len(v) == 2 for v in value)):
                 refuse(name, "must be a (BLOCK, warps) shape or a (top-k, top-p) pair of them")
-        shapes = [self.first_pass, *self.large_batch_first_pass, self.narrow_pass, *self.wide_pass, *self.compact,
-                  *self.large_batch_compact, *self.huge_batch_compact, *self.finish, self.write]
-        if any(not pow2(block) or not pow2(warps) for block, warps in shapes) or not pow2(self.gather_warps):
-            refuse("narrow_pass", "and every launch shape must be (power-of-two BLOCK, power-of-two warps)")
+        named_shapes = [("first_pass", [self.first_pass]), ("large_batch_first_pass", self.large_batch_first_pass),
+                        ("narrow_pass", [self.narrow_pass]), ("wide_pass", self.wide_pass),
+                        ("compact", self.compact), ("large_batch_compact", self.large_batch_compact),
+                        ("huge_batch_compact", self.huge_batch_compact), ("finish", self.finish),
+                        ("write", [self.write])]
+        for name, shapes in named_shapes:
+            if any(not pow2(block) or not pow2(warps) for block, warps in shapes):
+                refuse(name, "must be (power-of-two BLOCK, power-of-two warps) launch shapes")
+        if not pow2(self.gather_warps):
+            refuse("gather_warps", "must be a power of two")
         lengths = [("chunk_align", self.chunk_align), ("first_pass", self.first_pass[0]), ("write", self.write[0]),
                    *(("large_batch_first_pass", b) for b, _ in self.large_batch_first_pass),
                    *(("compact", b) for b, _ in self.compact),
