@@ -239,7 +239,9 @@ def _copy_from_segments(src, seg_src, listed, start, end, lo, hi, dst, slot, SUM
     above = tl.zeros([ROWS, SEG], tl.float64)
     kmin = tl.full([ROWS, SEG], KEY_NONE, tl.int32)
     kmax = tl.full([ROWS, SEG], -1, tl.int32)
-    seg = tl.zeros([ROWS], tl.int32)  # PREFETCH: this step's segments, the next step's, its data
+    # PREFETCH carries, into each step: seg, its segment numbers; ahead, its data (loaded during the
+    # step before); seg_next, the next step's segment numbers
+    seg = tl.zeros([ROWS], tl.int32)
     seg_next = tl.zeros([ROWS], tl.int32)
     ahead = tl.zeros([ROWS, SEG], tl.float32)
     if PREFETCH:
