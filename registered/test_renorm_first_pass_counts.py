@@ -4,9 +4,11 @@ Each lane of a first-pass program counts its keys per fixed bucket in one int64,
 (top-k: 16 one-octave buckets in 4-bit fields, so at most 15 loop steps a program; top-p: 8
 two-octave buckets in 8-bit fields, at most 255), and the program adds the fields of its lanes in
 16-bit groups. Here a tuning makes every program take exactly the most steps its fields allow, on rows
-whose keys all fall in one bucket (every field of that bucket full) and on mixed rows, and each
+whose keys all fall in one bucket (every field of that bucket full: the top bucket, the last bucket
+of the int64's lower half, whose full field reaches bit 31, and bucket 1) and on mixed rows, and each
 program's counts (its partial words, after the first launch alone) are compared with a loop over its
-chunk. A field one bit too narrow, a group mask that drops a bit or a wrong bucket boundary fails here.
+chunk. A field one bit too narrow, a group mask that drops a bit, a carry across the two 32-bit
+halves or a wrong bucket boundary fails here.
 """
 from __future__ import annotations
 
@@ -45,7 +47,9 @@ def _rows(vocab: int, top_p: bool) -> torch.Tensor:
     buckets, shift = rk.first_pass_buckets(top_p)
     low = torch.tensor([int(rk.FIRST_BASE) + (1 << shift) + 5], dtype=torch.int32).view(torch.float32)
     first = torch.full((vocab,), float(low))  # every key in bucket 1, just above its start
-    return torch.stack([top, first, mixed, torch.zeros(vocab)])
+    last_low = torch.tensor([int(rk.FIRST_BASE) + ((buckets // 2 - 1) << shift) + 7], dtype=torch.int32)
+    half_top = torch.full((vocab,), float(last_low.view(torch.float32)))  # the lower half's last bucket
+    return torch.stack([top, first, mixed, torch.zeros(vocab), half_top])
 
 
 @register(suite="kernels", hardware=["cpu", "h200-1", "mi35x-1"], schedule="per-commit", est_time=14)
@@ -55,34 +59,36 @@ def test_first_pass_counts_fill_every_counter_field_exactly(top_p):
     assert steps == (255 if top_p else 15)
     chunk_len = steps * BLOCK  # a multiple of the 32-entry segment
     # two full chunks and a partial one (its padding is taken off bucket 0); the tuning's chunk_align
-    # (at most 15 x BLOCK, either op's limit) divides chunk_len, and 12 programs make 3 chunks a row
+    # (at most 15 x BLOCK, either op's limit) divides chunk_len, and 12 programs over 5 rows make 3 chunks a row
     vocab = 2 * chunk_len + (chunk_len * 6 // 7 if top_p else 17)
     tuning = dataclasses.replace(renorm.DEFAULT_TUNING, chunk_align=15 * BLOCK, first_pass=(BLOCK, 1),
                                  large_batch_first_pass=(BLOCK, 1), target_programs=12, segment_maxima=True,
                                  segment_maxima_rows=1)
-    plan = rplan._plan(4, vocab, top_p, True, tuning)
+    probs = _rows(vocab, top_p)
+    rows = probs.shape[0]
+    plan = rplan._plan(rows, vocab, top_p, True, tuning)
     assert plan.launches[0].sizes[1:] == (chunk_len, 3) and plan.launches[0].meta["BLOCK"] == BLOCK
     first_only = dataclasses.replace(plan, launches=plan.launches[:1])
-    probs = _rows(vocab, top_p)
-    param = (torch.full((4,), 0.5) if top_p else torch.full((4,), 7)).to(DEV)
+    param = (torch.full((rows,), 0.5) if top_p else torch.full((rows,), 7)).to(DEV)
     ws = _launch_all(probs.to(DEV), None, param, first_only, None)
     buckets, _ = rk.first_pass_buckets(top_p)
     got = ws.part[:, :, :buckets].cpu()
-    for row in range(4):
+    for row in range(rows):
         for chunk in range(3):
             want = _bucket_counts(probs[row, chunk * chunk_len:(chunk + 1) * chunk_len], top_p)
             assert got[row, chunk].long().tolist() == want, (row, chunk)
-    full = got[0, 0].long().tolist()
-    assert full[-1] == chunk_len, "row 0 fills the top bucket's field in every lane"
+    assert got[0, 0].long().tolist()[-1] == chunk_len, "row 0 fills the top bucket's field in every lane"
+    assert got[4, 0].long().tolist()[buckets // 2 - 1] == chunk_len, "row 4 fills the lower half's last field"
 
 
 @register(suite="kernels", hardware=["cpu", "h200-1", "mi35x-1"], schedule="per-commit", est_time=6)
 @pytest.mark.parametrize("top_p", [False, True], ids=["top_k", "top_p"])
 @pytest.mark.parametrize("segment_maxima", [True, False], ids=["map", "no-map"])
 def test_loads_a_step_ahead_change_no_bit(top_p, segment_maxima):
-    """prefetch_first_pass / prefetch_compact only move loads earlier: on chunks of several steps with a
-    partial last block, the output is bit-identical to the plain loads' and equal to the oracle's (a
-    prefetch that read the wrong block, or skipped the first or the last, changes the output)."""
+    """prefetch_first_pass / prefetch_compact / prefetch_write only move loads earlier: on chunks of
+    several steps with a partial last block, the output is bit-identical to the plain loads' and equal
+    to the oracle's (a prefetch that read the wrong block or the wrong segments, or skipped the first
+    or the last, changes the output)."""
     import reference as R
     from impl.testing.op_table import RENORM, mismatch
 
@@ -93,11 +99,13 @@ def test_loads_a_step_ahead_change_no_bit(top_p, segment_maxima):
     param = torch.tensor([0.9, 0.5, 0.99]) if top_p else torch.tensor([5, 40, 300])
     base = dataclasses.replace(renorm.DEFAULT_TUNING, chunk_align=4 * BLOCK, first_pass=(BLOCK, 1),
                                compact=(BLOCK, 1), target_programs=3, finish_min_rows=1,
-                               segment_maxima=segment_maxima, segment_maxima_rows=1)
+                               segment_maxima=segment_maxima, segment_maxima_rows=1, write=(BLOCK, 1),
+                               prefetch_first_pass=False, prefetch_compact=False, prefetch_write=False)
     op, ref = (renorm.top_p_renorm, R.top_p_renorm) if top_p else (renorm.top_k_renorm, R.top_k_renorm)
     plain = op(probs.to(DEV), param.to(DEV), tuning=base).cpu()
     ahead = op(probs.to(DEV), param.to(DEV),
-               tuning=dataclasses.replace(base, prefetch_first_pass=True, prefetch_compact=True)).cpu()
+               tuning=dataclasses.replace(base, prefetch_first_pass=True, prefetch_compact=True,
+                                          prefetch_write=True)).cpu()
     first = rplan._plan(3, vocab, top_p, True, dataclasses.replace(base, prefetch_first_pass=True)).launches[0]
     assert first.meta["PREFETCH"] and first.sizes[1] >= 4 * BLOCK and vocab % first.sizes[1], "several steps"
     assert torch.equal(plain.view(torch.int32), ahead.view(torch.int32))

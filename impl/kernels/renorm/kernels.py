@@ -913,13 +913,26 @@ def _gather_finish_kernel(
 
 
 @triton.jit
+def _segments_read(seg_row, off, end, pivot, ROWS: tl.constexpr, SEG_MAP: tl.constexpr):
+    # Which of the ROWS tile rows of the write's block at off it reads: with SEG_MAP those whose
+    # segment's largest key reaches the pivot (none past end), else every one.
+    segs = tl.arange(0, ROWS)
+    if SEG_MAP:
+        seg = off // SEG + segs
+        return tl.load(seg_row + seg, mask=seg * SEG < end, other=-1) >= pivot
+    return segs >= 0
+
+
+@triton.jit
 def _write_kernel(
     probs_ptr, out_ptr, seg_ptr, state_ptr, fstate_ptr, V, chunk_len, TOP_P: tl.constexpr, SEG_MAP: tl.constexpr,
-    BLOCK: tl.constexpr,
+    BLOCK: tl.constexpr, PREFETCH: tl.constexpr = False,
 ):
     # Keep the entries >= pivot, scaled by 1 / kept mass in fp64 (zero mass -> zeros; NaN and
     # negative entries -> 0). Blocks are [segments, SEG] tiles: with SEG_MAP a segment whose largest
     # key (the first pass's map) is below the pivot is written as zeros without being read.
+    # PREFETCH: a block's data is loaded during the step before and its map words two steps before,
+    # so a step's stores do not wait on its two dependent loads (map word, then segment).
     chunk = tl.program_id(0)
     row = tl.program_id(1)
     srow, frow = _row_words(state_ptr, fstate_ptr, row)
@@ -931,19 +944,28 @@ def _write_kernel(
     scale = tl.where(kept > 0.0, 1.0 / tl.where(kept > 0.0, kept, 1.0), 0.0)
     start = chunk * chunk_len
     end = tl.minimum(start + chunk_len, V)
-    base = row.to(tl.int64) * V
+    src = probs_ptr + row.to(tl.int64) * V
+    dst = out_ptr + row.to(tl.int64) * V
     seg_row = seg_ptr + row.to(tl.int64) * tl.cdiv(V, SEG)
     ROWS: tl.constexpr = BLOCK // SEG if SEG_MAP else 1  # without the map, [1, BLOCK]: v10's 1-D layout
     COLS: tl.constexpr = SEG if SEG_MAP else BLOCK
-    segs = tl.arange(0, ROWS)
+    tile = tl.arange(0, ROWS)[:, None] * COLS + tl.arange(0, COLS)[None, :]
+    ahead = tl.zeros([ROWS, COLS], tl.float32)
+    read_next = tl.zeros([ROWS], tl.int1)
+    if PREFETCH:
+        first = _segments_read(seg_row, start, end, pivot, ROWS, SEG_MAP)
+        ahead = tl.load(src + start + tile, mask=(start + tile < end) & first[:, None], other=0.0)
+        read_next = _segments_read(seg_row, start + BLOCK, end, pivot, ROWS, SEG_MAP)
     for off in range(start, end, BLOCK):
-        offs = off + segs[:, None] * COLS + tl.arange(0, COLS)[None, :]
+        offs = off + tile
         ok = offs < end
-        read = ok
-        if SEG_MAP:
-            seg = off // SEG + segs
-            needed = tl.load(seg_row + seg, mask=seg * SEG < end, other=-1) >= pivot
-            read = ok & needed[:, None]
-        x, key = _load_keys(probs_ptr + base + offs, read)  # unread: key 0, below a pivot > 0
+        if PREFETCH:
+            x, key = _clean(ahead)
+            after = offs + BLOCK
+            ahead = tl.load(src + after, mask=(after < end) & read_next[:, None], other=0.0)
+            read_next = _segments_read(seg_row, off + 2 * BLOCK, end, pivot, ROWS, SEG_MAP)
+        else:
+            read = ok & _segments_read(seg_row, off, end, pivot, ROWS, SEG_MAP)[:, None]
+            x, key = _load_keys(src + offs, read)  # unread: key 0, below a pivot > 0
         y = tl.where(key >= pivot, x.to(tl.float64) * scale, 0.0)
-        tl.store(out_ptr + base + offs, y.to(tl.float32), mask=ok)
+        tl.store(dst + offs, y.to(tl.float32), mask=ok)

@@ -160,7 +160,7 @@ def _plan(bs: int, vocab: int, top_p: bool, param_is_tensor: bool, t: RenormTuni
         ticket += kind != "finish"
     block, warps = t.write
     write = _Launch(rk._write_kernel, (chunks, bs), "write", (vocab, chunk_len),
-                    dict(TOP_P=top_p, SEG_MAP=seg_map, BLOCK=block, num_warps=warps))
+                    dict(TOP_P=top_p, SEG_MAP=seg_map, BLOCK=block, PREFETCH=t.prefetch_write[top_p], num_warps=warps))
     compacts = any(kind == "compact" for kind, _ in steps)
     return _Plan(tuple(launches), cap, chunks, bs if compacts else 0, any(k == "gather" for k, _ in steps), write, t,
                  top_p)
