@@ -48,6 +48,8 @@ def test_the_floors_read_store_and_copy_every_entry():
     floors._read_floor_kernel[grid](probs, seg, sums, vocab, chunk_len, KEYS=True, BLOCK=block, num_warps=1)
     padded = torch.nn.functional.pad(probs.view(torch.int32), (0, seg.shape[1] * 32 - vocab))
     assert torch.equal(seg, padded.view(2, -1, 32).amax(-1))
+    tops = [probs[r, c * chunk_len:(c + 1) * chunk_len].max() for r in range(2) for c in range(grid[0])]
+    assert torch.equal(sums.cpu(), torch.stack(tops).cpu()), "each program's largest entry"
     out = torch.full_like(probs, float("nan"))
     floors._store_floor_kernel[grid](probs, out, vocab, chunk_len, COPY=True, BLOCK=block, num_warps=1)
     assert torch.equal(out, probs)

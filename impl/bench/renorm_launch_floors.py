@@ -35,7 +35,7 @@ from impl.kernels.renorm import kernels as rk
 @triton.jit
 def _read_floor_kernel(src_ptr, seg_ptr, out_ptr, V, chunk_len, KEYS: tl.constexpr, BLOCK: tl.constexpr):
     # Read a (chunk, row) program's entries in [BLOCK // SEG, SEG] tiles and sum them (KEYS: clean
-    # them into keys and store each segment's largest key, as the first pass does, and sum those).
+    # them into keys, store each segment's largest key and keep the largest, as the first pass does).
     chunk = tl.program_id(0)
     row = tl.program_id(1)
     src = src_ptr + row.to(tl.int64) * V
@@ -46,16 +46,20 @@ def _read_floor_kernel(src_ptr, seg_ptr, out_ptr, V, chunk_len, KEYS: tl.constex
     segs = tl.arange(0, ROWS)
     tile = segs[:, None] * rk.SEG + tl.arange(0, rk.SEG)[None, :]
     acc = tl.zeros([ROWS, rk.SEG], tl.float32)
+    top = tl.zeros([ROWS, 1], tl.int32)  # the first pass's own [ROWS, 1] running maximum (no broadcast)
     for off in range(start, end, BLOCK):
         offs = off + tile
         if KEYS:
             _, key = rk._load_keys(src + offs, offs < end)
             seg_max = tl.max(key, axis=1)
             tl.store(seg_dst + off // rk.SEG + segs, seg_max, mask=off + segs * rk.SEG < end)
-            acc += seg_max[:, None].to(tl.float32)  # keeps the work live
+            top = tl.maximum(top, seg_max[:, None])
         else:
             acc += tl.load(src + offs, mask=offs < end, other=0.0)
-    tl.store(out_ptr + row * tl.num_programs(0) + chunk, tl.sum(acc))
+    if KEYS:
+        tl.store(out_ptr + row * tl.num_programs(0) + chunk, tl.max(top).to(tl.float32, bitcast=True))
+    else:
+        tl.store(out_ptr + row * tl.num_programs(0) + chunk, tl.sum(acc))
 
 
 @triton.jit
