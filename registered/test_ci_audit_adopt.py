@@ -351,6 +351,38 @@ def test_sarif_of_a_real_finding_set_validates_against_the_oasis_schema(tmp_path
         validator.validate(broken)
 
 
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=4)
+def test_sarif_lists_baselined_findings_as_suppressed_only_when_asked(tmp_path):
+    """Under a baseline the SARIF log holds the new findings ("new"); with --show-baselined also the
+    known ones, each "unchanged" with an external, accepted suppression naming the baseline by its path
+    inside the root (never a path of the machine), and the log still validates."""
+    validator = _sarif_validator()
+    added = write_tree(tmp_path / "added", with_new=True)
+    base = added / ".github" / "audit-baseline.json"
+    base.parent.mkdir(exist_ok=True)
+    assert cli("--root", str(write_tree(tmp_path / "before")), "--write-baseline", str(base)).returncode == 0
+    plain = cli("--root", str(added), "--baseline", str(base), "--format", "sarif")
+    shown = cli("--root", str(added), "--baseline", str(base), "--format", "sarif", "--show-baselined")
+    assert plain.returncode == shown.returncode == 1, plain.stderr + shown.stderr  # the new finding still fails
+    plain_results = json.loads(plain.stdout)["runs"][0]["results"]
+    log = json.loads(shown.stdout)
+    validator.validate(log)
+    results = log["runs"][0]["results"]
+    assert [(r["baselineState"], "suppressions" in r) for r in plain_results] == [("new", False)]
+    assert [(r["baselineState"], "suppressions" in r) for r in results] == [("new", False), ("unchanged", True)]
+    assert results[0] == plain_results[0]
+    assert results[1]["suppressions"] == [{"kind": "external", "status": "accepted", "justification":
+                                           "a known finding in the audit baseline .github/audit-baseline.json"}]
+    assert OLD in results[1]["message"]["text"] and NEW in results[0]["message"]["text"]
+    outside = tmp_path / "elsewhere" / "known.json"
+    outside.parent.mkdir()
+    shutil.copy(base, outside)
+    far = json.loads(cli("--root", str(added), "--baseline", str(outside), "--format", "sarif",
+                         "--show-baselined").stdout)
+    assert far["runs"][0]["results"][1]["suppressions"][0]["justification"].endswith(" baseline known.json")
+    assert str(tmp_path) not in json.dumps(far)
+
+
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=3)
 def test_sarif_paths_are_relative_to_the_git_repository_when_the_root_is_a_subfolder(tmp_path):
     subprocess.run(["git", "init", "-q", str(tmp_path / "mono")], check=True)

@@ -91,7 +91,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--strict-baseline", action="store_true",
                         help="also fail when a baseline entry matches no finding any more")
     parser.add_argument("--show-baselined", action="store_true",
-                        help="list the findings the baseline suppresses (default: a count per rule)")
+                        help="list the findings the baseline suppresses (default: a count per rule); SARIF: "
+                             "add them as suppressed, unchanged results")
     parser.add_argument("--fail-on", choices=SEVERITIES, default="error",
                         help="the lowest severity that fails the run (default: error)")
     parser.add_argument("--pytest-collection", action="store_true",
@@ -227,6 +228,18 @@ def text_report(report, comparison: BaselineComparison, format_text, args: argpa
     return "\n".join(lines)
 
 
+def _baseline_name(baseline: str | None, root: Path) -> str:
+    """The baseline as a SARIF log names it: its path inside the audited root, else its file name (an
+    uploaded log carries no path of the machine that ran the audit)."""
+    if not baseline:
+        return ""
+    path = Path(baseline).resolve()
+    try:
+        return path.relative_to(root.resolve()).as_posix()
+    except ValueError:
+        return path.name
+
+
 def render(fmt: str, report, comparison: BaselineComparison, format_text, args: argparse.Namespace,
            why: list[str], written: int | None) -> str:
     shown = list(comparison.new)
@@ -239,7 +252,9 @@ def render(fmt: str, report, comparison: BaselineComparison, format_text, args: 
     if fmt == "sarif":
         root = Path(args.root)
         log = sarif_log(shown, RULES, tool_version=tool_version(), fallback=fallback_location(root),
-                        baseline_state="new" if args.baseline else None, prefix=repo_prefix(root))
+                        baseline_state="new" if args.baseline else None, prefix=repo_prefix(root),
+                        baselined=comparison.suppressed if args.show_baselined else (),
+                        baseline_path=_baseline_name(args.baseline, root))
         return json.dumps(log, indent=2, ensure_ascii=False)
     return text_report(report, comparison, format_text, args, why, written)
 

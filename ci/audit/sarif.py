@@ -66,7 +66,7 @@ def _location(loc: Location, prefix: str) -> dict[str, Any]:
 
 
 def _result(finding: Finding, rule_index: int, fallback: Location, occurrence: int,
-            baseline_state: str | None, prefix: str) -> dict[str, Any]:
+            baseline_state: str | None, prefix: str, suppressed_by: str | None = None) -> dict[str, Any]:
     print_fp = fingerprint(finding) + (f":{occurrence}" if occurrence > 1 else "")
     properties: dict[str, Any] = {"hardware": finding.hardware, "suite": finding.suite,
                                   "schedule": finding.schedule}
@@ -85,24 +85,32 @@ def _result(finding: Finding, rule_index: int, fallback: Location, occurrence: i
     }
     if baseline_state:
         result["baselineState"] = baseline_state
+    if suppressed_by is not None:  # known debt: shown, never counted as open
+        result["suppressions"] = [{"kind": "external", "status": "accepted",
+                                   "justification": f"a known finding in the audit baseline {suppressed_by}"}]
     return result
 
 
 def sarif_log(findings: Iterable[Finding], rules: RuleRegistry, *, tool_version: str, fallback: Location,
-              baseline_state: str | None = None, prefix: str = "") -> dict[str, Any]:
+              baseline_state: str | None = None, prefix: str = "", baselined: Iterable[Finding] = (),
+              baseline_path: str = "") -> dict[str, Any]:
     """The SARIF log of ``findings``. ``baseline_state`` ("new") marks results when a baseline filtered them;
     ``prefix`` is the audited root's path inside its git repository ("" at the top), put before every path
-    so that GitHub finds the file when the audit ran on a subfolder."""
+    so that GitHub finds the file when the audit ran on a subfolder. ``baselined``: the findings the
+    baseline ``baseline_path`` suppressed, listed after the others as ``unchanged`` results carrying an
+    external, accepted suppression (``--show-baselined``; without it they are left out)."""
     descriptors = [rule_descriptor(rule) for rule in rules]
     index = {d["id"]: i for i, d in enumerate(descriptors)}
     seen: dict[str, int] = {}
     results = []
-    for finding in findings:
+    tagged = [(f, baseline_state, None) for f in findings] + [(f, "unchanged", baseline_path) for f in baselined]
+    for finding, state, suppressed_by in tagged:
         if finding.rule not in index:
             raise KeyError(f"finding of unknown rule {finding.rule!r}; registered: {sorted(index)}")
         fp = fingerprint(finding)
         seen[fp] = seen.get(fp, 0) + 1
-        results.append(_result(finding, index[finding.rule], fallback, seen[fp], baseline_state, prefix.strip("/")))
+        results.append(_result(finding, index[finding.rule], fallback, seen[fp], state, prefix.strip("/"),
+                               suppressed_by))
     return {
         "$schema": SARIF_SCHEMA_URI,
         "version": "2.1.0",
