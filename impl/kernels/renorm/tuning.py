@@ -77,7 +77,7 @@ class RenormTuning:
     prefetch_first_pass: bool | tuple[bool, bool] = (False, False)
     prefetch_compact: bool | tuple[bool, bool] = (True, True)
     # By op: the write loads a block's data a step ahead and, with the map, its map words two steps
-    # ahead (renorm v14: top-k's write at 256 rows, k = 1000, 48.4-49.6 -> 44.6-46.4 us; top-p level).
+    # ahead (renorm v14: top-k's write at 256 rows, k = 1000, 48.4-49.6 -> 45.3-46.4 us, profiled in turn; top-p level).
     prefetch_write: bool | tuple[bool, bool] = (True, True)
     # (chunk, row) programs to aim for; chunks are whole multiples of chunk_align columns.
     chunk_align: int = 1024
