@@ -18,8 +18,9 @@ BLOCK and warps the plan gives that launch:
   zero-fill floor         the write's grid and tiles storing zeros: a write that read nothing
   copy floor              the write's grid and tiles reading and storing every entry
 
-The floors are kernels of this module, written to do only what their names say; the rows in the
-table are what the launches cost beyond them (docs/performance.md, "How far renorm is from the floor").
+The floors are kernels of this module, written to do only what their names say (their tests check
+each one entry by entry); a launch's time minus its floors' is what it costs beyond its bytes
+(docs/performance.md, "How far renorm is from the floor").
 """
 from __future__ import annotations
 
