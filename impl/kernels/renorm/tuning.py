@@ -82,15 +82,15 @@ class RenormTuning:
     # (chunk, row) programs to aim for; chunks are whole multiples of chunk_align columns.
     chunk_align: int = 1024
     # 1024 against 1280: at 64 rows (top-p) 16 chunks, 1024 programs of 8 warps, within one wave of an
-    # H200 (132 SMs x 64 warps), instead of 19 chunks, 1216 programs; top-p at 64 rows 109.7 / 111.7 ->
-    # 103.9 / 106.6 us (renorm v15 sweep). Batches of 8, 16 and 32 rows split as before (docs/performance.md
-    # has the batches between).
+    # H200 (132 SMs x 64 warps), instead of 19 chunks, 1216 programs. Renorm v15, one process against
+    # v14: top-p at 64 rows 107.2 / 109.1 -> 101.5 / 103.7 us, top-k at 10-48 rows 2-4 us faster; 1, 8,
+    # 16 and 32 rows split as before (docs/performance.md).
     target_programs: int = 1024
     # From large_batch_rows rows (by op; one int sets both): large_batch_programs (chunk, row) programs,
     # and the compaction in programs of large_batch_compact (one warp: no bar.sync in its loop; it
     # needs many programs). Top-k gains from 64 rows (76 -> 70 us at 64 rows, k = 50), top-p loses
-    # there (114 -> 132, v10; level in the v15 sweep) and gains from 128 rows (v15 sweep: 175.3 / 171.7
-    # -> 160.7 / 163.3 us at 128 rows; docs/performance.md).
+    # there (114 -> 132, v10; level in the v15 sweep) and gains from 128 rows (v15, one process against
+    # v14: 174.1 / 169.1 -> 157.9 / 160.1 us at 128 rows; docs/performance.md).
     large_batch_rows: int | tuple[int, int] = (64, 128)
     large_batch_programs: int = 4096
     large_batch_compact: _Shape | tuple[_Shape, _Shape] = ((128, 1), (512, 1))  # by op, like finish
