@@ -246,7 +246,8 @@ def test_top_p_first_pass_widens_its_range_near_the_target():
                                          ("huge_batch_compact", (16, 1)), ("huge_batch_rows", (0, 256)),
                                          ("prefetch_compact", (True, "no")), ("narrow_pass", (256, 3)),
                                          ("wide_pass", ((256, 4), (96, 4))), ("finish", ((512, 4), (1024, 6))),
-                                         ("gather_warps", 3), ("prefetch_write", 1)])
+                                         ("gather_warps", 3), ("prefetch_write", 1),
+                                         ("prefetch_finish", (False, None))])
 def test_tuning_refuses_bad_settings(name, value):
     """The gather places its keys by the last pass's per-chunk counts (a plan needs a pass), tl.sort
     sizes and launch shapes are powers of two, passes split at most NB_MAX ways, the launches that read

@@ -85,10 +85,12 @@ def test_first_pass_counts_fill_every_counter_field_exactly(top_p):
 @pytest.mark.parametrize("top_p", [False, True], ids=["top_k", "top_p"])
 @pytest.mark.parametrize("segment_maxima", [True, False], ids=["map", "no-map"])
 def test_loads_a_step_ahead_change_no_bit(top_p, segment_maxima):
-    """prefetch_first_pass / prefetch_compact / prefetch_write only move loads earlier: on chunks of
-    several steps with a partial last block, the output is bit-identical to the plain loads' and equal
-    to the oracle's (a prefetch that read the wrong block or the wrong segments, or skipped the first
-    or the last, changes the output)."""
+    """prefetch_first_pass / prefetch_compact / prefetch_write / prefetch_finish only move loads
+    earlier: on chunks of several steps with a partial last block, and a finish that runs range passes
+    to the end over candidates of several blocks (moving them to the front as it goes), the output is
+    bit-identical to the plain loads' and equal to the oracle's (a prefetch that read the wrong block or
+    the wrong segments, skipped the first or the last, or read a block before the front reached it,
+    changes the output)."""
     import reference as R
     from impl.testing.op_table import RENORM, mismatch
 
@@ -100,12 +102,13 @@ def test_loads_a_step_ahead_change_no_bit(top_p, segment_maxima):
     base = dataclasses.replace(renorm.DEFAULT_TUNING, chunk_align=4 * BLOCK, first_pass=(BLOCK, 1),
                                compact=(BLOCK, 1), target_programs=3, finish_min_rows=1,
                                segment_maxima=segment_maxima, segment_maxima_rows=1, write=(BLOCK, 1),
-                               prefetch_first_pass=False, prefetch_compact=False, prefetch_write=False)
+                               finish=(BLOCK, 1), finish_sort=(0, 0), prefetch_first_pass=False,
+                               prefetch_compact=False, prefetch_write=False, prefetch_finish=False)
     op, ref = (renorm.top_p_renorm, R.top_p_renorm) if top_p else (renorm.top_k_renorm, R.top_k_renorm)
     plain = op(probs.to(DEV), param.to(DEV), tuning=base).cpu()
     ahead = op(probs.to(DEV), param.to(DEV),
                tuning=dataclasses.replace(base, prefetch_first_pass=True, prefetch_compact=True,
-                                          prefetch_write=True)).cpu()
+                                          prefetch_write=True, prefetch_finish=True)).cpu()
     first = rplan._plan(3, vocab, top_p, True, dataclasses.replace(base, prefetch_first_pass=True)).launches[0]
     assert first.meta["PREFETCH"] and first.sizes[1] >= 4 * BLOCK and vocab % first.sizes[1], "several steps"
     assert torch.equal(plain.view(torch.int32), ahead.view(torch.int32))

@@ -1,4 +1,4 @@
-"""How far top-k's two full-row launches, the first pass and the write, are from their bytes alone.
+"""How far top-k's launches, the first pass, the compaction and the write, are from their bytes alone.
 
     python -m impl.bench.renorm_launch_floors [--rows 256] [--vocab 129280] [--k 1000] [--json FILE]
 
@@ -17,6 +17,14 @@ BLOCK and warps the plan gives that launch:
                           the state; its output is checked against the call's before timing)
   zero-fill floor         the write's grid and tiles storing zeros: a write that read nothing
   copy floor              the write's grid and tiles reading and storing every entry
+  first pass + compaction the plan's first two launches re-launched together (the first pass resets
+                          the state the compaction reads); the compaction's own cost is this row
+                          minus the first pass's
+  gather floor            the segments the compaction read (those whose largest key reaches the
+                          row's range start), listed on the host and read BLOCK // SEG a program
+                          (one load each, no loop) and summed: the compaction's bytes alone, in its
+                          access pattern but with all of them in flight at once (BLOCK x warps:
+                          the compaction's shape and a 4-warp one)
 
 The floors are kernels of this module, written to do only what their names say (their tests check
 each one entry by entry); a launch's time minus its floors' is what it costs beyond its bytes
@@ -81,6 +89,28 @@ def _store_floor_kernel(src_ptr, dst_ptr, V, chunk_len, COPY: tl.constexpr, BLOC
         tl.store(dst_ptr + base + offs, y, mask=offs < end)
 
 
+@triton.jit
+def _gather_floor_kernel(src_ptr, starts_ptr, out_ptr, n, V, BLOCK: tl.constexpr):
+    # Read this program's BLOCK // SEG listed segments (starts_ptr: each one's first entry in the
+    # flattened rows, n of them in all) in one [BLOCK // SEG, SEG] tile and store their sum.
+    ROWS: tl.constexpr = BLOCK // rk.SEG
+    i = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
+    live = i < n
+    first = tl.load(starts_ptr + i, mask=live, other=0)
+    col = tl.arange(0, rk.SEG)[None, :]
+    ok = live[:, None] & ((first % V)[:, None] + col < V)  # a row's last segment may be short
+    tl.store(out_ptr + tl.program_id(0), tl.sum(tl.load(src_ptr + first[:, None] + col, mask=ok, other=0.0)))
+
+
+def listed_segment_starts(seg, lo, vocab: int):
+    """The first entry (in the flattened rows) of every segment whose largest key ``seg[row, j]`` is
+    at least its row's ``lo``: what the compaction reads."""
+    import torch
+
+    row, j = torch.nonzero(seg >= lo[:, None].to(seg.dtype), as_tuple=True)
+    return row.to(torch.int64) * vocab + j.to(torch.int64) * int(rk.SEG)
+
+
 def measure(rows: int = 256, vocab: int = 129280, k: int = 1000, seed: int = 0, device: str | None = None,
             tuning=None) -> list[dict]:
     """One row per launch or floor: its µs, the (chunk, row) grid and its (BLOCK, warps). ``tuning``:
@@ -143,16 +173,39 @@ def measure(rows: int = 256, vocab: int = 129280, k: int = 1000, seed: int = 0, 
           first_shape)
     if not torch.equal(seg, ws.seg):
         raise AssertionError("the floor's segment maxima differ from the first pass's")
+    compact = plan.launches[1]
+    if compact.args != "compact":
+        raise AssertionError("the plan's second launch is no longer the compaction")
+    compact_shape = (compact.meta["BLOCK"], compact.meta["num_warps"])
+    timed("first pass + compaction", lambda: (launch(first, probs, ks, 0), launch(compact, probs, ks, 0)),
+          compact_shape)
+    lo = ws.state[:, int(rk.COMPACTED_FROM)]
+    if not bool((ws.state[:, int(rk.COMPACTED)] == 1).all()):
+        raise AssertionError("a row did not fit the first compaction: its reads are not the listed segments'")
+    starts = listed_segment_starts(ws.seg, lo, vocab)
+    for shape in dict.fromkeys([compact_shape, (1024, 4)]):
+        programs = -(-starts.numel() // (shape[0] // int(rk.SEG)))
+        out_sums = torch.empty(max(programs, 1), device=dev)
+        timed("gather floor", lambda shape=shape, programs=programs, out_sums=out_sums: _gather_floor_kernel[
+            (programs,)](probs, starts, out_sums, starts.numel(), vocab, BLOCK=shape[0], num_warps=shape[1]), shape)
+        rows_out[-1].update(grid=[programs], segments=starts.numel(),
+                            segment_share=round(starts.numel() / ws.seg.numel(), 4))
     for r in rows_out:
         r.update(rows=rows, vocab=vocab, k=k, mb=round(probs.numel() * 4 / 1e6, 1))
+    compaction = next(r["us"] for r in rows_out if r["launch"] == "first pass + compaction") - next(
+        r["us"] for r in rows_out if r["launch"] == "first pass")
+    rows_out.append({"launch": "compaction (difference)", "us": round(compaction, 2), "grid": list(first.grid),
+                     "block": compact_shape[0], "warps": compact_shape[1], "rows": rows, "vocab": vocab, "k": k,
+                     "mb": rows_out[0]["mb"]})
     return rows_out
 
 
 def table(rows: list[dict]) -> str:
-    lines = [f"{'launch':20s}  {'us':>8s}  {'BLOCK x warps':>13s}  grid (chunks, rows)"]
+    lines = [f"{'launch':24s}  {'us':>8s}  {'BLOCK x warps':>13s}  grid (chunks, rows) or (programs,)"]
     for r in rows:
-        lines.append(f"{r['launch']:20s}  {r['us']:8.1f}  {str(r['block']) + ' x ' + str(r['warps']):>13s}  "
-                     f"{tuple(r['grid'])}")
+        share = f"  {r['segments']} segments, {100 * r['segment_share']:.1f}% of them" if "segments" in r else ""
+        lines.append(f"{r['launch']:24s}  {r['us']:8.1f}  {str(r['block']) + ' x ' + str(r['warps']):>13s}  "
+                     f"{tuple(r['grid'])}{share}")
     return "\n".join(lines)
 
 

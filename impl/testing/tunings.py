@@ -25,11 +25,13 @@ def renorm_tunings() -> dict[str, RenormTuning]:
         # the segment maxima at every batch (the defaults use them for top-k from 32 rows): both ops read
         # only the segments at or above the compaction's and the write's thresholds
         "finish, segment maxima": RenormTuning(finish_min_rows=1, segment_maxima=True, segment_maxima_rows=1),
-        # the loads a step ahead in the first pass and the compaction, both ops, without the map and
-        # with it (the compaction's two prefetching paths: every block, or the listed segments)
-        "finish, prefetch": RenormTuning(finish_min_rows=1, prefetch_first_pass=True, prefetch_compact=True),
+        # the loads a step ahead in the first pass, the compaction and the finish, both ops, without the
+        # map and with it (the compaction's two prefetching paths: every block, or the listed segments)
+        "finish, prefetch": RenormTuning(finish_min_rows=1, prefetch_first_pass=True, prefetch_compact=True,
+                                         prefetch_finish=True),
         "finish, segment maxima, prefetch": RenormTuning(finish_min_rows=1, segment_maxima=True, segment_maxima_rows=1,
-                                                         prefetch_first_pass=True, prefetch_compact=True),
+                                                         prefetch_first_pass=True, prefetch_compact=True,
+                                                         prefetch_finish=True),
     }
 
 

@@ -294,12 +294,14 @@ def _split_shift(lo, hi, NB: tl.constexpr):
 
 @triton.jit
 def _bin_stats(src, start, end, lo, hi, s, front, TOP_P: tl.constexpr, NB: tl.constexpr, FRONT: tl.constexpr,
-               BLOCK: tl.constexpr):
+               BLOCK: tl.constexpr, PREFETCH: tl.constexpr = False):
     # Scan src[start:end): per sub-range of [lo, hi), the key count and (top-p) fp64 mass. Sub-range
     # d of a key is (key - lo) >> s.
     # FRONT (one program owning src, `front` = 1): also move the keys in [lo, hi) to the front
     # of src, in order, so the next pass scans only them; returns how many, and (top-k) the fp64
     # mass of the dropped keys >= hi. Writes never pass the block just read.
+    # PREFETCH: each step issues the next block's load before its own arithmetic and stores (safe
+    # with FRONT: a step's stores land below the next block, and the front only grows).
     bins = tl.arange(0, NB)
     n_front = tl.zeros([], tl.int32)
     dropped_above = tl.zeros([BLOCK], tl.float64)
@@ -314,10 +316,17 @@ def _bin_stats(src, start, end, lo, hi, s, front, TOP_P: tl.constexpr, NB: tl.co
     m3 = tl.zeros([BLOCK], tl.float64)
     counts = tl.zeros([NB], tl.int32)
     masses = tl.zeros([BLOCK, NB], tl.float64)
+    ahead = tl.zeros([BLOCK], tl.float32)
+    if PREFETCH:
+        ahead = tl.load(src + start + tl.arange(0, BLOCK), mask=start + tl.arange(0, BLOCK) < end, other=0.0)
     for off in range(start, end, BLOCK):
         offs = off + tl.arange(0, BLOCK)
         ok = offs < end
-        x, key = _load_keys(src + offs, ok)
+        if PREFETCH:
+            x, key = _clean(ahead)
+            ahead = tl.load(src + offs + BLOCK, mask=offs + BLOCK < end, other=0.0)
+        else:
+            x, key = _load_keys(src + offs, ok)
         inside = ok & (key >= lo) & (key < hi)
         d = (key - lo) >> s
         if FRONT:
@@ -421,7 +430,7 @@ def _level_and_goal(srow, frow, param_ptr, param_scalar, row, V, TOP_P: tl.const
 
 @triton.jit
 def _range_loop(src, n, lo, hi, level, goal, front, stop, TOP_P: tl.constexpr, NB: tl.constexpr,
-                BLOCK: tl.constexpr):
+                BLOCK: tl.constexpr, PREFETCH: tl.constexpr = False):
     # One program runs passes over src[0:n) back to back until [lo, hi) is one key, or (front)
     # at most `stop` keys remain in it. With front (int32 1, src private to this program) the keys
     # still in range move to the front each pass, so the scans shrink with the range. Returns (lo,
@@ -429,7 +438,8 @@ def _range_loop(src, n, lo, hi, level, goal, front, stop, TOP_P: tl.constexpr, N
     above = tl.zeros([], tl.float64)
     while (hi - lo > 1) & (n > stop):
         s = _split_shift(lo, hi, NB)
-        counts, mass, n_front, dropped = _bin_stats(src, 0, n, lo, hi, s, front, TOP_P, NB, True, BLOCK)
+        counts, mass, n_front, dropped = _bin_stats(src, 0, n, lo, hi, s, front, TOP_P, NB, True, BLOCK,
+                                                    PREFETCH)
         new_lo, new_hi, _, level, _ = _choose(counts.to(tl.float64), mass, lo, hi, s, level, goal, TOP_P, NB)
         lo = new_lo.to(tl.int32)
         hi = new_hi.to(tl.int32)
@@ -776,6 +786,7 @@ def _compacted(srow, frow, rows_of, live, lo, hi, n, TOP_P: tl.constexpr, ATTEMP
 def _finish_kernel(
     probs_ptr, param_ptr, param_scalar, cand_ptr, state_ptr, fstate_ptr, V, cap, TOP_P: tl.constexpr,
     PARAM_IS_TENSOR: tl.constexpr, NB: tl.constexpr, SORT_CAP: tl.constexpr, BLOCK: tl.constexpr,
+    PREFETCH: tl.constexpr,
 ):
     # One program per row runs the remaining passes back to back over the row's candidates
     # (cache-resident), moving the ones still in range to the front each pass so the scans shrink
@@ -795,7 +806,8 @@ def _finish_kernel(
     hi = tl.load(srow + HI).to(tl.int32)
     level, goal = _level_and_goal(srow, frow, param_ptr, param_scalar, row, V, TOP_P, PARAM_IS_TENSOR)
     stop = tl.where(compacted, SORT_CAP, 0)
-    lo, hi, level, n, above = _range_loop(src, n, lo, hi, level, goal, compacted.to(tl.int32), stop, TOP_P, NB, BLOCK)
+    lo, hi, level, n, above = _range_loop(src, n, lo, hi, level, goal, compacted.to(tl.int32), stop, TOP_P, NB, BLOCK,
+                                          PREFETCH)
     kept = tl.zeros([], tl.float64)
     sorted_ = hi - lo > 1  # the loop stopped at <= SORT_CAP candidates, all at the front of src
     if SORT_CAP > 0:

@@ -156,7 +156,8 @@ def _plan(bs: int, vocab: int, top_p: bool, param_is_tensor: bool, t: RenormTuni
         else:  # "finish"
             block, warps = t.finish[top_p]
             launches.append(_Launch(rk._finish_kernel, (bs,), "finish", (vocab, cap),
-                                    dict(**param, NB=nb, SORT_CAP=t.finish_sort[top_p], BLOCK=block, num_warps=warps)))
+                                    dict(**param, NB=nb, SORT_CAP=t.finish_sort[top_p], BLOCK=block,
+                                         PREFETCH=t.prefetch_finish[top_p], num_warps=warps)))
         ticket += kind != "finish"
     block, warps = t.write
     write = _Launch(rk._write_kernel, (chunks, bs), "write", (vocab, chunk_len),

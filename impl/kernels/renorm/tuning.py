@@ -79,6 +79,10 @@ class RenormTuning:
     # By op: the write loads a block's data a step ahead and, with the map, its map words two steps
     # ahead (renorm v14: top-k's write at 256 rows, k = 1000, 48.4-49.6 -> 45.3-46.4 us, profiled in turn; top-p level).
     prefetch_write: bool | tuple[bool, bool] = (True, True)
+    # By op: the finish kernel's passes over a row's candidates load a block a step ahead. Top-p's
+    # finish at 64 rows 30.7 / 32.8 -> 27.8 / 29.6 us, at 128 rows 32.8 / 35.2 -> 28.6 / 30.4 (p = 0.9
+    # / 0.95, profiler, medians of 5 turns); top-k's 0.1-0.8 us faster (renorm v16, docs/performance.md).
+    prefetch_finish: bool | tuple[bool, bool] = (True, True)
     # (chunk, row) programs to aim for; chunks are whole multiples of chunk_align columns.
     chunk_align: int = 1024
     # 1024 against 1280: at 64 rows (top-p) 16 chunks, 1024 programs of 8 warps, within one wave of an
@@ -120,7 +124,8 @@ class RenormTuning:
             value = getattr(self, name)
             if isinstance(value, int) and not isinstance(value, bool):
                 object.__setattr__(self, name, (value, value))
-        for name in ("segment_maxima", "prefetch_first_pass", "prefetch_compact", "prefetch_write"):  # both ops
+        for name in ("segment_maxima", "prefetch_first_pass", "prefetch_compact", "prefetch_write",
+                     "prefetch_finish"):  # both ops
             if isinstance(getattr(self, name), bool):
                 object.__setattr__(self, name, (getattr(self, name), getattr(self, name)))
         for name in ("finish", "compact", "large_batch_compact", "huge_batch_compact",
@@ -183,7 +188,8 @@ class RenormTuning:
             if length % int(rk.SEG):
                 refuse(name, f"must span whole {int(rk.SEG)}-entry segments (its BLOCK or length a multiple of "
                        f"{int(rk.SEG)})")
-        for name in ("segment_maxima", "prefetch_first_pass", "prefetch_compact", "prefetch_write"):
+        for name in ("segment_maxima", "prefetch_first_pass", "prefetch_compact", "prefetch_write",
+                     "prefetch_finish"):
             pair = getattr(self, name)
             if not (isinstance(pair, tuple) and len(pair) == 2 and all(isinstance(v, bool) for v in pair)):
                 refuse(name, "must be a bool or a (top-k, top-p) pair of them")
