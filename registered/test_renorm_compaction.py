@@ -173,6 +173,28 @@ def test_small_batch_gather_paths_match_the_oracle(top_p):
         assert problem is None, problem
 
 
+@register(suite="kernels", hardware=["cpu", "h200-1"], schedule="per-commit", est_time=8)
+@pytest.mark.parametrize("top_p", [False, True], ids=["top_k", "top_p"])
+def test_small_batch_gather_runs_on_its_passes_blocks(top_p):
+    """The gather places each program's keys by the counts the last pass took over the same share of
+    the candidates, so it must run on the passes' BLOCK: the narrow pass's for 4-way passes, the wide
+    pass's for wider ones (here of different sizes, so the shares differ). Every result equals the
+    oracle's."""
+    g = torch.Generator().manual_seed(8)
+    probs = torch.softmax(3 * torch.randn(3, VOCAB, generator=g), -1).to(DEV)
+    param = (torch.tensor([0.9, 0.5, 0.99]) if top_p else torch.tensor([5, 40, 300])).to(DEV)
+    op, oracle = (K.top_p_renorm, R.top_p_renorm) if top_p else (K.top_k_renorm, R.top_k_renorm)
+    for wide_split in (4, 16):
+        tuning = _tuning(finish_min_rows=10**9, small_batch_passes=1, wide_split=wide_split, narrow_pass=(64, 2),
+                         wide_pass=((128, 4), (128, 4)))
+        launches = rplan._plan(3, VOCAB, top_p, True, tuning).launches
+        blocks = {step.args: step.meta["BLOCK"] for step in launches if step.args in ("pass", "gather")}
+        assert blocks == {"pass": 64 if wide_split == 4 else 128, "gather": blocks["pass"]}, blocks
+        assert launches[-1].grid[0] > 1, "several programs share a row's candidates"
+        problem = mismatch(RENORM, op(probs, param, tuning=tuning), oracle(probs.cpu(), param.cpu()))
+        assert problem is None, f"{wide_split}-way passes: {problem}"
+
+
 FINISH_SORTS = {False: per_commit_share((0, 2, 4096), (0, 2)), True: per_commit_share((0, 2, 4096), (4096,))}
 
 

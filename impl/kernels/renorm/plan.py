@@ -139,10 +139,10 @@ def _plan(bs: int, vocab: int, top_p: bool, param_is_tensor: bool, t: RenormTuni
             meta = dict(**param, **common, SKIP_COMPACTED=kind == "skip-compacted pass", NB=nb, BLOCK=block,
                         num_warps=warps)
             launches.append(_Launch(rk._pass_kernel, grid, "pass", sizes, meta))
-        elif kind == "gather":  # the passes' BLOCK: the same shares of the candidates
+        elif kind == "gather":  # the passes' BLOCK (its nb is theirs): the same shares of the candidates
             meta = dict(**param, **common, NB=nb, SORT_CAP=t.sort_capacity,
                         SHORT_SORT=min(t.short_sort, t.sort_capacity),
-                        BLOCK=t.wide_pass[top_p][0], num_warps=t.gather_warps)
+                        BLOCK=(t.narrow_pass if nb == 4 else t.wide_pass[top_p])[0], num_warps=t.gather_warps)
             launches.append(_Launch(rk._gather_finish_kernel, grid, "gather", sizes, meta))
         elif kind == "compact":
             attempt += 1
