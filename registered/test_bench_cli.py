@@ -190,6 +190,8 @@ def test_e2e_table_runs_a_before_tree_beside_this_one(tmp_path):
     ("impl.bench.renorm_kernel_profile", ["--sweep", "--variant", '{"large_batch_compact": [[300, 1], [512, 1]]}']),
     ("impl.bench.renorm_versions", ["--before-root", str(ROOT), "--batches", "1,1e9"]),
     ("impl.bench.renorm_versions", ["--before-root", str(ROOT), "--rounds", "0"]),
+    ("impl.bench.renorm_inputs", ["--families", "softmax3,nope"]),
+    ("impl.bench.renorm_inputs", ["--batches", "0"]),
     ("impl.bench.renorm_segment_share", ["--k", "50,abc"]),
     ("impl.bench.renorm_segment_share", ["--vocab", "100", "--k", "1000"]),
     ("impl.bench.renorm_segment_share", ["--p", "0.9,1.5"]),

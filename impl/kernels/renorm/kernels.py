@@ -49,10 +49,12 @@ FIRST_TICKET = tl.constexpr(14)  # then one atomic ticket counter per reducing l
 MAX_LAUNCHES = 24
 STATE_W = tl.constexpr(FIRST_TICKET + MAX_LAUNCHES)
 
-# Per-(row, chunk) partials, PART_W fp64 words: counts at [0, NB), masses at [MASS_AT, MASS_AT + NB).
+# Per-(row, chunk) partials, PART_W fp64 words: counts at [0, NB), masses at [MASS_AT, MASS_AT + NB),
+# the compaction's counts of top-k's LOW buckets at [LOW_AT, LOW_AT + 16).
 NB_MAX = tl.constexpr(16)  # most sub-ranges one pass splits into
 MASS_AT = NB_MAX
-PART_W = tl.constexpr(2 * 16)
+LOW_AT = tl.constexpr(32)
+PART_W = tl.constexpr(3 * 16)
 # Words a pass leaves free: the first pass's per-chunk count of the keys in its chosen range
 # (RANGE_SLOT: its counts use [0, 16), top-p's masses [MASS_AT, MASS_AT + 8)) and largest key; the
 # compaction's partial smallest and largest copied key, top-k's mass above the range (the
@@ -76,11 +78,19 @@ KEY_END = tl.constexpr(0x7F800001)  # one past +inf's key
 #   top-k: 16 buckets one octave wide, [0, 2^-25), [2^-25, 2^-24), ..., [2^-12, 2^-11), [2^-11, the
 #          row's largest key]; 4-bit fields, so at most 15 loop steps a program. A one-octave start
 #          halves the segments the compaction reads against two (k = 50: 12.3% -> 6.3% of the row).
+#          A top-k row whose pivot lies in bucket 0 with more keys there than the scratch holds (a
+#          confident step: one token holds nearly all the mass, the k-th largest key lies below
+#          2^-25) is narrowed by the compaction, which reads the row for it: it counts bucket 0's keys
+#          in 16 LOW buckets (0 alone, then by depth d below 2^-25, bucket 15 - floor(sqrt(2 d)): 1, 1,
+#          3, 3, 5, 5, ... octaves wide going down), keeps the one holding the pivot, and the finish
+#          copies that bucket's keys from the row. A pivot of 0 (fewer than k positive keys) needs no
+#          copy. docs/performance.md, "Rows unlike the bench's".
 #   top-p: 8 buckets two octaves wide, [0, 2^-24), [2^-24, 2^-22), ..., [2^-12, the row's largest key];
 #          8-bit fields (at most 255 steps). It also weighs each bucket in fp32, an accumulator a
 #          bucket: 16 would cost more than the narrower start saves (its compaction reads every key).
 FIRST_BASE = tl.constexpr(101 << 23)
 FIRST_NB_TOP_K = tl.constexpr(16)
+LOW_END = tl.constexpr(102 << 23)  # top-k's bucket 1 starts here (2^-25): the LOW buckets lie below
 FIRST_SHIFT_TOP_K = tl.constexpr(23)
 FIELD_BITS_TOP_K = tl.constexpr(4)
 FIRST_NB_TOP_P = tl.constexpr(8)
@@ -761,6 +771,72 @@ def _compact_kernel(
                 tl.store(frow + TARGET, (1.0 - _goal(param_ptr, param_scalar, row, V, TOP_P, PARAM_IS_TENSOR)) * total)
             if fits:
                 _compacted(srow, frow, rows_of, live, lo, hi, n, TOP_P, ATTEMPT, ADAPT)
+    if not TOP_P and not ADAPT:  # (the whole-row scratch of small batches holds any row)
+        if (tl.load(srow + COMPACTED) == 0) & (n > cap) & (tl.load(srow + LO) == 0):
+            _narrow_below(probs_ptr, param_ptr, param_scalar, part_ptr, srow, frow, row, chunk, V, chunk_len,
+                          num_chunks, PARAM_IS_TENSOR, ATTEMPT, TICKET, BLOCK, CHUNKS_P2)
+
+
+@triton.jit
+def _low_bucket(key):
+    # Top-k's LOW bucket of a key below 2^-25: 0 for key 0, else 15 - floor(sqrt(2 d)) for a key d
+    # octaves below 2^-25 (d = 101 - its biased exponent, 0..101): buckets 1, 1, 3, 3, 5, 5, ... octaves
+    # wide going down, so a bucket widens with its depth, as a row's spread does when a lower
+    # temperature pushes its pivot deeper. 2 d + 0.5 lies at least 0.5 from a square: the fp32
+    # square root cannot round across one.
+    d = tl.maximum(101 - (key >> 23), 0)
+    return tl.where(key == 0, 0, 15 - tl.sqrt((2 * d).to(tl.float32) + 0.5).to(tl.int32))
+
+
+@triton.jit
+def _narrow_below(probs_ptr, param_ptr, param_scalar, part_ptr, srow, frow, row, chunk, V, chunk_len, num_chunks,
+                  PARAM_IS_TENSOR: tl.constexpr, ATTEMPT: tl.constexpr, TICKET: tl.constexpr, BLOCK: tl.constexpr,
+                  CHUNKS_P2: tl.constexpr):
+    # Top-k, a row whose pivot lies in bucket 0 ([0, hi), hi <= 2^-25) and whose bucket 0 overflows the
+    # scratch: count its keys per LOW bucket and sum the row's mass (fp64); the row's last program keeps
+    # the LOW bucket holding the pivot (its keys are copied by the finish: CHOSEN / CHOSEN_COUNT say
+    # which and how many), or, when that is bucket 0 (the pivot is 0), marks the row compacted with no
+    # candidates and its whole mass above them.
+    bins = tl.arange(0, 16)
+    hi = tl.load(srow + HI).to(tl.int32)
+    start = chunk * chunk_len
+    end = tl.minimum(start + chunk_len, V)
+    src = probs_ptr + row.to(tl.int64) * V
+    counts = tl.zeros([16], tl.int32)
+    mass = tl.zeros([], tl.float64)  # a scalar: this branch must not add registers to the compaction's
+    for off in range(start, end, BLOCK):
+        offs = off + tl.arange(0, BLOCK)
+        x, key = _load_keys(src + offs, offs < end)
+        counts += tl.histogram(_low_bucket(key), 16, mask=(offs < end) & (key < hi))
+        mass += tl.sum(x.to(tl.float64), axis=0)  # masked and cleaned lanes load 0
+    prow = _partials(part_ptr, row, chunk, num_chunks)
+    tl.store(prow + LOW_AT + bins, counts.to(tl.float64))
+    tl.store(prow + ABOVE_SLOT, mass)
+    ticket = tl.atomic_add(srow + TICKET, 1)
+    if ticket == num_chunks - 1:
+        tl.store(srow + TICKET, 0)  # ready for the next call
+        c = tl.arange(0, CHUNKS_P2)
+        live = c < num_chunks
+        rows_of = _partials(part_ptr, row, c, num_chunks)
+        low = tl.sum(tl.load(rows_of[:, None] + LOW_AT + bins[None, :], mask=live[:, None], other=0.0,
+                             cache_modifier=".cg"), axis=0)
+        level = tl.load(srow + ABOVE_COUNT).to(tl.float64)  # keys at or above hi
+        u = _top_k_bin(low, level, _goal(param_ptr, param_scalar, row, V, False, PARAM_IS_TENSOR), 16)
+        if u == 0:  # the pivot is 0: every key is kept, zeros weigh nothing
+            total = tl.sum(tl.load(rows_of + ABOVE_SLOT, mask=live, other=0.0, cache_modifier=".cg"), axis=0)
+            tl.store(frow + ABOVE_MASS, total)
+            tl.store(srow + HI, 1)
+            tl.store(srow + NCAND, 0)
+            tl.store(srow + COMPACTED_FROM, 0)
+            tl.store(srow + COMPACTED, ATTEMPT)
+        else:
+            j = 15 - u  # the bucket's keys lie ceil(j^2 / 2) to ceil((j + 1)^2 / 2) - 1 octaves below 2^-25
+            deepest = ((j + 1) * (j + 1) + 1) // 2 - 1
+            tl.store(srow + LO, tl.maximum(tl.maximum(101 - deepest, 0) << 23, 1).to(tl.int64))
+            tl.store(srow + HI, tl.minimum((102 - (j * j + 1) // 2) << 23, hi).to(tl.int64))
+            tl.store(srow + ABOVE_COUNT, (level + tl.sum(tl.where(bins > u, low, 0.0), axis=0)).to(tl.int64))
+            tl.store(srow + CHOSEN, u.to(tl.int64) + LOW_AT)
+            tl.store(srow + CHOSEN_COUNT, tl.sum(tl.where(bins == u, low, 0.0), axis=0).to(tl.int64))
 
 @triton.jit
 def _compacted(srow, frow, rows_of, live, lo, hi, n, TOP_P: tl.constexpr, ATTEMPT: tl.constexpr, ADAPT: tl.constexpr):
@@ -799,11 +875,23 @@ def _finish_kernel(
     compacted = tl.load(srow + COMPACTED) != 0
     src = probs_ptr + row.to(tl.int64) * V
     n = V
+    lo = tl.load(srow + LO).to(tl.int32)
+    hi = tl.load(srow + HI).to(tl.int32)
     if compacted:
         src = cand_ptr + row.to(tl.int64) * cap
         n = tl.load(srow + NCAND).to(tl.int32)
-    lo = tl.load(srow + LO).to(tl.int32)
-    hi = tl.load(srow + HI).to(tl.int32)
+    elif not TOP_P:
+        if tl.load(srow + CHOSEN_COUNT) <= cap:  # narrowed by the compaction (_narrow_below): copy its keys
+            dst = cand_ptr + row.to(tl.int64) * cap
+            copied, above_range, _, _, _, _ = _copy_in_range(src, 0, V, lo, hi, dst, tl.zeros([], tl.int64), True,
+                                                             False, False, BLOCK, PREFETCH)
+            tl.store(frow + ABOVE_MASS, above_range)
+            tl.store(srow + NCAND, copied)
+            tl.store(srow + COMPACTED_FROM, lo)
+            tl.debug_barrier()  # the copied keys are visible to every thread of the passes
+            src = dst
+            n = copied.to(tl.int32)
+            compacted = n >= 0
     level, goal = _level_and_goal(srow, frow, param_ptr, param_scalar, row, V, TOP_P, PARAM_IS_TENSOR)
     stop = tl.where(compacted, SORT_CAP, 0)
     lo, hi, level, n, above = _range_loop(src, n, lo, hi, level, goal, compacted.to(tl.int32), stop, TOP_P, NB, BLOCK,
