@@ -192,6 +192,7 @@ def test_e2e_table_runs_a_before_tree_beside_this_one(tmp_path):
     ("impl.bench.renorm_versions", ["--before-root", str(ROOT), "--rounds", "0"]),
     ("impl.bench.renorm_inputs", ["--families", "softmax3,nope"]),
     ("impl.bench.renorm_inputs", ["--batches", "0"]),
+    ("impl.bench.renorm_inputs", ["--settings", "top_p=1.5"]),
     ("impl.bench.renorm_segment_share", ["--k", "50,abc"]),
     ("impl.bench.renorm_segment_share", ["--vocab", "100", "--k", "1000"]),
     ("impl.bench.renorm_segment_share", ["--p", "0.9,1.5"]),

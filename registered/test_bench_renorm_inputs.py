@@ -48,11 +48,14 @@ def test_each_family_is_the_row_it_describes():
     # flat keeps far more than the control, peaked far fewer; one token holds 85-95%: p = 0.9 keeps a
     # handful of rows' worth at most and p = 0.8 the token alone
     assert kept("softmax1", 0.9) > 4 * kept("softmax3", 0.9) > 16 * kept("softmax6", 0.9)
+    assert kept("softmax0.1", 0.9) > kept("softmax1", 0.9)
     assert kept("one-token", 0.8) == 1
     top = rows["one-token"].max(1).values
     assert bool(((top > 0.84) & (top < 0.96)).all())
     # bf16 rounding leaves ties: far fewer distinct values than entries
     assert rows["bf16-rounded"][0].unique().numel() < vocab // 4 < rows["softmax3"][0].unique().numel()
+    # uniform: one value, 1 / vocab, across every row
+    assert rows["uniform"].unique().tolist() == [torch.tensor(1.0 / vocab, dtype=torch.float32).item()]
     # zipf: the largest entry is 1 / H(vocab, 1.1) of the row, the same in every row (permuted ranks)
     weights = torch.arange(1, vocab + 1, dtype=torch.float64) ** -1.1
     assert torch.allclose(rows["zipf1.1"].max(1).values.double(), (weights[0] / weights.sum()).expand(4), rtol=1e-6)
@@ -123,3 +126,81 @@ def test_a_top_k_pivot_below_the_first_buckets_is_narrowed_to_one_low_bucket():
             assert copied == same <= cap, r
         out = impl.top_k_renorm(probs.to(DEV), param.to(DEV), tuning=tuning).cpu()
         torch.testing.assert_close(out, R.top_k_renorm(probs, param), rtol=2e-6, atol=0)
+
+
+def _split_shift(lo: int, hi: int) -> int:
+    """A 16-way split's shift, by its definition (kernels.py _split_shift): the smallest s with
+    (hi - lo - 1) >> s < 16."""
+    s = 0
+    while (hi - lo - 1) >> s >= 16:
+        s += 1
+    return s
+
+
+def _overflowing_rows(vocab: int, g: torch.Generator) -> torch.Tensor:
+    """Rows whose pivot's range overflows a small scratch at every attempt: near-flat (softmax of
+    0.05 x randn: every key within an octave), uniform (one key), and three values repeated across
+    the row inside one octave (ties a 16-way split cannot separate)."""
+    flat = torch.softmax(0.05 * torch.randn(2, vocab, generator=g, dtype=torch.float64), -1).float()
+    uniform = torch.full((1, vocab), 1.0 / vocab)
+    three = torch.tensor([1.0, 1.25, 1.5])[torch.randint(0, 3, (1, vocab), generator=g)] * 1e-3
+    return torch.cat([flat, uniform, three])
+
+
+@register(suite="kernels", hardware=["cpu", "h200-1"], schedule="per-commit", est_time=30)
+@pytest.mark.parametrize("top_p", [False, True], ids=["top_k", "top_p"])
+def test_a_range_still_overflowing_at_the_last_attempt_is_narrowed_to_its_pivots_sub_range(top_p):
+    """The last compaction attempt narrows a row that still does not fit: to the 16-way sub-range of
+    its range holding the pivot (the pivot taken from the oracle), cut to the range's smallest and
+    largest key; CHOSEN_COUNT counts the keys left in it and the finish copies exactly those when
+    they fit. A uniform row collapses to its one key. Outputs are the oracle's. Without the narrowing
+    every row here finishes from its full row (one program, a pass over the row per 16-way step)."""
+    vocab, cap = PATH_VOCAB, 64
+    probs = _overflowing_rows(vocab, torch.Generator().manual_seed(5))
+    values = [0.3, 0.9, 0.9, 0.5] if top_p else [5, 100, 350, 200]
+    param = torch.tensor(values, dtype=torch.float32 if top_p else torch.int32)
+    oracle = (R.top_p_renorm if top_p else R.top_k_renorm)(probs, param)
+    narrowed = 0
+    for kw in ({}, dict(segment_maxima_rows=1, large_batch_rows=1)):
+        tuning = dataclasses.replace(renorm.DEFAULT_TUNING, **SMALL_SHAPES, **kw, candidate_capacity=cap,
+                                     finish_min_rows=1)
+        plan = rplan._plan(probs.shape[0], vocab, top_p, True, tuning)
+        last = max(i for i, launch in enumerate(plan.launches) if launch.args == "compact")
+        assert plan.launches[last].meta["NARROW"], "the finish path's last compaction narrows"
+
+        def state_after(n_launches):
+            part = dataclasses.replace(plan, launches=plan.launches[:n_launches])
+            ws = _launch_all(probs.to(DEV), None, param.to(DEV), part, None)
+            state = ws.state.cpu()
+            return state, state.view(torch.float64)
+
+        before, _ = state_after(last)
+        after, fafter = state_after(last + 1)
+        final, _ = state_after(len(plan.launches))
+        for r in range(probs.shape[0]):
+            keys = probs[r].view(torch.int32).long()
+            lo0, hi0 = int(before[r, int(rk.LO)]), int(before[r, int(rk.HI)])
+            if int(before[r, int(rk.COMPACTED)]) or int(before[r, int(rk.CHOSEN_COUNT)]) <= cap:
+                continue
+            narrowed += 1
+            pivot = int(keys[oracle[r] != 0].min())
+            s = _split_shift(lo0, hi0)
+            sub_lo = lo0 + ((pivot - lo0) >> s << s)
+            sub_hi = min(sub_lo + (1 << s), hi0)
+            inside = keys[(keys >= lo0) & (keys < hi0)]
+            lo1, hi1 = max(sub_lo, int(inside.min())), min(sub_hi, int(inside.max()) + 1)
+            assert (int(after[r, int(rk.LO)]), int(after[r, int(rk.HI)])) == (lo1, hi1), (r, kw)
+            n_in = int(((keys >= lo1) & (keys < hi1)).sum())
+            assert int(after[r, int(rk.CHOSEN_COUNT)]) == n_in, (r, kw)
+            if top_p:
+                below = probs[r].double()[keys < lo1].sum().item()
+                assert math.isclose(float(fafter[r, int(rk.BELOW_MASS)]), below, rel_tol=1e-12, abs_tol=1e-300), r
+            else:
+                assert int(after[r, int(rk.ABOVE_COUNT)]) == int((keys >= hi1).sum()), (r, kw)
+            if r == 2:  # uniform: one key
+                assert hi1 - lo1 == 1
+            if n_in <= cap:  # the finish copied exactly the sub-range's keys
+                assert (int(final[r, int(rk.NCAND)]), int(final[r, int(rk.COMPACTED_FROM)])) == (n_in, lo1), (r, kw)
+        out = getattr(impl, f"{'top_p' if top_p else 'top_k'}_renorm")(probs.to(DEV), param.to(DEV), tuning=tuning)
+        torch.testing.assert_close(out.cpu(), oracle, rtol=2e-6, atol=1e-12)
+    assert narrowed >= 6, f"rows should overflow the scratch at their last attempt: {narrowed} of 8"

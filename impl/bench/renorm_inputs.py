@@ -1,13 +1,14 @@
 """Renorm on rows unlike the bench's, against FlashInfer in one process: does the speed claim travel?
 
     python -m impl.bench.renorm_inputs [--families all] [--batches 1,64,256] [--vocabs 129280]
+                                       [--settings top_k=50,top_k=1000,top_p=0.9,top_p=0.95]
                                        [--rounds 3] [--flashinfer-aot DIR] [--json FILE]
 
 Every renorm table elsewhere uses one input family, softmax(3 x randn) rows. The kernels' first pass
 splits keys at fixed octaves where such rows keep their pivots, so a different shape of row may
 move the pivot, the candidate count and the time. This sweep times the same calls on the families
 of ``FAMILIES`` (each a seeded generator, described in its entry), with k in {50, 1000} and p in
-{0.9, 0.95} as a [rows] tensor:
+{0.9, 0.95} as a [rows] tensor (``--settings`` picks others):
 
 - graph: CUDA-graph replay, 50 calls a graph, median of 20 replays (impl/bench/timing.py);
 - eager: ``triton.testing.do_bench`` median of plain calls;
@@ -71,11 +72,20 @@ def _bf16_rounded(rows: int, vocab: int, gen):
     return torch.softmax(torch.randn(rows, vocab, generator=gen) * 3, -1).bfloat16().float()
 
 
+def _uniform(rows: int, vocab: int, gen):
+    # Every entry 1 / vocab: constant logits (an untrained or zero-initialised head). One tie spans the row.
+    import torch
+
+    return torch.full((rows, vocab), 1.0 / vocab, dtype=torch.float32)
+
+
 # name -> (what the rows look like, generator(rows, vocab, torch.Generator) -> fp32 CPU rows)
 FAMILIES = {
     "softmax3": ("softmax(3 x randn): the bench's rows (the control)", _softmax_of(3.0)),
     "softmax1": ("softmax(randn): flat rows, top-p keeps a large share", _softmax_of(1.0)),
     "softmax6": ("softmax(6 x randn): peaked rows, top-p keeps few", _softmax_of(6.0)),
+    "softmax0.1": ("softmax(0.1 x randn): near-flat rows (a high temperature, random weights)", _softmax_of(0.1)),
+    "uniform": ("every entry 1 / vocab: one tie across the row", _uniform),
     "zipf1.1": ("p ~ rank^-1.1 over permuted ranks: a power-law tail", _zipf),
     "one-token": ("3 x randn logits, one token raised to 85-95% of the mass", _one_token),
     "bf16-rounded": ("softmax(3 randn) through bf16: ties", _bf16_rounded),
@@ -98,7 +108,29 @@ def kept_by_definition(probs, op: str, value: float):
     return x >= ascending.gather(1, first)
 
 
-def measure(families, batches, vocabs, rounds: int, flashinfer=None) -> list[dict]:
+def parse_settings(text: str) -> tuple[tuple[str, float], ...]:
+    """'top_k=50,top_p=0.99' -> (("top_k", 50), ("top_p", 0.99)); ValueError naming the bad item."""
+    out = []
+    for item in text.split(","):
+        op, _, value = item.partition("=")
+        if op == "top_k" and value.isdigit() and int(value) >= 1:
+            out.append((op, int(value)))
+        elif op == "top_p" and _is_float(value) and 0.0 < float(value) <= 1.0:
+            out.append((op, float(value)))
+        else:
+            raise ValueError(f"{item!r}: expected top_k=<int >= 1> or top_p=<float in (0, 1]>")
+    return tuple(out)
+
+
+def _is_float(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def measure(families, batches, vocabs, rounds: int, flashinfer=None, settings=SETTINGS) -> list[dict]:
     import torch
     import triton.testing
 
@@ -111,7 +143,7 @@ def measure(families, batches, vocabs, rounds: int, flashinfer=None) -> list[dic
             for bs in batches:
                 gen = torch.Generator().manual_seed(1000 * bs + vocab % 997)
                 probs = FAMILIES[family][1](bs, vocab, gen).to("cuda")
-                for op, value in SETTINGS:
+                for op, value in settings:
                     dtype = torch.float32 if op == "top_p" else torch.int32
                     param = torch.full((bs,), value, dtype=dtype, device="cuda")
                     calls = {"ours": lambda f=getattr(impl, f"{op}_renorm"), x=probs, a=param: f(x, a)}
@@ -166,6 +198,8 @@ def main(argv: list[str] | None = None) -> int:
                     help=f"comma-separated names of FAMILIES, or all: {', '.join(FAMILIES)}")
     ap.add_argument("--batches", type=int_list(1, 4096), default=(1, 64, 256), help="rows per case, e.g. 1,64,256")
     ap.add_argument("--vocabs", type=int_list(1, 1 << 20), default=(129280,), help="row lengths, e.g. 32000,129280")
+    ap.add_argument("--settings", default=None,
+                    help="comma-separated top_k=K / top_p=P cases (default: top_k=50,top_k=1000,top_p=0.9,top_p=0.95)")
     ap.add_argument("--rounds", type=bounded_int(1, 100), default=3)
     ap.add_argument("--flashinfer-aot", help="folder of FlashInfer's prebuilt modules (its columns; '-' without it)")
     ap.add_argument("--json", type=Path)
@@ -174,6 +208,10 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [f for f in families if f not in FAMILIES]
     if unknown:
         fail(ap.prog, f"--families: unknown {unknown[0]!r}; expected some of: {', '.join(FAMILIES)}")
+    try:
+        settings = SETTINGS if args.settings is None else parse_settings(args.settings)
+    except ValueError as err:
+        fail(ap.prog, f"--settings: {err}")
     import torch
 
     if not torch.cuda.is_available():
@@ -181,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     from impl.bench import baselines
 
     flashinfer = baselines.flashinfer_sampling(args.flashinfer_aot)
-    rows = measure(families, args.batches, args.vocabs, args.rounds, flashinfer)
+    rows = measure(families, args.batches, args.vocabs, args.rounds, flashinfer, settings)
     print(table(rows))
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1) + "\n")

@@ -50,7 +50,7 @@ MAX_LAUNCHES = 24
 STATE_W = tl.constexpr(FIRST_TICKET + MAX_LAUNCHES)
 
 # Per-(row, chunk) partials, PART_W fp64 words: counts at [0, NB), masses at [MASS_AT, MASS_AT + NB),
-# the compaction's counts of top-k's LOW buckets at [LOW_AT, LOW_AT + 16).
+# the narrowing's (_narrow) counts at [LOW_AT, LOW_AT + 16) and top-p's masses at [0, 16).
 NB_MAX = tl.constexpr(16)  # most sub-ranges one pass splits into
 MASS_AT = NB_MAX
 LOW_AT = tl.constexpr(32)
@@ -78,13 +78,14 @@ KEY_END = tl.constexpr(0x7F800001)  # one past +inf's key
 #   top-k: 16 buckets one octave wide, [0, 2^-25), [2^-25, 2^-24), ..., [2^-12, 2^-11), [2^-11, the
 #          row's largest key]; 4-bit fields, so at most 15 loop steps a program. A one-octave start
 #          halves the segments the compaction reads against two (k = 50: 12.3% -> 6.3% of the row).
-#          A top-k row whose pivot lies in bucket 0 with more keys there than the scratch holds (a
-#          confident step: one token holds nearly all the mass, the k-th largest key lies below
-#          2^-25) is narrowed by the compaction, which reads the row for it: it counts bucket 0's keys
-#          in 16 LOW buckets (0 alone, then by depth d below 2^-25, bucket 15 - floor(sqrt(2 d)): 1, 1,
-#          3, 3, 5, 5, ... octaves wide going down), keeps the one holding the pivot, and the finish
-#          copies that bucket's keys from the row. A pivot of 0 (fewer than k positive keys) needs no
-#          copy. docs/performance.md, "Rows unlike the bench's".
+#          A row whose range still holds more keys than the scratch at the last compaction attempt
+#          (either op) is narrowed by that compaction, which reads the row for it (_narrow): a flat
+#          row holds most of its keys within an octave, a confident top-k step (the k-th largest key
+#          below 2^-25) in bucket 0. Bucket 0 is counted in 16 LOW buckets (0 alone, then by depth d
+#          below 2^-25, bucket 15 - floor(sqrt(2 d)): 1, 1, 3, 3, 5, 5, ... octaves wide going down),
+#          any other range split 16 ways evenly; the sub-range holding the pivot is kept, cut to the
+#          range's smallest and largest key, and the finish copies its keys from the row. A pivot of
+#          0 (fewer than k positive keys) needs no copy. docs/performance.md, "Rows unlike the bench's".
 #   top-p: 8 buckets two octaves wide, [0, 2^-24), [2^-24, 2^-22), ..., [2^-12, the row's largest key];
 #          8-bit fields (at most 255 steps). It also weighs each bucket in fp32, an accumulator a
 #          bucket: 16 would cost more than the narrower start saves (its compaction reads every key).
@@ -709,7 +710,7 @@ def _compact_kernel(
     probs_ptr, param_ptr, param_scalar, cand_ptr, seg_ptr, list_ptr, part_ptr, state_ptr, fstate_ptr, V, chunk_len,
     num_chunks, cap, TOP_P: tl.constexpr, PARAM_IS_TENSOR: tl.constexpr, ATTEMPT: tl.constexpr, ADAPT: tl.constexpr,
     MASSES: tl.constexpr, SEG_MAP: tl.constexpr, TICKET: tl.constexpr, BLOCK: tl.constexpr, CHUNKS_P2: tl.constexpr,
-    PREFETCH: tl.constexpr,
+    PREFETCH: tl.constexpr, NARROW: tl.constexpr,
 ):
     # Copy the keys in [lo, hi) of a not-yet-compacted row into its candidate scratch when they
     # fit. The pass just before counted them per chunk (part word CHOSEN), so each program knows
@@ -719,7 +720,8 @@ def _compact_kernel(
     # launch reads (MASSES: top-p's first attempt). ADAPT: the range shrinks to the smallest and
     # largest key copied. With SEG_MAP (not MASSES) only the segments whose largest key is >= lo are
     # read (_copy_from_segments; list_ptr: per row, one word per segment, each program's at its own).
-    # PREFETCH: _copy_in_range's, or with the map _copy_from_segments'.
+    # PREFETCH: _copy_in_range's, or with the map _copy_from_segments'. NARROW (the last attempt of
+    # the finish path, never top-p's first): a row that still does not fit is narrowed (_narrow).
     chunk = tl.program_id(0)
     row = tl.program_id(1)
     srow, frow = _row_words(state_ptr, fstate_ptr, row)
@@ -771,10 +773,10 @@ def _compact_kernel(
                 tl.store(frow + TARGET, (1.0 - _goal(param_ptr, param_scalar, row, V, TOP_P, PARAM_IS_TENSOR)) * total)
             if fits:
                 _compacted(srow, frow, rows_of, live, lo, hi, n, TOP_P, ATTEMPT, ADAPT)
-    if not TOP_P and not ADAPT:  # (the whole-row scratch of small batches holds any row)
-        if (tl.load(srow + COMPACTED) == 0) & (n > cap) & (tl.load(srow + LO) == 0):
-            _narrow_below(probs_ptr, param_ptr, param_scalar, part_ptr, srow, frow, row, chunk, V, chunk_len,
-                          num_chunks, PARAM_IS_TENSOR, ATTEMPT, TICKET, BLOCK, CHUNKS_P2)
+    if NARROW:  # the last attempt, on the capped scratch: a row still overflowing it is narrowed
+        if (tl.load(srow + COMPACTED) == 0) & (n > cap):
+            _narrow(probs_ptr, param_ptr, param_scalar, part_ptr, srow, frow, row, chunk, V, chunk_len, num_chunks,
+                    TOP_P, PARAM_IS_TENSOR, ATTEMPT, TICKET, CHUNKS_P2)
 
 
 @triton.jit
@@ -789,40 +791,80 @@ def _low_bucket(key):
 
 
 @triton.jit
-def _narrow_below(probs_ptr, param_ptr, param_scalar, part_ptr, srow, frow, row, chunk, V, chunk_len, num_chunks,
-                  PARAM_IS_TENSOR: tl.constexpr, ATTEMPT: tl.constexpr, TICKET: tl.constexpr, BLOCK: tl.constexpr,
-                  CHUNKS_P2: tl.constexpr):
-    # Top-k, a row whose pivot lies in bucket 0 ([0, hi), hi <= 2^-25) and whose bucket 0 overflows the
-    # scratch: count its keys per LOW bucket and sum the row's mass (fp64); the row's last program keeps
-    # the LOW bucket holding the pivot (its keys are copied by the finish: CHOSEN / CHOSEN_COUNT say
-    # which and how many), or, when that is bucket 0 (the pivot is 0), marks the row compacted with no
-    # candidates and its whole mass above them.
+def _narrow(probs_ptr, param_ptr, param_scalar, part_ptr, srow, frow, row, chunk, V, chunk_len, num_chunks,
+            TOP_P: tl.constexpr, PARAM_IS_TENSOR: tl.constexpr, ATTEMPT: tl.constexpr, TICKET: tl.constexpr,
+            CHUNKS_P2: tl.constexpr):
+    # A row whose range [lo, hi) still holds more keys than the scratch after its last compaction
+    # attempt (flat rows hold most of their keys within an octave; a confident top-k step holds them
+    # in bucket 0): count (and, top-p, weigh in fp64) its keys in 16 sub-ranges, note the range's
+    # smallest and largest key, and let the row's last program keep the sub-range holding the pivot,
+    # cut to [smallest, largest] (a range of one repeated key collapses to that key). The finish
+    # copies the kept sub-range's keys from the row when they fit (CHOSEN_COUNT says how many).
+    # Sub-ranges: top-k's bucket 0 ([0, hi), hi <= 2^-25) by _low_bucket, where a pivot of 0 (fewer
+    # than k positive keys) marks the row compacted with no candidates and its whole mass above
+    # them; any other range split evenly, as a pass splits it.
+    NARROW_BLOCK: tl.constexpr = 256  # a [block, 16] fp64 tile for top-p's masses: kept small
     bins = tl.arange(0, 16)
+    lo = tl.load(srow + LO).to(tl.int32)
     hi = tl.load(srow + HI).to(tl.int32)
+    low = (lo == 0) & (not TOP_P)
+    s = _split_shift(lo, hi, 16)
     start = chunk * chunk_len
     end = tl.minimum(start + chunk_len, V)
     src = probs_ptr + row.to(tl.int64) * V
     counts = tl.zeros([16], tl.int32)
-    mass = tl.zeros([], tl.float64)  # a scalar: this branch must not add registers to the compaction's
-    for off in range(start, end, BLOCK):
-        offs = off + tl.arange(0, BLOCK)
+    masses = tl.zeros([16], tl.float64)
+    row_mass = tl.zeros([], tl.float64)  # top-k: the pivot-0 case keeps the whole row
+    kmin = tl.full([], KEY_NONE, tl.int32)
+    kmax = tl.full([], -1, tl.int32)
+    for off in range(start, end, NARROW_BLOCK):
+        offs = off + tl.arange(0, NARROW_BLOCK)
         x, key = _load_keys(src + offs, offs < end)
-        counts += tl.histogram(_low_bucket(key), 16, mask=(offs < end) & (key < hi))
-        mass += tl.sum(x.to(tl.float64), axis=0)  # masked and cleaned lanes load 0
+        inside = (offs < end) & (key >= lo) & (key < hi)
+        d = tl.where(low, _low_bucket(key), (key - lo) >> s)
+        counts += tl.histogram(d, 16, mask=inside)
+        kmin = tl.minimum(kmin, tl.min(tl.where(inside, key, KEY_NONE), axis=0))
+        kmax = tl.maximum(kmax, tl.max(tl.where(inside, key, -1), axis=0))
+        if TOP_P:
+            hit = inside[:, None] & (d[:, None] == bins[None, :])
+            masses += tl.sum(tl.where(hit, x.to(tl.float64)[:, None], 0.0), axis=0)
+        else:
+            row_mass += tl.sum(x.to(tl.float64), axis=0)  # masked and cleaned lanes load 0
     prow = _partials(part_ptr, row, chunk, num_chunks)
     tl.store(prow + LOW_AT + bins, counts.to(tl.float64))
-    tl.store(prow + ABOVE_SLOT, mass)
+    if TOP_P:  # the row's partials are this launch's alone: counts, masses and key bounds apart
+        tl.store(prow + bins, masses)
+    else:
+        tl.store(prow + ABOVE_SLOT, row_mass)
+    tl.store(prow + MIN_KEY_SLOT, kmin.to(tl.float64))  # keys are exact in fp64
+    tl.store(prow + MAX_KEY_SLOT, kmax.to(tl.float64))
     ticket = tl.atomic_add(srow + TICKET, 1)
     if ticket == num_chunks - 1:
         tl.store(srow + TICKET, 0)  # ready for the next call
         c = tl.arange(0, CHUNKS_P2)
         live = c < num_chunks
         rows_of = _partials(part_ptr, row, c, num_chunks)
-        low = tl.sum(tl.load(rows_of[:, None] + LOW_AT + bins[None, :], mask=live[:, None], other=0.0,
-                             cache_modifier=".cg"), axis=0)
-        level = tl.load(srow + ABOVE_COUNT).to(tl.float64)  # keys at or above hi
-        u = _top_k_bin(low, level, _goal(param_ptr, param_scalar, row, V, False, PARAM_IS_TENSOR), 16)
-        if u == 0:  # the pivot is 0: every key is kept, zeros weigh nothing
+        counts_f = tl.sum(tl.load(rows_of[:, None] + LOW_AT + bins[None, :], mask=live[:, None], other=0.0,
+                                  cache_modifier=".cg"), axis=0)
+        if TOP_P:
+            masses = tl.sum(tl.load(rows_of[:, None] + bins[None, :], mask=live[:, None], other=0.0,
+                                    cache_modifier=".cg"), axis=0)
+        lowest = tl.min(tl.load(rows_of + MIN_KEY_SLOT, mask=live, other=KEY_NONE, cache_modifier=".cg"),
+                        axis=0).to(tl.int64)
+        highest = tl.max(tl.load(rows_of + MAX_KEY_SLOT, mask=live, other=-1.0, cache_modifier=".cg"),
+                         axis=0).to(tl.int64)
+        level, goal = _level_and_goal(srow, frow, param_ptr, param_scalar, row, V, TOP_P, PARAM_IS_TENSOR)
+        if low:
+            u = _top_k_bin(counts_f, level, goal, 16)
+            j = 15 - u  # LOW bucket u > 0 holds keys ceil(j^2 / 2) to ceil((j + 1)^2 / 2) - 1 octaves below 2^-25
+            deepest = ((j + 1) * (j + 1) + 1) // 2 - 1
+            new_lo = tl.maximum(tl.maximum(101 - deepest, 0) << 23, 1).to(tl.int64)
+            new_hi = tl.minimum((102 - (j * j + 1) // 2) << 23, hi).to(tl.int64)
+            level = level + tl.sum(tl.where(bins > u, counts_f, 0.0), axis=0)
+            n_in = tl.sum(tl.where(bins == u, counts_f, 0.0), axis=0)
+        else:
+            new_lo, new_hi, u, level, n_in = _choose(counts_f, masses, lo, hi, s, level, goal, TOP_P, 16)
+        if low & (u == 0):  # the pivot is 0: every key is kept, zeros weigh nothing
             total = tl.sum(tl.load(rows_of + ABOVE_SLOT, mask=live, other=0.0, cache_modifier=".cg"), axis=0)
             tl.store(frow + ABOVE_MASS, total)
             tl.store(srow + HI, 1)
@@ -830,13 +872,21 @@ def _narrow_below(probs_ptr, param_ptr, param_scalar, part_ptr, srow, frow, row,
             tl.store(srow + COMPACTED_FROM, 0)
             tl.store(srow + COMPACTED, ATTEMPT)
         else:
-            j = 15 - u  # the bucket's keys lie ceil(j^2 / 2) to ceil((j + 1)^2 / 2) - 1 octaves below 2^-25
-            deepest = ((j + 1) * (j + 1) + 1) // 2 - 1
-            tl.store(srow + LO, tl.maximum(tl.maximum(101 - deepest, 0) << 23, 1).to(tl.int64))
-            tl.store(srow + HI, tl.minimum((102 - (j * j + 1) // 2) << 23, hi).to(tl.int64))
-            tl.store(srow + ABOVE_COUNT, (level + tl.sum(tl.where(bins > u, low, 0.0), axis=0)).to(tl.int64))
+            # [lowest, highest] holds every key of [lo, hi): cutting to it drops no key, so the level
+            # (keys above, mass below) stands. A sub-range holding no key (top-p's lowest, all zeros)
+            # keeps its bounds.
+            cut_lo = tl.maximum(new_lo, lowest)
+            cut_hi = tl.minimum(new_hi, highest + 1)
+            ok = cut_lo < cut_hi
+            tl.store(srow + LO, tl.where(ok, cut_lo, new_lo))
+            tl.store(srow + HI, tl.where(ok, cut_hi, new_hi))
+            if TOP_P:
+                tl.store(frow + BELOW_MASS, level)
+            else:
+                tl.store(srow + ABOVE_COUNT, level.to(tl.int64))
             tl.store(srow + CHOSEN, u.to(tl.int64) + LOW_AT)
-            tl.store(srow + CHOSEN_COUNT, tl.sum(tl.where(bins == u, low, 0.0), axis=0).to(tl.int64))
+            tl.store(srow + CHOSEN_COUNT, n_in.to(tl.int64))
+
 
 @triton.jit
 def _compacted(srow, frow, rows_of, live, lo, hi, n, TOP_P: tl.constexpr, ATTEMPT: tl.constexpr, ADAPT: tl.constexpr):
@@ -859,17 +909,32 @@ def _compacted(srow, frow, rows_of, live, lo, hi, n, TOP_P: tl.constexpr, ATTEMP
 
 
 @triton.jit
+def _mass_at_or_above(src, n, lo, BLOCK: tl.constexpr):
+    # fp64 mass of the keys >= lo in src[0:n), each step's load issued a step ahead.
+    acc = tl.zeros([BLOCK], tl.float64)
+    ahead = tl.load(src + tl.arange(0, BLOCK), mask=tl.arange(0, BLOCK) < n, other=0.0)
+    for off in range(0, n, BLOCK):
+        offs = off + tl.arange(0, BLOCK)
+        x, key = _clean(ahead)
+        ahead = tl.load(src + offs + BLOCK, mask=offs + BLOCK < n, other=0.0)
+        acc += tl.where((offs < n) & (key >= lo), x.to(tl.float64), 0.0)
+    return tl.sum(acc, axis=0)
+
+
+@triton.jit
 def _finish_kernel(
     probs_ptr, param_ptr, param_scalar, cand_ptr, state_ptr, fstate_ptr, V, cap, TOP_P: tl.constexpr,
     PARAM_IS_TENSOR: tl.constexpr, NB: tl.constexpr, SORT_CAP: tl.constexpr, BLOCK: tl.constexpr,
-    PREFETCH: tl.constexpr,
+    PREFETCH: tl.constexpr, ROW_BLOCK: tl.constexpr,
 ):
     # One program per row runs the remaining passes back to back over the row's candidates
     # (cache-resident), moving the ones still in range to the front each pass so the scans shrink
     # with the range, until at most SORT_CAP remain: it sorts those and reads the pivot off (as the
     # small-batch gather does; SORT_CAP 0: passes to the end). A row that never fit the scratch
     # scans its full row every pass. Then top-k sums its kept mass. No partials, tickets or
-    # further launches. FINISHED_BY says whether the row sorted.
+    # further launches. FINISHED_BY says whether the row sorted. A whole-row read in one program is
+    # bound by its load latency, not by bandwidth: the copy of a narrowed row's keys and the kept
+    # mass of a row never compacted step ROW_BLOCK entries at a time (more bytes in flight).
     row = tl.program_id(0)
     srow, frow = _row_words(state_ptr, fstate_ptr, row)
     compacted = tl.load(srow + COMPACTED) != 0
@@ -880,12 +945,13 @@ def _finish_kernel(
     if compacted:
         src = cand_ptr + row.to(tl.int64) * cap
         n = tl.load(srow + NCAND).to(tl.int32)
-    elif not TOP_P:
-        if tl.load(srow + CHOSEN_COUNT) <= cap:  # narrowed by the compaction (_narrow_below): copy its keys
+    else:
+        if tl.load(srow + CHOSEN_COUNT) <= cap:  # narrowed by the compaction (_narrow): copy its keys
             dst = cand_ptr + row.to(tl.int64) * cap
-            copied, above_range, _, _, _, _ = _copy_in_range(src, 0, V, lo, hi, dst, tl.zeros([], tl.int64), True,
-                                                             False, False, BLOCK, PREFETCH)
-            tl.store(frow + ABOVE_MASS, above_range)
+            copied, above_range, _, _, _, _ = _copy_in_range(src, 0, V, lo, hi, dst, tl.zeros([], tl.int64),
+                                                             not TOP_P, False, False, ROW_BLOCK, True)
+            if not TOP_P:
+                tl.store(frow + ABOVE_MASS, above_range)
             tl.store(srow + NCAND, copied)
             tl.store(srow + COMPACTED_FROM, lo)
             tl.debug_barrier()  # the copied keys are visible to every thread of the passes
@@ -911,12 +977,10 @@ def _finish_kernel(
         tl.store(frow + BELOW_MASS, level)
     else:
         if not sorted_:
-            acc = tl.zeros([BLOCK], tl.float64)
-            for off in range(0, n, BLOCK):
-                offs = off + tl.arange(0, BLOCK)
-                x, key = _load_keys(src + offs, offs < n)
-                acc += tl.where((offs < n) & (key >= lo), x.to(tl.float64), 0.0)
-            kept = tl.sum(acc, axis=0)
+            if compacted:
+                kept = _mass_at_or_above(src, n, lo, BLOCK)
+            else:
+                kept = _mass_at_or_above(src, n, lo, ROW_BLOCK)
         if compacted:
             kept += tl.load(frow + ABOVE_MASS) + above  # what the compaction and the loop left above
         tl.store(frow + KEPT, kept)

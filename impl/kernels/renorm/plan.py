@@ -150,14 +150,17 @@ def _plan(bs: int, vocab: int, top_p: bool, param_is_tensor: bool, t: RenormTuni
             if bs >= t.large_batch_rows[top_p]:
                 huge = bs >= t.huge_batch_rows[top_p]
                 block, warps = (t.huge_batch_compact if huge else t.large_batch_compact)[top_p]
-            meta = dict(**param, **common, ATTEMPT=attempt, ADAPT=small, MASSES=top_p and attempt == 1,
-                        SEG_MAP=seg_map, BLOCK=block, PREFETCH=t.prefetch_compact[top_p], num_warps=warps)
+            masses = top_p and attempt == 1
+            narrow = not small and not masses and attempt == t.compact_attempts[top_p]
+            meta = dict(**param, **common, ATTEMPT=attempt, ADAPT=small, MASSES=masses, SEG_MAP=seg_map,
+                        NARROW=narrow, BLOCK=block, PREFETCH=t.prefetch_compact[top_p], num_warps=warps)
             launches.append(_Launch(rk._compact_kernel, grid, "compact", sizes, meta))
         else:  # "finish"
             block, warps = t.finish[top_p]
             launches.append(_Launch(rk._finish_kernel, (bs,), "finish", (vocab, cap),
                                     dict(**param, NB=nb, SORT_CAP=t.finish_sort[top_p], BLOCK=block,
-                                         PREFETCH=t.prefetch_finish[top_p], num_warps=warps)))
+                                         PREFETCH=t.prefetch_finish[top_p], ROW_BLOCK=t.finish_row_block,
+                                         num_warps=warps)))
         ticket += kind != "finish"
     block, warps = t.write
     write = _Launch(rk._write_kernel, (chunks, bs), "write", (vocab, chunk_len),

@@ -83,6 +83,10 @@ class RenormTuning:
     # finish at 64 rows 30.7 / 32.8 -> 27.8 / 29.6 us, at 128 rows 32.8 / 35.2 -> 28.6 / 30.4 (p = 0.9
     # / 0.95, profiler, medians of 5 turns); top-k's 0.1-0.8 us faster (renorm v16, docs/performance.md).
     prefetch_finish: bool | tuple[bool, bool] = (True, True)
+    # The finish kernel's whole-row reads (one program a row: copying the keys of a row the compaction
+    # narrowed, the kept mass of a row never compacted) step this many entries at a time: latency,
+    # not bandwidth, bounds them (docs/performance.md, "Rows unlike the bench's").
+    finish_row_block: int = 2048
     # (chunk, row) programs to aim for; chunks are whole multiples of chunk_align columns.
     chunk_align: int = 1024
     # 1024 against 1280: at 64 rows (top-p) 16 chunks, 1024 programs of 8 warps, within one wave of an
@@ -152,6 +156,8 @@ class RenormTuning:
                 refuse(name, "must be an int >= 1 or a (top-k, top-p) pair of them")
         if not isinstance(self.small_batch_passes, int) or self.small_batch_passes < 1:
             refuse("small_batch_passes", "must be >= 1 (the gather places its keys by the last pass's counts)")
+        if not pow2(self.finish_row_block) or self.finish_row_block > 1 << 14:
+            refuse("finish_row_block", "must be a power of two <= 16384 (one int32 reduction counts two things)")
         for name in ("sort_capacity", "short_sort"):  # tl.sort sizes
             if not pow2(getattr(self, name)):
                 refuse(name, "must be a power of two")
