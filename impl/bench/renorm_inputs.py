@@ -113,7 +113,7 @@ def parse_settings(text: str) -> tuple[tuple[str, float], ...]:
     out = []
     for item in text.split(","):
         op, _, value = item.partition("=")
-        if op == "top_k" and value.isdigit() and int(value) >= 1:
+        if op == "top_k" and value.isdecimal() and int(value) >= 1:
             out.append((op, int(value)))
         elif op == "top_p" and _is_float(value) and 0.0 < float(value) <= 1.0:
             out.append((op, float(value)))
