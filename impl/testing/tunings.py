@@ -14,13 +14,15 @@ SMALL_BATCH = 10**9  # finish_min_rows no test batch reaches: the small-batch pa
 def renorm_tunings() -> dict[str, RenormTuning]:
     """By path: small batches (passes, then a sorted gather, or range passes when 4 sort slots are too few),
     or compaction + finish (roomy scratch: the finish sorts the candidates at once, or after range passes
-    when it may sort only 2; 4 slots: rows that never fit finish from their full row; the segment maxima
-    at any batch; the loads a step ahead)."""
+    when it may sort only 2; 4 slots: rows narrowed by the last compaction, or finishing from their full
+    row; the segment maxima at any batch; the loads a step ahead)."""
     return {
         "small-batch": RenormTuning(finish_min_rows=SMALL_BATCH),
         "small-batch, 4 sort slots": RenormTuning(finish_min_rows=SMALL_BATCH, sort_capacity=4),
         "finish": RenormTuning(finish_min_rows=1),
         "finish, 2-key sort": RenormTuning(finish_min_rows=1, finish_sort=(2, 2)),
+        # 4 slots: rows that do not fit are narrowed by the last compaction and copied by the finish, or (ties
+        # wider than the scratch) finish from their full row
         "finish, 4-slot scratch": RenormTuning(finish_min_rows=1, candidate_capacity=4),
         # the segment maxima at every batch (the defaults use them for top-k from 32 rows): both ops read
         # only the segments at or above the compaction's and the write's thresholds
