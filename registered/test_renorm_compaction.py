@@ -274,7 +274,8 @@ def test_top_p_first_pass_widens_its_range_near_the_target():
                                          ("prefetch_compact", (True, "no")), ("narrow_pass", (256, 3)),
                                          ("wide_pass", ((256, 4), (96, 4))), ("finish", ((512, 4), (1024, 6))),
                                          ("gather_warps", 3), ("prefetch_write", 1),
-                                         ("prefetch_finish", (False, None))])
+                                         ("prefetch_finish", (False, None)), ("finish_first_split", (-1, 256)),
+                                         ("finish_first_split", True)])
 def test_tuning_refuses_bad_settings(name, value):
     """The gather places its keys by the last pass's per-chunk counts (a plan needs a pass), tl.sort
     sizes and launch shapes are powers of two, passes split at most NB_MAX ways, the launches that read
@@ -369,3 +370,85 @@ def test_the_compaction_shape_steps_up_with_the_batch(top_p):
         compact = next(launch for launch in plan.launches if launch.args == "compact")
         assert (compact.meta["BLOCK"], compact.meta["num_warps"]) == shapes[tier][top_p], (rows_k, rows_p)
         assert compact.meta["PREFETCH"] is top_p
+
+
+@register(suite="kernels", hardware=["cpu"], schedule="per-commit", est_time=1)
+@pytest.mark.parametrize("top_p", [False, True], ids=["top_k", "top_p"])
+def test_the_finish_moves_nothing_first_below_its_row_bound(top_p):
+    """finish_first_split (by op): batches below it take the finish whose first pass moves nothing;
+    the default keeps top-p's off from 256 rows (two finish programs an SM), top-k's on everywhere."""
+    t = dataclasses.replace(renorm.DEFAULT_TUNING, finish_first_split=(8, 16), finish_min_rows=1)  # all finish
+    for rows, on in [(1, True), (7, True), (8, top_p), (15, top_p), (16, False), (300, False)]:
+        finish = rplan._plan(rows, 4096, top_p, True, t).launches[-1]
+        assert finish.args == "finish" and finish.meta["FIRST_SPLIT"] is on, rows
+    default = {rows: rplan._plan(rows, 129280, top_p, True, renorm.DEFAULT_TUNING).launches[-1].meta["FIRST_SPLIT"]
+               for rows in (32, 64, 128, 255, 256, 512)}
+    assert default == {rows: not top_p or rows < 256 for rows in default}
+
+
+def _sub_range(lo: int, hi: int, key: int, ways: int) -> tuple[int, int]:
+    """The sub-range of [lo, hi) holding key when a pass splits it `ways` ways, by its definition
+    (kernels.py _split_shift: the smallest s with (hi - lo - 1) >> s < ways; sub-range d starts at
+    lo + d << s)."""
+    s = 0
+    while (hi - lo - 1) >> s >= ways:
+        s += 1
+    start = lo + ((key - lo) >> s << s)
+    return start, min(start + (1 << s), hi)
+
+
+def _split_rows(seed: int) -> torch.Tensor:
+    """Probability rows (softmax of 3 x, 1 x randn), bf16-rounded ones (ties across sub-ranges' keys)
+    and a row of a few large entries over a floor (its candidates in one sub-range)."""
+    g = torch.Generator().manual_seed(seed)
+    logits = torch.randn(5, VOCAB, generator=g, dtype=torch.float64) * torch.tensor([[3.0], [3.0], [1.0], [3.0], [1.0]])
+    p = torch.softmax(logits, -1).float()
+    p[3] = p[3].bfloat16().float()
+    p[4] = 1e-5 * torch.rand(VOCAB, generator=g)
+    p[4, torch.randperm(VOCAB, generator=g)[:30]] = 0.01 + 0.02 * torch.rand(30, generator=g)
+    return p
+
+
+@register(suite="kernels", hardware=["cpu", "h200-1"], schedule="per-commit", est_time=20)
+@pytest.mark.parametrize("top_p", [False, True], ids=["top_k", "top_p"])
+def test_the_finish_first_pass_over_its_candidates_moves_none(top_p):
+    """The finish's first pass over more than finish_sort candidates counts (top-p: weighs in fp64)
+    them in finish_split sub-ranges of their range and keeps the one holding the pivot (the
+    oracle's), moving nothing: CHOSEN is that sub-range of the range the compaction copied,
+    CHOSEN_COUNT the keys in it. Rows at or below finish_sort skip it (sorted at once). With
+    finish_first_split off the finish's passes do it all. Outputs are the oracle's either way."""
+    probs = _split_rows(11)
+    param = torch.tensor([0.9, 0.95, 0.5, 0.9, 0.3]) if top_p else torch.tensor([50, 1000, 5, 200, 12])
+    oracle = (R.top_p_renorm if top_p else R.top_k_renorm)(probs, param)
+    op = K.top_p_renorm if top_p else K.top_k_renorm
+    sort_cap, split_rows = 16, 0
+    for kw in ({}, dict(large_batch_rows=1)):  # top-k: the compaction reads every key / the listed segments
+        for split in (True, False):
+            below = 99 if split else 0  # rows below which the first pass moves nothing
+            tuning = _tuning(finish_min_rows=1, finish_first_split=(below, below), finish_sort=(sort_cap, sort_cap),
+                             **kw)
+            plan = rplan._plan(probs.shape[0], VOCAB, top_p, True, tuning)
+            assert plan.launches[-1].args == "finish" and plan.launches[-1].meta["FIRST_SPLIT"] == split
+            before = api._select(probs.to(DEV), None, param.to(DEV),
+                                 dataclasses.replace(plan, launches=plan.launches[:-1]))[0].cpu()
+            after = api._select(probs.to(DEV), None, param.to(DEV), plan)[0].cpu()
+            for r in range(probs.shape[0]):
+                keys = probs[r].view(torch.int32).long()
+                lo0, hi0 = int(before[r, int(rk.LO)]), int(before[r, int(rk.HI)])
+                assert int(before[r, int(rk.COMPACTED)]) == 1, (r, kw)
+                n = int(((keys >= lo0) & (keys < hi0)).sum())
+                assert int(after[r, int(rk.NCAND)]) == n, (r, kw)
+                pivot = int(keys[oracle[r] != 0].min())
+                assert int(after[r, int(rk.LO)]) == pivot, (r, kw, split)
+                chosen = (int(after[r, int(rk.CHOSEN)]), int(after[r, int(rk.CHOSEN_COUNT)]))
+                if split and n > sort_cap and hi0 - lo0 > 1:
+                    split_rows += 1
+                    ways = tuning.finish_split[top_p]
+                    lo1, hi1 = _sub_range(lo0, hi0, pivot, ways)
+                    width = _sub_range(lo0, hi0, lo0, ways)[1] - lo0
+                    assert chosen == ((lo1 - lo0) // width, int(((keys >= lo1) & (keys < hi1)).sum())), (r, kw)
+                else:  # the compaction's words, untouched by the finish
+                    assert chosen == (int(before[r, int(rk.CHOSEN)]), int(before[r, int(rk.CHOSEN_COUNT)])), (r, kw)
+            problem = mismatch(RENORM, op(probs.to(DEV), param.to(DEV), tuning=tuning), oracle)
+            assert problem is None, (kw, split, problem)
+    assert split_rows >= 6, f"most rows should hold more than {sort_cap} candidates: {split_rows} of 10 split"

@@ -710,7 +710,7 @@ def _compact_kernel(
     probs_ptr, param_ptr, param_scalar, cand_ptr, seg_ptr, list_ptr, part_ptr, state_ptr, fstate_ptr, V, chunk_len,
     num_chunks, cap, TOP_P: tl.constexpr, PARAM_IS_TENSOR: tl.constexpr, ATTEMPT: tl.constexpr, ADAPT: tl.constexpr,
     MASSES: tl.constexpr, SEG_MAP: tl.constexpr, TICKET: tl.constexpr, BLOCK: tl.constexpr, CHUNKS_P2: tl.constexpr,
-    PREFETCH: tl.constexpr, NARROW: tl.constexpr,
+    PREFETCH: tl.constexpr, NARROW: tl.constexpr, LANES: tl.constexpr = 32,
 ):
     # Copy the keys in [lo, hi) of a not-yet-compacted row into its candidate scratch when they
     # fit. The pass just before counted them per chunk (part word CHOSEN), so each program knows
@@ -722,6 +722,7 @@ def _compact_kernel(
     # read (_copy_from_segments; list_ptr: per row, one word per segment, each program's at its own).
     # PREFETCH: _copy_in_range's, or with the map _copy_from_segments'. NARROW (the last attempt of
     # the finish path, never top-p's first): a row that still does not fit is narrowed (_narrow).
+    # LANES: the program's threads (32 x warps).
     chunk = tl.program_id(0)
     row = tl.program_id(1)
     srow, frow = _row_words(state_ptr, fstate_ptr, row)
@@ -776,7 +777,7 @@ def _compact_kernel(
     if NARROW:  # the last attempt, on the capped scratch: a row still overflowing it is narrowed
         if (tl.load(srow + COMPACTED) == 0) & (n > cap):
             _narrow(probs_ptr, param_ptr, param_scalar, part_ptr, srow, frow, row, chunk, V, chunk_len, num_chunks,
-                    TOP_P, PARAM_IS_TENSOR, ATTEMPT, TICKET, CHUNKS_P2)
+                    TOP_P, PARAM_IS_TENSOR, ATTEMPT, TICKET, CHUNKS_P2, LANES)
 
 
 @triton.jit
@@ -793,7 +794,7 @@ def _low_bucket(key):
 @triton.jit
 def _narrow(probs_ptr, param_ptr, param_scalar, part_ptr, srow, frow, row, chunk, V, chunk_len, num_chunks,
             TOP_P: tl.constexpr, PARAM_IS_TENSOR: tl.constexpr, ATTEMPT: tl.constexpr, TICKET: tl.constexpr,
-            CHUNKS_P2: tl.constexpr):
+            CHUNKS_P2: tl.constexpr, LANES: tl.constexpr):
     # A row whose range [lo, hi) still holds more keys than the scratch after its last compaction
     # attempt (flat rows hold most of their keys within an octave; a confident top-k step holds them
     # in bucket 0): count (and, top-p, weigh in fp64) its keys in 16 sub-ranges, note the range's
@@ -803,7 +804,9 @@ def _narrow(probs_ptr, param_ptr, param_scalar, part_ptr, srow, frow, row, chunk
     # Sub-ranges: top-k's bucket 0 ([0, hi), hi <= 2^-25) by _low_bucket, where a pivot of 0 (fewer
     # than k positive keys) marks the row compacted with no candidates and its whole mass above
     # them; any other range split evenly, as a pass splits it.
-    NARROW_BLOCK: tl.constexpr = 256  # a [block, 16] fp64 tile for top-p's masses: kept small
+    # Top-p weighs a [block, 16] fp64 tile a step: two rows of it per lane (LANES: the program's
+    # threads). A 256-entry block cost a one-warp program 255 registers and a stack (sm_90).
+    NARROW_BLOCK: tl.constexpr = 2 * LANES if TOP_P else 256
     bins = tl.arange(0, 16)
     lo = tl.load(srow + LO).to(tl.int32)
     hi = tl.load(srow + HI).to(tl.int32)
@@ -925,7 +928,7 @@ def _mass_at_or_above(src, n, lo, BLOCK: tl.constexpr):
 def _finish_kernel(
     probs_ptr, param_ptr, param_scalar, cand_ptr, state_ptr, fstate_ptr, V, cap, TOP_P: tl.constexpr,
     PARAM_IS_TENSOR: tl.constexpr, NB: tl.constexpr, SORT_CAP: tl.constexpr, BLOCK: tl.constexpr,
-    PREFETCH: tl.constexpr, ROW_BLOCK: tl.constexpr,
+    PREFETCH: tl.constexpr, ROW_BLOCK: tl.constexpr, FIRST_SPLIT: tl.constexpr = False,
 ):
     # One program per row runs the remaining passes back to back over the row's candidates
     # (cache-resident), moving the ones still in range to the front each pass so the scans shrink
@@ -935,6 +938,9 @@ def _finish_kernel(
     # further launches. FINISHED_BY says whether the row sorted. A whole-row read in one program is
     # bound by its load latency, not by bandwidth: the copy of a narrowed row's keys and the kept
     # mass of a row never compacted step ROW_BLOCK entries at a time (more bytes in flight).
+    # FIRST_SPLIT: the first pass over more than SORT_CAP candidates moves nothing (every candidate
+    # is in range, so a moving pass would move them all); CHOSEN and CHOSEN_COUNT then name the
+    # sub-range it kept and its keys.
     row = tl.program_id(0)
     srow, frow = _row_words(state_ptr, fstate_ptr, row)
     compacted = tl.load(srow + COMPACTED) != 0
@@ -959,6 +965,16 @@ def _finish_kernel(
             n = copied.to(tl.int32)
             compacted = n >= 0
     level, goal = _level_and_goal(srow, frow, param_ptr, param_scalar, row, V, TOP_P, PARAM_IS_TENSOR)
+    if FIRST_SPLIT:
+        if compacted & (n > SORT_CAP) & (hi - lo > 1):
+            s = _split_shift(lo, hi, NB)
+            counts, masses, _, _ = _bin_stats(src, 0, n, lo, hi, s, 0, TOP_P, NB, False, BLOCK, PREFETCH)
+            new_lo, new_hi, best, level, n_in = _choose(counts.to(tl.float64), masses, lo, hi, s, level, goal,
+                                                        TOP_P, NB)
+            lo = new_lo.to(tl.int32)
+            hi = new_hi.to(tl.int32)
+            tl.store(srow + CHOSEN, best.to(tl.int64))
+            tl.store(srow + CHOSEN_COUNT, n_in.to(tl.int64))
     stop = tl.where(compacted, SORT_CAP, 0)
     lo, hi, level, n, above = _range_loop(src, n, lo, hi, level, goal, compacted.to(tl.int32), stop, TOP_P, NB, BLOCK,
                                           PREFETCH)

@@ -31,8 +31,9 @@ is the H200 tuning); tests and benchmarks pass their own with ``tuning=``.
   >= finish_min_rows rows: compact_attempts attempts, after the first pass and after each
     full 4-way pass that follows (those skip compacted rows), into candidate_capacity slots;
     then one program per row runs the remaining passes in an in-kernel loop (no
-    partials, tickets or launches) until at most finish_sort candidates remain, sorts them and
-    reads the pivot off, and sums top-k's kept mass. A row that never fit finishes from its
+    partials, tickets or launches; below finish_first_split rows the first moves nothing) until
+    at most finish_sort candidates remain, sorts them and reads the pivot off, and sums top-k's
+    kept mass. A row that never fit finishes from its
     full row: slower, still exact. From large_batch_rows rows (by op) the (chunk, row) grid is finer,
     the first pass runs large_batch_first_pass programs and the compaction one-warp programs (no
     bar.sync in its block loop), of large_batch_compact and from huge_batch_rows of huge_batch_compact.
@@ -153,13 +154,15 @@ def _plan(bs: int, vocab: int, top_p: bool, param_is_tensor: bool, t: RenormTuni
             masses = top_p and attempt == 1
             narrow = not small and not masses and attempt == t.compact_attempts[top_p]
             meta = dict(**param, **common, ATTEMPT=attempt, ADAPT=small, MASSES=masses, SEG_MAP=seg_map,
-                        NARROW=narrow, BLOCK=block, PREFETCH=t.prefetch_compact[top_p], num_warps=warps)
+                        NARROW=narrow, LANES=32 * warps, BLOCK=block, PREFETCH=t.prefetch_compact[top_p],
+                        num_warps=warps)
             launches.append(_Launch(rk._compact_kernel, grid, "compact", sizes, meta))
         else:  # "finish"
             block, warps = t.finish[top_p]
             launches.append(_Launch(rk._finish_kernel, (bs,), "finish", (vocab, cap),
                                     dict(**param, NB=nb, SORT_CAP=t.finish_sort[top_p], BLOCK=block,
                                          PREFETCH=t.prefetch_finish[top_p], ROW_BLOCK=t.finish_row_block,
+                                         FIRST_SPLIT=bs < t.finish_first_split[top_p],
                                          num_warps=warps)))
         ticket += kind != "finish"
     block, warps = t.write

@@ -83,6 +83,11 @@ class RenormTuning:
     # finish at 64 rows 30.7 / 32.8 -> 27.8 / 29.6 us, at 128 rows 32.8 / 35.2 -> 28.6 / 30.4 (p = 0.9
     # / 0.95, profiler, medians of 5 turns); top-k's 0.1-0.8 us faster (renorm v16, docs/performance.md).
     prefetch_finish: bool | tuple[bool, bool] = (True, True)
+    # By op: batches below this many rows take a finish whose first pass over a row's candidates moves
+    # nothing (renorm v19: every candidate is in range, so a first moving pass moved them all); 0:
+    # never. Top-p at 32 / 64 rows 71.3 / 98.9 -> 65.4 / 92.9 us (p = 0.9); at 256 rows, two finish
+    # programs an SM, 259.3 -> 263.3, hence top-p's bound; top-k within 0.6 us, never slower.
+    finish_first_split: tuple[int, int] = (1 << 30, 256)
     # The finish kernel's whole-row reads (one program a row: copying the keys of a row the compaction
     # narrowed, the kept mass of a row never compacted) step this many entries at a time: latency,
     # not bandwidth, bounds them (docs/performance.md, "Rows unlike the bench's").
@@ -150,6 +155,9 @@ class RenormTuning:
                      "large_batch_programs", "segment_maxima_rows"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
                 refuse(name, "must be an int >= 1")
+        if not (isinstance(self.finish_first_split, tuple) and len(self.finish_first_split) == 2
+                and all(isinstance(r, int) and not isinstance(r, bool) and r >= 0 for r in self.finish_first_split)):
+            refuse("finish_first_split", "must be a (top-k, top-p) pair of row counts >= 0")
         for name in ("finish_min_rows", "compact_attempts", "large_batch_rows", "huge_batch_rows"):
             pair = getattr(self, name)
             if not (isinstance(pair, tuple) and len(pair) == 2 and all(isinstance(r, int) and r >= 1 for r in pair)):
