@@ -9,7 +9,8 @@ can be pinned to the pass it sped up; `--sweep` times whole calls as CUDA-graph 
 a few RenormTuning variants (passed explicitly with ``tuning=``) at each batch of
 `--batches`, with k in {50, 1000} and p in {0.9, 0.95} (the peer benchmark's cells). Each
 `--variant '{"large_batch_compact": [[256, 1], [512, 1]]}'` (RenormTuning fields as JSON; lists
-become tuples) replaces the built-in variants: the defaults are always timed first.
+become tuples) replaces the built-in variants: the defaults are always timed first. Each --variant
+is also profiled, after the defaults.
 """
 from __future__ import annotations
 
@@ -127,8 +128,11 @@ def main(argv: list[str] | None = None) -> None:
     if not torch.cuda.is_available():
         raise SystemExit("renorm_kernel_profile needs a GPU")
     probs, k, p = _inputs(args.rows, args.vocab, args.k, args.p)
-    _profile(lambda: top_k_renorm(probs, k), f"top_k {args.rows}x{args.vocab}")
-    _profile(lambda: top_p_renorm(probs, p), f"top_p {args.rows}x{args.vocab}")
+    for changes in [{}, *args.variant]:  # the defaults, then each --variant
+        tuning = dataclasses.replace(DEFAULT_TUNING, **changes)
+        suffix = f"  {changes}" if changes else ""
+        _profile(lambda: top_k_renorm(probs, k, tuning=tuning), f"top_k {args.rows}x{args.vocab}{suffix}")
+        _profile(lambda: top_p_renorm(probs, p, tuning=tuning), f"top_p {args.rows}x{args.vocab}{suffix}")
     if args.sweep:
         _sweep(list(args.batches), args.vocab, args.variant, args.rounds)
 

@@ -489,6 +489,19 @@ def _sorted_pivot(keys_src, n, lo, hi, level, goal, TOP_P: tl.constexpr, SORT_CA
 
 
 @triton.jit
+def _chunk_and_row(REVERSED: tl.constexpr):
+    # This (chunk, row) program's chunk and row. REVERSED walks the grid last to first: programs start
+    # in about program-id order, so such a launch begins on the rows the launch before it read last,
+    # which are still in the L2 (a 256-row batch is 132 MB against the H200's 50 MB L2).
+    chunk = tl.program_id(0)
+    row = tl.program_id(1)
+    if REVERSED:
+        chunk = tl.num_programs(0) - 1 - chunk
+        row = tl.num_programs(1) - 1 - row
+    return chunk, row
+
+
+@triton.jit
 def _first_stats(src, seg_dst, start, end, TOP_P: tl.constexpr, SEG_MAP: tl.constexpr, BLOCK: tl.constexpr,
                  PREFETCH: tl.constexpr):
     # Scan src[start:end) (at most first_pass_steps_max steps, at most FIELD_SUM_MAX entries): per
@@ -608,15 +621,14 @@ def _first_range(counts_of, mass, top_key, goal, chunk_len, V, TOP_P: tl.constex
 def _first_pass_kernel(
     probs_ptr, param_ptr, param_scalar, seg_ptr, part_ptr, state_ptr, fstate_ptr, V, chunk_len, num_chunks,
     TOP_P: tl.constexpr, PARAM_IS_TENSOR: tl.constexpr, SEG_MAP: tl.constexpr, TICKET: tl.constexpr,
-    BLOCK: tl.constexpr, CHUNKS_P2: tl.constexpr, PREFETCH: tl.constexpr,
+    BLOCK: tl.constexpr, CHUNKS_P2: tl.constexpr, PREFETCH: tl.constexpr, REVERSED: tl.constexpr = False,
 ):
     # The first select pass over (chunk, row) programs: count (top-k) or weigh in fp32 (top-p) the
     # keys of each fixed bucket, then the row's last program keeps the bucket(s) holding the pivot
     # and writes each chunk's count of keys in them to its RANGE_SLOT (the compaction places its
     # candidates by them). Top-p's exact fp64 masses are the compaction's. SEG_MAP: also the
-    # segment maxima (seg_ptr) the compaction and the write read.
-    chunk = tl.program_id(0)
-    row = tl.program_id(1)
+    # segment maxima (seg_ptr) the compaction and the write read. REVERSED: _chunk_and_row's.
+    chunk, row = _chunk_and_row(REVERSED)
     srow, frow = _row_words(state_ptr, fstate_ptr, row)
     start = chunk * chunk_len
     counts, mass, top_key = _first_stats(probs_ptr + row.to(tl.int64) * V, seg_ptr + row.to(tl.int64) * tl.cdiv(V, SEG),
@@ -710,7 +722,7 @@ def _compact_kernel(
     probs_ptr, param_ptr, param_scalar, cand_ptr, seg_ptr, list_ptr, part_ptr, state_ptr, fstate_ptr, V, chunk_len,
     num_chunks, cap, TOP_P: tl.constexpr, PARAM_IS_TENSOR: tl.constexpr, ATTEMPT: tl.constexpr, ADAPT: tl.constexpr,
     MASSES: tl.constexpr, SEG_MAP: tl.constexpr, TICKET: tl.constexpr, BLOCK: tl.constexpr, CHUNKS_P2: tl.constexpr,
-    PREFETCH: tl.constexpr, NARROW: tl.constexpr, LANES: tl.constexpr = 32,
+    PREFETCH: tl.constexpr, NARROW: tl.constexpr, LANES: tl.constexpr = 32, REVERSED: tl.constexpr = False,
 ):
     # Copy the keys in [lo, hi) of a not-yet-compacted row into its candidate scratch when they
     # fit. The pass just before counted them per chunk (part word CHOSEN), so each program knows
@@ -722,9 +734,8 @@ def _compact_kernel(
     # read (_copy_from_segments; list_ptr: per row, one word per segment, each program's at its own).
     # PREFETCH: _copy_in_range's, or with the map _copy_from_segments'. NARROW (the last attempt of
     # the finish path, never top-p's first): a row that still does not fit is narrowed (_narrow).
-    # LANES: the program's threads (32 x warps).
-    chunk = tl.program_id(0)
-    row = tl.program_id(1)
+    # LANES: the program's threads (32 x warps). REVERSED: _chunk_and_row's.
+    chunk, row = _chunk_and_row(REVERSED)
     srow, frow = _row_words(state_ptr, fstate_ptr, row)
     n = tl.load(srow + CHOSEN_COUNT)
     fits = n <= cap
@@ -775,9 +786,10 @@ def _compact_kernel(
             if fits:
                 _compacted(srow, frow, rows_of, live, lo, hi, n, TOP_P, ATTEMPT, ADAPT)
     if NARROW:  # the last attempt, on the capped scratch: a row still overflowing it is narrowed
-        if (tl.load(srow + COMPACTED) == 0) & (n > cap):
-            _narrow(probs_ptr, param_ptr, param_scalar, part_ptr, srow, frow, row, chunk, V, chunk_len, num_chunks,
-                    TOP_P, PARAM_IS_TENSOR, ATTEMPT, TICKET, CHUNKS_P2, LANES)
+        if n > cap:  # tested first: most rows fit, and then their programs skip the state load
+            if tl.load(srow + COMPACTED) == 0:
+                _narrow(probs_ptr, param_ptr, param_scalar, part_ptr, srow, frow, row, chunk, V, chunk_len, num_chunks,
+                        TOP_P, PARAM_IS_TENSOR, ATTEMPT, TICKET, CHUNKS_P2, LANES)
 
 
 @triton.jit
@@ -1106,15 +1118,17 @@ def _segments_read(seg_row, off, end, pivot, ROWS: tl.constexpr, SEG_MAP: tl.con
 @triton.jit
 def _write_kernel(
     probs_ptr, out_ptr, seg_ptr, state_ptr, fstate_ptr, V, chunk_len, TOP_P: tl.constexpr, SEG_MAP: tl.constexpr,
-    BLOCK: tl.constexpr, PREFETCH: tl.constexpr = False,
+    BLOCK: tl.constexpr, PREFETCH: tl.constexpr = False, REVERSED: tl.constexpr = False,
+    EVICT_FIRST: tl.constexpr = False,
 ):
     # Keep the entries >= pivot, scaled by 1 / kept mass in fp64 (zero mass -> zeros; NaN and
     # negative entries -> 0). Blocks are [segments, SEG] tiles: with SEG_MAP a segment whose largest
     # key (the first pass's map) is below the pivot is written as zeros without being read.
     # PREFETCH: a block's data is loaded during the step before and its map words two steps before,
     # so a step's stores do not wait on its two dependent loads (map word, then segment).
-    chunk = tl.program_id(0)
-    row = tl.program_id(1)
+    # REVERSED: _chunk_and_row's. EVICT_FIRST: the stores are marked first to leave the L2, so they
+    # do not push out the rows the write has yet to read.
+    chunk, row = _chunk_and_row(REVERSED)
     srow, frow = _row_words(state_ptr, fstate_ptr, row)
     pivot = tl.load(srow + LO).to(tl.int32)
     if TOP_P:
@@ -1148,4 +1162,7 @@ def _write_kernel(
             read = ok & _segments_read(seg_row, off, end, pivot, ROWS, SEG_MAP)[:, None]
             x, key = _load_keys(src + offs, read)  # unread: key 0, below a pivot > 0
         y = tl.where(key >= pivot, x.to(tl.float64) * scale, 0.0)
-        tl.store(dst + offs, y.to(tl.float32), mask=ok)
+        if EVICT_FIRST:
+            tl.store(dst + offs, y.to(tl.float32), mask=ok, eviction_policy="evict_first")
+        else:
+            tl.store(dst + offs, y.to(tl.float32), mask=ok)

@@ -126,6 +126,7 @@ def _plan(bs: int, vocab: int, top_p: bool, param_is_tensor: bool, t: RenormTuni
     param = dict(TOP_P=top_p, PARAM_IS_TENSOR=param_is_tensor)
     seg_map = t.segment_maxima[top_p] and bs >= t.segment_maxima_rows
     ticket, attempt, launches = int(rk.FIRST_TICKET), 0, []
+    reversed_launches = t.reversed_launches[top_p]
     for kind, nb in steps:
         if kind in ("pass", "gather"):  # small-batch steps after the compaction
             grid, sizes, chunks_p2 = (small_chunks, bs), (vocab, small_len, small_chunks, cap), next_pow2(small_chunks)
@@ -133,7 +134,7 @@ def _plan(bs: int, vocab: int, top_p: bool, param_is_tensor: bool, t: RenormTuni
         if kind == "first pass":
             block, warps = t.large_batch_first_pass[top_p] if bs >= t.large_batch_rows[top_p] else t.first_pass
             meta = dict(**param, **common, SEG_MAP=seg_map, BLOCK=block, PREFETCH=t.prefetch_first_pass[top_p],
-                        num_warps=warps)
+                        REVERSED="first pass" in reversed_launches, num_warps=warps)
             launches.append(_Launch(rk._first_pass_kernel, grid, "first", sizes[:3], meta))
         elif kind in ("pass", "skip-compacted pass"):
             block, warps = t.narrow_pass if nb == 4 else t.wide_pass[top_p]
@@ -155,7 +156,7 @@ def _plan(bs: int, vocab: int, top_p: bool, param_is_tensor: bool, t: RenormTuni
             narrow = not small and not masses and attempt == t.compact_attempts[top_p]
             meta = dict(**param, **common, ATTEMPT=attempt, ADAPT=small, MASSES=masses, SEG_MAP=seg_map,
                         NARROW=narrow, LANES=32 * warps, BLOCK=block, PREFETCH=t.prefetch_compact[top_p],
-                        num_warps=warps)
+                        REVERSED="compact" in reversed_launches, num_warps=warps)
             launches.append(_Launch(rk._compact_kernel, grid, "compact", sizes, meta))
         else:  # "finish"
             block, warps = t.finish[top_p]
@@ -167,7 +168,9 @@ def _plan(bs: int, vocab: int, top_p: bool, param_is_tensor: bool, t: RenormTuni
         ticket += kind != "finish"
     block, warps = t.write
     write = _Launch(rk._write_kernel, (chunks, bs), "write", (vocab, chunk_len),
-                    dict(TOP_P=top_p, SEG_MAP=seg_map, BLOCK=block, PREFETCH=t.prefetch_write[top_p], num_warps=warps))
+                    dict(TOP_P=top_p, SEG_MAP=seg_map, BLOCK=block, PREFETCH=t.prefetch_write[top_p],
+                         REVERSED="write" in reversed_launches, EVICT_FIRST=t.write_evict_first[top_p],
+                         num_warps=warps))
     compacts = any(kind == "compact" for kind, _ in steps)
     return _Plan(tuple(launches), cap, chunks, bs if compacts else 0, any(k == "gather" for k, _ in steps), write, t,
                  top_p)

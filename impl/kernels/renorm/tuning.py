@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from impl.kernels.renorm import kernels as rk
 
 _Shape = tuple[int, int]  # (BLOCK, warps)
+REVERSIBLE_LAUNCHES = ("first pass", "compact", "write")  # the (chunk, row) launches that read whole rows
 
 
 @dataclass(frozen=True)
@@ -88,6 +89,12 @@ class RenormTuning:
     # never. Top-p at 32 / 64 rows 71.3 / 98.9 -> 65.4 / 92.9 us (p = 0.9); at 256 rows, two finish
     # programs an SM, 259.3 -> 263.3, hence top-p's bound; top-k within 0.6 us, never slower.
     finish_first_split: tuple[int, int] = (1 << 30, 256)
+    # Launches whose (chunk, row) programs walk the grid last to first, by op (one tuple sets both):
+    # names from REVERSIBLE_LAUNCHES. Programs start in about program-id order, so a launch walking
+    # opposite to the full-row launch before it begins on the rows that launch left in the L2.
+    reversed_launches: tuple[str, ...] | tuple[tuple[str, ...], tuple[str, ...]] = ()
+    # By op (one bool sets both): the write's stores are marked first to leave the L2.
+    write_evict_first: bool | tuple[bool, bool] = (False, False)
     # The finish kernel's whole-row reads (one program a row: copying the keys of a row the compaction
     # narrowed, the kept mass of a row never compacted) step this many entries at a time: latency,
     # not bandwidth, bounds them (docs/performance.md, "Rows unlike the bench's").
@@ -134,9 +141,12 @@ class RenormTuning:
             if isinstance(value, int) and not isinstance(value, bool):
                 object.__setattr__(self, name, (value, value))
         for name in ("segment_maxima", "prefetch_first_pass", "prefetch_compact", "prefetch_write",
-                     "prefetch_finish"):  # both ops
+                     "prefetch_finish", "write_evict_first"):  # both ops
             if isinstance(getattr(self, name), bool):
                 object.__setattr__(self, name, (getattr(self, name), getattr(self, name)))
+        launches = self.reversed_launches
+        if isinstance(launches, tuple) and all(isinstance(name, str) for name in launches):  # both ops
+            object.__setattr__(self, "reversed_launches", (launches, launches))
         for name in ("finish", "compact", "large_batch_compact", "huge_batch_compact",
                      "large_batch_first_pass"):  # one shape sets both ops
             value = getattr(self, name)
@@ -158,6 +168,11 @@ class RenormTuning:
         if not (isinstance(self.finish_first_split, tuple) and len(self.finish_first_split) == 2
                 and all(isinstance(r, int) and not isinstance(r, bool) and r >= 0 for r in self.finish_first_split)):
             refuse("finish_first_split", "must be a (top-k, top-p) pair of row counts >= 0")
+        if not (isinstance(self.reversed_launches, tuple) and len(self.reversed_launches) == 2
+                and all(isinstance(names, tuple) and all(name in REVERSIBLE_LAUNCHES for name in names)
+                        for names in self.reversed_launches)):
+            refuse("reversed_launches", f"must be a tuple of names from {REVERSIBLE_LAUNCHES} or a (top-k, top-p) "
+                   "pair of them")
         for name in ("finish_min_rows", "compact_attempts", "large_batch_rows", "huge_batch_rows"):
             pair = getattr(self, name)
             if not (isinstance(pair, tuple) and len(pair) == 2 and all(isinstance(r, int) and r >= 1 for r in pair)):
@@ -203,7 +218,7 @@ class RenormTuning:
                 refuse(name, f"must span whole {int(rk.SEG)}-entry segments (its BLOCK or length a multiple of "
                        f"{int(rk.SEG)})")
         for name in ("segment_maxima", "prefetch_first_pass", "prefetch_compact", "prefetch_write",
-                     "prefetch_finish"):
+                     "prefetch_finish", "write_evict_first"):
             pair = getattr(self, name)
             if not (isinstance(pair, tuple) and len(pair) == 2 and all(isinstance(v, bool) for v in pair)):
                 refuse(name, "must be a bool or a (top-k, top-p) pair of them")
