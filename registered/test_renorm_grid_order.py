@@ -52,7 +52,7 @@ def test_each_program_takes_one_chunk_and_row(reversed_):
 @pytest.mark.parametrize("top_p", [False, True], ids=["top_k", "top_p"])
 def test_the_plan_reverses_the_launches_named(top_p):
     """Each name reverses its launches (every compaction for "compact") and no other; by op."""
-    base = dataclasses.replace(renorm.DEFAULT_TUNING, finish_min_rows=1, compact_attempts=2)
+    base = dataclasses.replace(renorm.DEFAULT_TUNING, finish_min_rows=1, compact_attempts=2, reversed_launches=())
 
     def reversed_kinds(tuning):
         plan = rplan._plan(64, 4096, top_p, True, tuning)

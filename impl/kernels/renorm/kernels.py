@@ -56,7 +56,7 @@ MASS_AT = NB_MAX
 LOW_AT = tl.constexpr(32)
 PART_W = tl.constexpr(3 * 16)
 # Words a pass leaves free: the first pass's per-chunk count of the keys in its chosen range
-# (RANGE_SLOT: its counts use [0, 16), top-p's masses [MASS_AT, MASS_AT + 8)) and largest key; the
+# (RANGE_SLOT: its counts use [0, 16), top-p's sums [MASS_AT, MASS_AT + 8)) and largest key; the
 # compaction's partial smallest and largest copied key, top-k's mass above the range (the
 # compaction's, and the small-batch gather's share of the kept mass) and top-p's exact masses below
 # the range and of the rest of the row.
@@ -87,14 +87,24 @@ KEY_END = tl.constexpr(0x7F800001)  # one past +inf's key
 #          range's smallest and largest key, and the finish copies its keys from the row. A pivot of
 #          0 (fewer than k positive keys) needs no copy. docs/performance.md, "Rows unlike the bench's".
 #   top-p: 8 buckets two octaves wide, [0, 2^-24), [2^-24, 2^-22), ..., [2^-12, the row's largest key];
-#          8-bit fields (at most 255 steps). It also weighs each bucket in fp32, an accumulator a
-#          bucket: 16 would cost more than the narrower start saves (its compaction reads every key).
+#          8-bit fields (at most 255 steps). It also sums in fp32 the row's mass and, for each bucket
+#          b > 0, every entry clamped at b's start (the mass below it, once the counts take off the
+#          clamped keys), an accumulator a bucket: 16 would cost more than the narrower start saves
+#          (its compaction reads every key).
 FIRST_BASE = tl.constexpr(101 << 23)
 FIRST_NB_TOP_K = tl.constexpr(16)
 LOW_END = tl.constexpr(102 << 23)  # top-k's bucket 1 starts here (2^-25): the LOW buckets lie below
 FIRST_SHIFT_TOP_K = tl.constexpr(23)
 FIELD_BITS_TOP_K = tl.constexpr(4)
 FIRST_NB_TOP_P = tl.constexpr(8)
+# Top-p's bucket b > 0 starts at 2^(2b - 26): the first pass clamps every entry at each start.
+BUCKET_START_1 = tl.constexpr(2.0 ** -24)
+BUCKET_START_2 = tl.constexpr(2.0 ** -22)
+BUCKET_START_3 = tl.constexpr(2.0 ** -20)
+BUCKET_START_4 = tl.constexpr(2.0 ** -18)
+BUCKET_START_5 = tl.constexpr(2.0 ** -16)
+BUCKET_START_6 = tl.constexpr(2.0 ** -14)
+BUCKET_START_7 = tl.constexpr(2.0 ** -12)
 FIRST_SHIFT_TOP_P = tl.constexpr(24)
 FIELD_BITS_TOP_P = tl.constexpr(8)
 # A program's bucket counts are summed in 16-bit fields (16 // field bits groups of buckets apart, each
@@ -113,9 +123,9 @@ def first_pass_steps_max(top_p: bool) -> int:
 def first_pass_buckets(top_p: bool) -> tuple[int, int]:
     """(buckets, shift) of the first pass's fixed split: bucket b > 0 starts at FIRST_BASE + (b << shift)."""
     return (int(FIRST_NB_TOP_P), int(FIRST_SHIFT_TOP_P)) if top_p else (int(FIRST_NB_TOP_K), int(FIRST_SHIFT_TOP_K))
-# Top-p's first pass weighs its buckets in fp32 and widens the chosen range by a rigorous bound on
-# the rounding (relative MARGIN_SCALE x (steps + BLOCK) x 2^-24, plus ABS_SLACK per key for
-# subnormals); the exact fp64 masses come from the compaction, which reads the row anyway.
+# Top-p's first pass sums in fp32 and widens the chosen range by a rigorous bound on the rounding
+# (relative MARGIN_SCALE x (steps + BLOCK) x 2^-24 of each sum of non-negative terms, plus ABS_SLACK
+# per key for subnormals); the exact fp64 masses come from the compaction, which reads the row anyway.
 MARGIN_SCALE = tl.constexpr(4.0)
 ABS_SLACK = tl.constexpr(2.0 ** -120)
 # Segment maxima: the first pass, which reads every key, also stores the largest key of each SEG
@@ -505,11 +515,15 @@ def _chunk_and_row(REVERSED: tl.constexpr):
 def _first_stats(src, seg_dst, start, end, TOP_P: tl.constexpr, SEG_MAP: tl.constexpr, BLOCK: tl.constexpr,
                  PREFETCH: tl.constexpr):
     # Scan src[start:end) (at most first_pass_steps_max steps, at most FIELD_SUM_MAX entries): per
-    # first-pass bucket, the key count and (top-p) the fp32 mass; and the largest key. SEG_MAP: also store each
+    # first-pass bucket, the key count and (top-p) fp32 sums: mass[0] the chunk's mass, mass[b > 0] its
+    # entries clamped at bucket b's start c_b, sum(min(x, c_b)), which is the mass below c_b plus c_b
+    # times the (exactly counted) keys at or above it (_first_range takes that off); and the largest key.
+    # SEG_MAP: also store each
     # segment's largest key at seg_dst (indexed by segment of src; start is a whole segment). Each
     # lane counts in one int64, a field per bucket; masked lanes count as keys of bucket 0, taken off
-    # at the end. The masses are eight accumulators (a [BLOCK, 8] tile costs a shared-memory
-    # layout change per step). With SEG_MAP blocks are [BLOCK // SEG, SEG] tiles, a segment a row:
+    # at the end. The sums are eight accumulators (a [BLOCK, 8] tile costs a shared-memory
+    # layout change per step); a clamp costs a min and an add, where a bucket's own mass cost a compare,
+    # a select and an add. With SEG_MAP blocks are [BLOCK // SEG, SEG] tiles, a segment a row:
     # its maximum is a reduction along the row (reshaping a 1-D block moved it through shared
     # memory each step); without, [1, BLOCK]. PREFETCH: as _copy_in_range's.
     NB: tl.constexpr = FIRST_NB_TOP_P if TOP_P else FIRST_NB_TOP_K
@@ -550,15 +564,15 @@ def _first_stats(src, seg_dst, start, end, TOP_P: tl.constexpr, SEG_MAP: tl.cons
         else:
             top_key = tl.maximum(top_key, key)
         packed += tl.full([ROWS, COLS], 1, tl.int64) << (t * BITS).to(tl.int64)
-        if TOP_P:
-            m0 += tl.where(t == 0, x, 0.0)
-            m1 += tl.where(t == 1, x, 0.0)
-            m2 += tl.where(t == 2, x, 0.0)
-            m3 += tl.where(t == 3, x, 0.0)
-            m4 += tl.where(t == 4, x, 0.0)
-            m5 += tl.where(t == 5, x, 0.0)
-            m6 += tl.where(t == 6, x, 0.0)
-            m7 += tl.where(t == 7, x, 0.0)
+        if TOP_P:  # m0: the mass; m_b: the mass clamped at bucket b's start (a min and an add a bucket)
+            m0 += x
+            m1 += tl.minimum(x, BUCKET_START_1)
+            m2 += tl.minimum(x, BUCKET_START_2)
+            m3 += tl.minimum(x, BUCKET_START_3)
+            m4 += tl.minimum(x, BUCKET_START_4)
+            m5 += tl.minimum(x, BUCKET_START_5)
+            m6 += tl.minimum(x, BUCKET_START_6)
+            m7 += tl.minimum(x, BUCKET_START_7)
     # GROUPS reductions add every lane's fields: group g holds buckets g, g + GROUPS, ..., each spread
     # to 16 bits (a bucket's count over the program is at most FIELD_SUM_MAX, so no field carries into
     # the next; the arithmetic shift's sign bits are masked off).
@@ -582,7 +596,7 @@ def _first_stats(src, seg_dst, start, end, TOP_P: tl.constexpr, SEG_MAP: tl.cons
 @triton.jit
 def _first_range(counts_of, mass, top_key, goal, chunk_len, V, TOP_P: tl.constexpr, BLOCK: tl.constexpr):
     # The first pass's choice from the row's per-chunk bucket counts counts_of ([chunks, buckets],
-    # fp64) and (top-p) fp32-summed bucket masses: the buckets [b_lo, b_hi] holding the pivot. Top-k:
+    # fp64) and (top-p) _first_stats' fp32 sums: the buckets [b_lo, b_hi] holding the pivot. Top-k:
     # one bucket, exact (counts). Top-p: every bucket the pivot's may be, given the rounding of the
     # fp32 sums (rigorous bound, see MARGIN_SCALE); the exact rule is the highest bucket whose
     # lower mass stays < (1 - p) x the row's mass, never past the highest bucket holding mass.
@@ -592,15 +606,21 @@ def _first_range(counts_of, mass, top_key, goal, chunk_len, V, TOP_P: tl.constex
     bins = tl.arange(0, NB)
     counts = tl.sum(counts_of, axis=0)
     if TOP_P:
-        total = tl.sum(mass, axis=0)
-        top = tl.max(tl.where(mass > 0.0, bins, 0), axis=0)
-        lower = tl.cumsum(mass, axis=0) - mass
-        target = (1.0 - goal) * total
+        # mass[0]: the row's mass; mass[b > 0]: sum(min(x, c_b)) = (mass below c_b) + c_b x (keys >= c_b).
+        # c_b is a power of two and the counts are exact, so c_b x keys is exact in fp64 and the mass
+        # below c_b is off by the clamped sum's rounding alone: delta of that sum (non-negative terms).
+        total = tl.sum(tl.where(bins == 0, mass, 0.0), axis=0)
+        top = tl.max(tl.where(counts > 0, bins, 0), axis=0)  # a key of bucket b > 0 weighs >= c_b > 0
+        at_or_above = tl.sum(counts, axis=0) - (tl.cumsum(counts, axis=0) - counts)
+        start = (((2 * bins - 26 + 1023).to(tl.int64)) << 52).to(tl.float64, bitcast=True)  # c_b
         steps = tl.cdiv(chunk_len, BLOCK).to(tl.float64)
         delta = MARGIN_SCALE * (steps + BLOCK) * (2.0 ** -24)
+        lower = tl.where(bins == 0, 0.0, mass - start * at_or_above)
+        error = tl.where(bins == 0, 0.0, delta * mass)
+        target = (1.0 - goal) * total
         slack = ABS_SLACK * V
-        certain = (lower * (1.0 + delta) + slack < target * (1.0 - delta)) & (bins <= top)
-        possible = (lower * (1.0 - delta) - slack < target * (1.0 + delta) + slack) & (bins <= top)
+        certain = (lower + error + slack < target * (1.0 - delta)) & (bins <= top)
+        possible = (lower - error - slack < target * (1.0 + delta) + slack) & (bins <= top)
         b_lo = tl.max(tl.where(certain, bins, 0), axis=0)
         b_hi = tl.max(tl.where(possible, bins, 0), axis=0)
         finite = total < 1e300  # an fp32 sum overflowed: the whole populated range
@@ -786,10 +806,9 @@ def _compact_kernel(
             if fits:
                 _compacted(srow, frow, rows_of, live, lo, hi, n, TOP_P, ATTEMPT, ADAPT)
     if NARROW:  # the last attempt, on the capped scratch: a row still overflowing it is narrowed
-        if n > cap:  # tested first: most rows fit, and then their programs skip the state load
-            if tl.load(srow + COMPACTED) == 0:
-                _narrow(probs_ptr, param_ptr, param_scalar, part_ptr, srow, frow, row, chunk, V, chunk_len, num_chunks,
-                        TOP_P, PARAM_IS_TENSOR, ATTEMPT, TICKET, CHUNKS_P2, LANES)
+        if (tl.load(srow + COMPACTED) == 0) & (n > cap):
+            _narrow(probs_ptr, param_ptr, param_scalar, part_ptr, srow, frow, row, chunk, V, chunk_len, num_chunks,
+                    TOP_P, PARAM_IS_TENSOR, ATTEMPT, TICKET, CHUNKS_P2, LANES)
 
 
 @triton.jit

@@ -11,7 +11,8 @@ holding the pivot. The first pass splits at fixed buckets (top-k: 16 one octave 
 ..., [2^-11, the row's largest key]; top-p: 8 two octaves wide, [0, 2^-24), ..., [2^-12, the
 largest key]), where probability rows keep their pivots: each lane counts its keys per bucket in
 one int64 (a field a bucket: 4 or 8 bits), top-p
-weighs the buckets in fp32 and keeps every bucket the pivot may be in given a rigorous bound
+sums in fp32 the row's mass and its entries clamped at each bucket's start (with the exact counts,
+the mass below each start) and keeps every bucket the pivot may be in given a rigorous bound
 on the rounding; the exact fp64 masses (below the range, the row's total) come from the
 compaction, which reads the row anyway. Later passes split evenly. Nothing syncs with the
 host and the launch count is fixed (CUDA-graph safe). Kernels: impl/kernels/renorm/kernels.py.
@@ -100,7 +101,7 @@ def _split(bs: int, vocab: int, t: RenormTuning, top_p: bool, most_chunks: int |
     FIELD_SUM_MAX entries, padding included (its 16-bit sums of them)."""
     steps = cdiv(vocab, t.chunk_align)
     large = bs >= t.large_batch_rows[top_p]
-    programs = t.large_batch_programs if large else t.target_programs
+    programs = t.large_batch_programs if large else t.target_programs[bs >= t.target_programs_rows]
     first_block = (t.large_batch_first_pass[top_p] if large else t.first_pass)[0]
     chunks = max(1, min(steps, cdiv(programs, bs), most_chunks or steps),
                  cdiv(steps, rk.first_pass_steps_max(top_p) * first_block // t.chunk_align),

@@ -48,7 +48,9 @@ class RenormTuning:
     # fp64 tile) and the finish kernel's, by op (top-p's 1-D accumulators need 4).
     wide_split: int = 16
     finish_split: tuple[int, int] = (16, 4)
-    first_pass: _Shape = (1024, 8)  # chunk_align <= 15 x its BLOCK (top-k's 4-bit counters per lane)
+    # chunk_align <= 15 x its BLOCK (top-k's 4-bit counters per lane). (512, 4) against (1024, 8) (renorm
+    # v20): top-p at 64 rows 96.9 / 97.9 -> 90.4 / 93.4 us, 8-32 rows 2.4-3.9 us faster for both ops.
+    first_pass: _Shape = (512, 4)
     narrow_pass: _Shape = (1024, 8)  # 4-way passes, 1-D accumulators
     wide_pass: tuple[_Shape, _Shape] = ((512, 4), (256, 4))
     # By op (one shape sets both): top-p's compaction weighs every key; 4 warps beat 8 at 64 rows
@@ -91,21 +93,28 @@ class RenormTuning:
     finish_first_split: tuple[int, int] = (1 << 30, 256)
     # Launches whose (chunk, row) programs walk the grid last to first, by op (one tuple sets both):
     # names from REVERSIBLE_LAUNCHES. Programs start in about program-id order, so a launch walking
-    # opposite to the full-row launch before it begins on the rows that launch left in the L2.
-    reversed_launches: tuple[str, ...] | tuple[tuple[str, ...], tuple[str, ...]] = ()
-    # By op (one bool sets both): the write's stores are marked first to leave the L2.
-    write_evict_first: bool | tuple[bool, bool] = (False, False)
+    # opposite to the full-row launch before it begins on the rows that launch left in the L2. Top-p's
+    # compaction (it reads every entry after the first pass did): 128 rows 149.4 / 151.2 -> 146.2 /
+    # 148.1 us, 256 rows 251.9 / 254.7 -> 250.1 / 252.5 (renorm v20); top-k's compaction and any write
+    # or first pass moved nothing beyond noise.
+    reversed_launches: tuple[str, ...] | tuple[tuple[str, ...], tuple[str, ...]] = ((), ("compact",))
+    # By op (one bool sets both): the write's stores are marked first to leave the L2, so the rows it
+    # has yet to read stay. Top-k (the kept segments, read after their map words) at 256 rows, k = 50:
+    # 119.9 -> 115.4 us; top-p (every entry, read in order) level (renorm v20).
+    write_evict_first: bool | tuple[bool, bool] = (True, False)
     # The finish kernel's whole-row reads (one program a row: copying the keys of a row the compaction
     # narrowed, the kept mass of a row never compacted) step this many entries at a time: latency,
     # not bandwidth, bounds them (docs/performance.md, "Rows unlike the bench's").
     finish_row_block: int = 2048
     # (chunk, row) programs to aim for; chunks are whole multiples of chunk_align columns.
     chunk_align: int = 1024
-    # 1024 against 1280: at 64 rows (top-p) 16 chunks, 1024 programs of 8 warps, within one wave of an
-    # H200 (132 SMs x 64 warps), instead of 19 chunks, 1216 programs. Renorm v15, one process against
-    # v14: top-p at 64 rows 107.2 / 109.1 -> 101.5 / 103.7 us, top-k at 10-48 rows 2-4 us faster; 1, 8,
-    # 16 and 32 rows split as before (docs/performance.md).
-    target_programs: int = 1024
+    # A pair by rows, not by op (one int sets both): below target_programs_rows rows, then from it (up to
+    # large_batch_rows). 1024 against 1280 at 64 rows (renorm v15: top-p 107.2 / 109.1 -> 101.5 / 103.7
+    # us); 512 below 64 rows (renorm v20, first pass (512, 4): 8 and 16 rows 3.8-4.8 us faster for both
+    # ops, 32 rows 1.5 (top-k k = 50) and 3.0 (top-p); 512 at 64 rows lost 5.4 on top-p)
+    # (docs/performance.md).
+    target_programs: int | tuple[int, int] = (512, 1024)
+    target_programs_rows: int = 64
     # From large_batch_rows rows (by op; one int sets both): large_batch_programs (chunk, row) programs,
     # and the compaction in programs of large_batch_compact (one warp: no bar.sync in its loop; it
     # needs many programs). Top-k gains from 64 rows (76 -> 70 us at 64 rows, k = 50), top-p loses
@@ -120,8 +129,10 @@ class RenormTuning:
     huge_batch_rows: int | tuple[int, int] = (256, 256)
     huge_batch_compact: _Shape | tuple[_Shape, _Shape] = ((256, 1), (512, 1))
     # and the first pass in programs of this shape (by op): 512 entries a step beat 1024 at 64 and 256
-    # rows for both ops; top-k's 2 warps beat 4 (H200 sweeps, docs/performance.md)
-    large_batch_first_pass: _Shape | tuple[_Shape, _Shape] = ((512, 2), (512, 4))
+    # rows for both ops; top-k's 2 warps beat 4; top-p's (256, 2) beat (512, 4) at 128 rows once its
+    # first pass clamped instead of selecting (renorm v20: 146.8 / 148.3 -> 142.8 / 143.3 us, level at
+    # 256) (H200 sweeps, docs/performance.md)
+    large_batch_first_pass: _Shape | tuple[_Shape, _Shape] = ((512, 2), (256, 2))
     # Small batches read the candidates on this many programs per row after the compaction: top-k's
     # histogram passes are latency-bound (fewer partials to reduce), top-p's fp64 tiles
     # compute-bound (spread them). H200 sweep, batch 1.
@@ -136,7 +147,8 @@ class RenormTuning:
     eager_graphs_kept: int = 4
 
     def __post_init__(self) -> None:
-        for name in ("finish_min_rows", "compact_attempts", "large_batch_rows", "huge_batch_rows"):  # one int: both
+        for name in ("finish_min_rows", "compact_attempts", "large_batch_rows", "huge_batch_rows",
+                     "target_programs"):  # one int: both
             value = getattr(self, name)
             if isinstance(value, int) and not isinstance(value, bool):
                 object.__setattr__(self, name, (value, value))
@@ -161,8 +173,8 @@ class RenormTuning:
         for name in ("eager_graph_after", "eager_graphs_kept"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 0:
                 refuse(name, "must be an int >= 0")
-        for name in ("candidate_capacity", "chunk_align", "target_programs", "small_batch_programs",
-                     "large_batch_programs", "segment_maxima_rows"):
+        for name in ("candidate_capacity", "chunk_align", "small_batch_programs", "large_batch_programs",
+                     "segment_maxima_rows", "target_programs_rows"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
                 refuse(name, "must be an int >= 1")
         if not (isinstance(self.finish_first_split, tuple) and len(self.finish_first_split) == 2
@@ -177,6 +189,10 @@ class RenormTuning:
             pair = getattr(self, name)
             if not (isinstance(pair, tuple) and len(pair) == 2 and all(isinstance(r, int) and r >= 1 for r in pair)):
                 refuse(name, "must be an int >= 1 or a (top-k, top-p) pair of them")
+        pair = self.target_programs
+        if not (isinstance(pair, tuple) and len(pair) == 2
+                and all(isinstance(r, int) and not isinstance(r, bool) and r >= 1 for r in pair)):
+            refuse("target_programs", "must be an int >= 1 or a (below target_programs_rows, from it) pair of them")
         if not isinstance(self.small_batch_passes, int) or self.small_batch_passes < 1:
             refuse("small_batch_passes", "must be >= 1 (the gather places its keys by the last pass's counts)")
         if not pow2(self.finish_row_block) or self.finish_row_block > 1 << 14:
