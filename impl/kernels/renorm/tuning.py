@@ -49,7 +49,7 @@ class RenormTuning:
     wide_split: int = 16
     finish_split: tuple[int, int] = (16, 4)
     # chunk_align <= 15 x its BLOCK (top-k's 4-bit counters per lane). (512, 4) against (1024, 8) (renorm
-    # v20): top-p at 64 rows 96.9 / 97.9 -> 90.4 / 93.4 us, 8-32 rows 2.4-3.9 us faster for both ops.
+    # v20): top-p at 64 rows 96.9 / 97.9 -> 90.4 / 93.4 us, 8-32 rows 2.4-3.7 us faster for both ops.
     first_pass: _Shape = (512, 4)
     narrow_pass: _Shape = (1024, 8)  # 4-way passes, 1-D accumulators
     wide_pass: tuple[_Shape, _Shape] = ((512, 4), (256, 4))
