@@ -275,7 +275,9 @@ def test_top_p_first_pass_widens_its_range_near_the_target():
                                          ("wide_pass", ((256, 4), (96, 4))), ("finish", ((512, 4), (1024, 6))),
                                          ("gather_warps", 3), ("prefetch_write", 1),
                                          ("prefetch_finish", (False, None)), ("finish_first_split", (-1, 256)),
-                                         ("finish_first_split", True)])
+                                         ("finish_first_split", True), ("target_programs", (512, 0)),
+                                         ("target_programs", True), ("target_programs_rows", 0),
+                                         ("write_evict_first", (True, "no"))])
 def test_tuning_refuses_bad_settings(name, value):
     """The gather places its keys by the last pass's per-chunk counts (a plan needs a pass), tl.sort
     sizes and launch shapes are powers of two, passes split at most NB_MAX ways, the launches that read

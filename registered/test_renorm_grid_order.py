@@ -1,4 +1,5 @@
-"""Renorm launches that walk their (chunk, row) grid last to first (RenormTuning.reversed_launches).
+"""Renorm launches that walk their (chunk, row) grid last to first (RenormTuning.reversed_launches), and
+how many (chunk, row) programs the plan aims for by rows (RenormTuning.target_programs).
 
 Reversing a launch only changes which rows its programs reach first (so it begins on the rows the
 launch before it left in the L2): every program must still cover exactly one (chunk, row), the
@@ -104,3 +105,19 @@ def test_walking_the_grid_backwards_changes_no_bit(top_p, segment_maxima):
     assert torch.equal(forward.view(torch.int32), backward.view(torch.int32))
     problem = mismatch(RENORM, backward, ref(probs, param))
     assert problem is None, problem
+
+
+@register(suite="kernels", hardware=["cpu"], schedule="per-commit", est_time=1)
+def test_target_programs_by_rows():
+    """target_programs is a pair by rows: below target_programs_rows the first, from it the second (below
+    large_batch_rows); one int sets both. The plan's chunks follow: cdiv(programs, rows) when the row allows."""
+    t = dataclasses.replace(renorm.DEFAULT_TUNING, target_programs=(512, 1024), target_programs_rows=64,
+                            large_batch_rows=1 << 20, chunk_align=32, first_pass=(512, 1))
+    vocab = 1 << 15  # 1024 steps of 32: the first pass's counter fields need at least 5 chunks
+    assert rplan._plan(32, vocab, False, True, t).chunks == 512 // 32
+    assert rplan._plan(63, vocab, False, True, t).chunks == -(-512 // 63)
+    assert rplan._plan(64, vocab, False, True, t).chunks == 1024 // 64
+    both = dataclasses.replace(t, target_programs=384)
+    assert both.target_programs == (384, 384)
+    assert rplan._plan(32, vocab, False, True, both).chunks == 384 // 32
+    assert rplan._plan(64, vocab, False, True, both).chunks == 384 // 64
