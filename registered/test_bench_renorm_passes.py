@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
 import torch
 
 import impl.kernels.renorm as renorm
@@ -26,14 +27,20 @@ DEV = default_device()
 
 
 @register(suite="kernels", hardware=["cpu"], schedule="per-commit", est_time=1)
-def test_a_hand_written_state_is_charged_launch_by_launch():
-    """Top-p on the finish path: two compaction tries around a 4-way pass. Row 0 fits the first try,
-    row 1 the second, row 2 never (its finish reads the full row). The first try weighs every key
-    (full rows); the second and the write read the map and the segments at or above their threshold."""
+@pytest.mark.parametrize("split_by", ["compaction", "pass"])
+def test_a_hand_written_state_is_charged_launch_by_launch(split_by):
+    """Top-p on the finish path: two compaction tries. Row 0 fits the first try, row 1 the second, row 2
+    never (its finish reads the full row). The first try weighs every key (full rows) and, below
+    large_batch_rows, reads the rows it did not take again to split them; from large_batch_rows a 4-way
+    pass reads them instead. The second try and the write read the map and the segments at or above
+    their threshold."""
     vocab = 1000  # 31 segments of 32 entries and one of 8
+    large_batch_rows = 1 if split_by == "pass" else 128
     plan = rplan._plan(3, vocab, True, True, renorm.RenormTuning(finish_min_rows=1, segment_maxima=True,
-                                                                       segment_maxima_rows=1))
-    assert [step.args for step in plan.launches] == ["first", "compact", "pass", "compact", "finish"]
+                                                                       segment_maxima_rows=1,
+                                                                       large_batch_rows=large_batch_rows))
+    split_launch = ["pass"] if split_by == "pass" else []
+    assert [step.args for step in plan.launches] == ["first", "compact", *split_launch, "compact", "finish"]
     state = torch.zeros(3, int(rk.STATE_W), dtype=torch.int64)
     state[:, int(rk.COMPACTED)] = torch.tensor([1, 2, 0])
     state[:, int(rk.NCAND)] = torch.tensor([30, 40, 0])
@@ -43,9 +50,10 @@ def test_a_hand_written_state_is_charged_launch_by_launch():
     seg_max[0, [0, 31]] = 100
     seg_max[1, 3], seg_max[1, 31] = 70, 55
     row, map_bytes, line, tail = 4 * vocab, 4 * 32, 4 * 32, 4 * 8
+    split = [("4-way pass (uncompacted rows)", 2 * row, 0)] if split_by == "pass" else []
+    first_try_reads = 3 * row + (2 * row if split_by == "compaction" else 0)
     assert launch_bytes(plan, state, vocab, seg_max) == [
-        ("first pass", 3 * row, 3 * map_bytes), ("compact (try 1)", 3 * row, 4 * 30),
-        ("4-way pass (uncompacted rows)", 2 * row, 0),
+        ("first pass", 3 * row, 3 * map_bytes), ("compact (try 1)", first_try_reads, 4 * 30), *split,
         ("compact (try 2)", (map_bytes + line + tail) + (map_bytes + row), 4 * 40),
         ("finish", 4 * 30 + 4 * 40 + row, 0),
         ("write", (map_bytes + line + tail) + (map_bytes + line) + (map_bytes + row), 3 * row)]

@@ -99,6 +99,36 @@ def test_compaction_paths_match_the_oracle(seed, top_p):
     assert problem is None, f"compacted by pass {by}: {problem}"
 
 
+@register(suite="kernels", hardware=["cpu", "h200-1"], schedule="per-commit", est_time=20)
+@pytest.mark.parametrize("seed", [5, 10])
+def test_top_p_first_compaction_splits_like_the_pass_it_replaces(seed):
+    """Below large_batch_rows, top-p's first compaction splits the rows that did not fit itself (no pass
+    launch before the second attempt). The same batch with the pass launch (large_batch_rows at the
+    batch: same split, other shapes) must leave every state word and output bit the same, and row 1 must
+    fit on the second attempt, so the split really fed it: twelve entries across one octave above 2^-12
+    (more than the scratch's 8 in the first range, about 3 in each quarter of it) over a floor too light
+    to move the first range, whatever order the first pass sums in."""
+    g = torch.Generator().manual_seed(seed)
+    probs, param = _rows(seed), _params(True)
+    probs[1] = 1e-9 * torch.rand(VOCAB, generator=g)
+    octave = (torch.arange(12) + torch.rand(12, generator=g)) / 13
+    probs[1, torch.randperm(VOCAB, generator=g)[:12]] = 2.0 ** -12 * (1 + octave)
+    probs, param = probs.to(DEV), param.to(DEV)
+    split = _tuning(candidate_capacity=CAP, finish_min_rows=2, compact_attempts=2)
+    with_pass = dataclasses.replace(split, large_batch_rows=(split.large_batch_rows[0], len(probs)))
+    kinds = lambda t: [launch.args for launch in rplan._plan(len(probs), VOCAB, True, True, t).launches]  # noqa: E731
+    assert kinds(split) == ["first", "compact", "compact", "finish"], kinds(split)
+    assert kinds(with_pass) == ["first", "compact", "pass", "compact", "finish"], kinds(with_pass)
+    state, state_with_pass = (_state(probs, param, True, t)[:, :int(rk.FIRST_TICKET)] for t in (split, with_pass))
+    by = state[:, int(rk.COMPACTED)].tolist()
+    assert by[1] == 2, f"row 1 should fit on the second attempt, fed by the split: {by}"
+    assert torch.equal(state, state_with_pass), f"state words differ in rows {(state != state_with_pass).any(1)}"
+    out = K.top_p_renorm(probs, param, tuning=split)
+    assert torch.equal(out, K.top_p_renorm(probs, param, tuning=with_pass))
+    problem = mismatch(RENORM, out, R.top_p_renorm(probs.cpu(), param.cpu()))
+    assert problem is None, problem
+
+
 TOP_K_TOP_P = [pytest.param(False, id="top_k"), pytest.param(True, id="top_p")]
 
 

@@ -12,7 +12,8 @@ compaction and the write read whole rows):
   compact (try a)   for the rows not compacted by an earlier try: reads their maxima and the
                     segments whose largest key is >= the range's lo (top-p's first try weighs
                     every key: the full rows), writes the candidates it copies; a row this try did
-                    not take is charged every segment (its lo is not kept: an upper bound);
+                    not take is charged every segment (its lo is not kept: an upper bound); a
+                    first try that splits the rows it did not take (SPLIT_UNFIT) reads those again;
   4-way pass        (skip-compacted) reads the rows not compacted yet;
   small-batch pass  reads a compacted row's candidates, else its full row (also the gather);
   finish            reads a compacted row's candidates once (later passes shrink, cache-resident),
@@ -68,6 +69,8 @@ def launch_bytes(plan, state, vocab: int, seg_max) -> list[tuple[str, int, int]]
             live = [r for r, done in enumerate(compacted_before(tries)) if not done]
             if launch.meta["MASSES"] or not launch.meta["SEG_MAP"]:
                 read = len(live) * row
+                if launch.meta.get("SPLIT_UNFIT"):  # the rows this try did not take, read again to split them
+                    read += sum(row for r in live if at[r] != tries)
             else:
                 read = sum(from_key(r, int(state[r, int(rk.COMPACTED_FROM)]) if at[r] == tries else 0) for r in live)
             copied = sum(4 * n for a, n in zip(at, ncand) if a == tries)

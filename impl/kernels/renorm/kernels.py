@@ -52,6 +52,7 @@ STATE_W = tl.constexpr(FIRST_TICKET + MAX_LAUNCHES)
 # Per-(row, chunk) partials, PART_W fp64 words: counts at [0, NB), masses at [MASS_AT, MASS_AT + NB),
 # the narrowing's (_narrow) counts at [LOW_AT, LOW_AT + 16) and top-p's masses at [0, 16).
 NB_MAX = tl.constexpr(16)  # most sub-ranges one pass splits into
+UNFIT_SPLIT = tl.constexpr(4)  # sub-ranges a pass after the first (and top-p's first compaction) splits unfit rows into
 MASS_AT = NB_MAX
 LOW_AT = tl.constexpr(32)
 PART_W = tl.constexpr(3 * 16)
@@ -718,24 +719,31 @@ def _pass_kernel(
     if ticket == num_chunks - 1:  # the row's last program: reduce the partials
         tl.store(srow + TICKET, 0)  # every program of the row has drawn: ready for the next call
         c = tl.arange(0, CHUNKS_P2)
-        live = c < num_chunks
         rows_of = _partials(part_ptr, row, c, num_chunks)
-        counts_of = rows_of[:, None] + bins[None, :]
-        row_counts = tl.sum(tl.load(counts_of, mask=live[:, None], other=0.0, cache_modifier=".cg"),
-                            axis=0)  # exact (fp64)
-        row_mass = tl.zeros([NB], tl.float64)
-        if TOP_P:
-            row_mass = tl.sum(tl.load(counts_of + MASS_AT, mask=live[:, None], other=0.0, cache_modifier=".cg"), axis=0)
         level, goal = _level_and_goal(srow, frow, param_ptr, param_scalar, row, V, TOP_P, PARAM_IS_TENSOR)
-        new_lo, new_hi, best, level, n_in = _choose(row_counts, row_mass, lo, hi, s, level, goal, TOP_P, NB)
-        if TOP_P:
-            tl.store(frow + BELOW_MASS, level)
-        else:
-            tl.store(srow + ABOVE_COUNT, level.to(tl.int64))
-        tl.store(srow + LO, new_lo)
-        tl.store(srow + HI, new_hi.to(tl.int64))
-        tl.store(srow + CHOSEN, best.to(tl.int64))
-        tl.store(srow + CHOSEN_COUNT, n_in.to(tl.int64))
+        _reduce_and_choose(srow, frow, rows_of, c < num_chunks, lo, hi, s, level, goal, TOP_P, NB)
+
+
+@triton.jit
+def _reduce_and_choose(srow, frow, rows_of, live, lo, hi, s, level, goal, TOP_P: tl.constexpr, NB: tl.constexpr):
+    # A split pass's reduction (the row's last program): sum the chunks' NB counts and (top-p) fp64
+    # masses, keep the sub-range holding the pivot and write the row's new range, level, CHOSEN
+    # (the partial word holding each chunk's count of its keys, for the compaction) and CHOSEN_COUNT.
+    bins = tl.arange(0, NB)
+    counts_of = rows_of[:, None] + bins[None, :]
+    row_counts = tl.sum(tl.load(counts_of, mask=live[:, None], other=0.0, cache_modifier=".cg"), axis=0)  # exact
+    row_mass = tl.zeros([NB], tl.float64)
+    if TOP_P:
+        row_mass = tl.sum(tl.load(counts_of + MASS_AT, mask=live[:, None], other=0.0, cache_modifier=".cg"), axis=0)
+    new_lo, new_hi, best, level, n_in = _choose(row_counts, row_mass, lo, hi, s, level, goal, TOP_P, NB)
+    if TOP_P:
+        tl.store(frow + BELOW_MASS, level)
+    else:
+        tl.store(srow + ABOVE_COUNT, level.to(tl.int64))
+    tl.store(srow + LO, new_lo)
+    tl.store(srow + HI, new_hi.to(tl.int64))
+    tl.store(srow + CHOSEN, best.to(tl.int64))
+    tl.store(srow + CHOSEN_COUNT, n_in.to(tl.int64))
 
 @triton.jit
 def _compact_kernel(
@@ -743,6 +751,7 @@ def _compact_kernel(
     num_chunks, cap, TOP_P: tl.constexpr, PARAM_IS_TENSOR: tl.constexpr, ATTEMPT: tl.constexpr, ADAPT: tl.constexpr,
     MASSES: tl.constexpr, SEG_MAP: tl.constexpr, TICKET: tl.constexpr, BLOCK: tl.constexpr, CHUNKS_P2: tl.constexpr,
     PREFETCH: tl.constexpr, NARROW: tl.constexpr, LANES: tl.constexpr = 32, REVERSED: tl.constexpr = False,
+    SPLIT_UNFIT: tl.constexpr = False,
 ):
     # Copy the keys in [lo, hi) of a not-yet-compacted row into its candidate scratch when they
     # fit. The pass just before counted them per chunk (part word CHOSEN), so each program knows
@@ -754,7 +763,11 @@ def _compact_kernel(
     # read (_copy_from_segments; list_ptr: per row, one word per segment, each program's at its own).
     # PREFETCH: _copy_in_range's, or with the map _copy_from_segments'. NARROW (the last attempt of
     # the finish path, never top-p's first): a row that still does not fit is narrowed (_narrow).
-    # LANES: the program's threads (32 x warps). REVERSED: _chunk_and_row's.
+    # LANES: the program's threads (32 x warps). REVERSED: _chunk_and_row's. SPLIT_UNFIT (top-p's
+    # first attempt when another follows, in programs of several warps): a row that does not fit is
+    # also split UNFIT_SPLIT ways in the same launch, as _pass_kernel would split it (its last program
+    # knows the exact mass below the range once it has reduced the masses), so the next attempt needs
+    # no pass of its own.
     chunk, row = _chunk_and_row(REVERSED)
     srow, frow = _row_words(state_ptr, fstate_ptr, row)
     n = tl.load(srow + CHOSEN_COUNT)
@@ -785,6 +798,15 @@ def _compact_kernel(
                                                        start, end, lo, copy_hi, dst, slot, not TOP_P, ADAPT, BLOCK,
                                                        PREFETCH)
         prow = _partials(part_ptr, row, chunk, num_chunks)
+        split = (n > cap) & (hi - lo > 1)  # a range of one key cannot split (_pass_kernel skips it too)
+        if SPLIT_UNFIT:
+            if split:  # a second read of the chunk, rows that do not fit only (4 entries a thread a step)
+                s = _split_shift(lo, hi, UNFIT_SPLIT)
+                sub_counts, sub_mass, _moved, _dropped = _bin_stats(src, start, end, lo, hi, s, 0, TOP_P, UNFIT_SPLIT,
+                                                                    False, 4 * LANES)
+                bins = tl.arange(0, UNFIT_SPLIT)
+                tl.store(prow + bins, sub_counts.to(tl.float64))
+                tl.store(prow + MASS_AT + bins, sub_mass)
         if not TOP_P:
             tl.store(prow + ABOVE_SLOT, above)
         if MASSES:
@@ -802,7 +824,12 @@ def _compact_kernel(
                 total = below + tl.sum(tl.load(rows_of + REST_SLOT, mask=live, other=0.0, cache_modifier=".cg"), axis=0)
                 tl.store(frow + BELOW_MASS, below)
                 tl.store(frow + TOTAL, total)
-                tl.store(frow + TARGET, (1.0 - _goal(param_ptr, param_scalar, row, V, TOP_P, PARAM_IS_TENSOR)) * total)
+                target = (1.0 - _goal(param_ptr, param_scalar, row, V, TOP_P, PARAM_IS_TENSOR)) * total
+                tl.store(frow + TARGET, target)
+                if SPLIT_UNFIT:
+                    if split:
+                        _reduce_and_choose(srow, frow, rows_of, live, lo, hi, _split_shift(lo, hi, UNFIT_SPLIT),
+                                           below, target, TOP_P, UNFIT_SPLIT)
             if fits:
                 _compacted(srow, frow, rows_of, live, lo, hi, n, TOP_P, ATTEMPT, ADAPT)
     if NARROW:  # the last attempt, on the capped scratch: a row still overflowing it is narrowed

@@ -30,7 +30,9 @@ zeros for the rest without reading them.
 Every knob below lives in the frozen RenormTuning (impl/kernels/renorm/tuning.py; DEFAULT_TUNING
 is the H200 tuning); tests and benchmarks pass their own with ``tuning=``.
   >= finish_min_rows rows: compact_attempts attempts, after the first pass and after each
-    full 4-way pass that follows (those skip compacted rows), into candidate_capacity slots;
+    full 4-way pass that follows (those skip compacted rows), into candidate_capacity slots
+    (below large_batch_rows, top-p's first compaction, which reads every key, splits the rows that
+    did not fit 4 ways itself, so its second attempt follows it without a pass);
     then one program per row runs the remaining passes in an in-kernel loop (no
     partials, tickets or launches; below finish_first_split rows the first moves nothing) until
     at most finish_sort candidates remain, sorts them and reads the pivot off, and sums top-k's
@@ -89,10 +91,20 @@ def _steps(bs: int, top_p: bool, t: RenormTuning) -> list[tuple[str, int]]:
     ("compact", 0), ("finish", NB), ("gather", NB) (top-k's gather also sums the kept mass)."""
     if bs >= t.finish_min_rows[top_p]:
         steps = [("compact", 0)]
-        for _ in range(t.compact_attempts[top_p] - 1):
-            steps += [("skip-compacted pass", 4), ("compact", 0)]
+        for attempt in range(2, t.compact_attempts[top_p] + 1):
+            split_by_compaction = attempt == 2 and _first_compaction_splits(bs, top_p, t)
+            steps += [("compact", 0)] if split_by_compaction else [("skip-compacted pass", 4), ("compact", 0)]
         return steps + [("finish", t.finish_split[top_p])]
     return [("compact", 0)] + [("pass", t.wide_split)] * t.small_batch_passes + [("gather", t.wide_split)]
+
+
+def _first_compaction_splits(bs: int, top_p: bool, t: RenormTuning) -> bool:
+    """Whether top-p's first compaction, which reads every key for the exact masses, also splits the rows
+    that did not fit 4 ways (the pass a second attempt needs), instead of a pass launch doing it. Not in
+    the one-warp compaction of large batches: there the split's small steps cost more than the launch
+    (renorm v21, docs/performance.md)."""
+    return (top_p and bs >= t.finish_min_rows[top_p] and t.compact_attempts[top_p] > 1
+            and bs < t.large_batch_rows[top_p])
 
 
 def _split(bs: int, vocab: int, t: RenormTuning, top_p: bool, most_chunks: int | None = None) -> tuple[int, int]:
@@ -155,9 +167,10 @@ def _plan(bs: int, vocab: int, top_p: bool, param_is_tensor: bool, t: RenormTuni
                 block, warps = (t.huge_batch_compact if huge else t.large_batch_compact)[top_p]
             masses = top_p and attempt == 1
             narrow = not small and not masses and attempt == t.compact_attempts[top_p]
+            split_unfit = masses and _first_compaction_splits(bs, top_p, t)
             meta = dict(**param, **common, ATTEMPT=attempt, ADAPT=small, MASSES=masses, SEG_MAP=seg_map,
                         NARROW=narrow, LANES=32 * warps, BLOCK=block, PREFETCH=t.prefetch_compact[top_p],
-                        REVERSED="compact" in reversed_launches, num_warps=warps)
+                        REVERSED="compact" in reversed_launches, SPLIT_UNFIT=split_unfit, num_warps=warps)
             launches.append(_Launch(rk._compact_kernel, grid, "compact", sizes, meta))
         else:  # "finish"
             block, warps = t.finish[top_p]
