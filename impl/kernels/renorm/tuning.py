@@ -36,6 +36,8 @@ class RenormTuning:
     # After the first pass and after each full pass that follows, by op (one int sets both): 2 beat 3
     # (docs/performance.md). Top-k's candidates (the pivot's octaves) fit at once on probability
     # rows; a flatter row that does not fit finishes from its full row (slower, still exact).
+    # Below large_batch_rows, top-p's first compaction splits the rows that did not fit itself, so its
+    # second attempt has no pass before it (renorm v21).
     compact_attempts: int | tuple[int, int] = (1, 2)
     # Small batches: this many 16-way passes over the candidates, then the keys still in range are
     # gathered and sorted if at most sort_capacity (a power of two; short_sort slots first when they
