@@ -185,6 +185,25 @@ def bound_launcher(compiled, grid: tuple, stream: int):
     return functools.partial(run, *g, stream, compiled.function, compiled.packed_metadata, None, None, None), False
 
 
+_DEPENDENT_LAUNCH: dict[int, bool] = {}  # device index -> whether it takes programmatic dependent launches
+
+
+def dependent_launch_ok(t: torch.Tensor) -> bool:
+    """Whether kernels on ``t``'s device may be launched as programmatic dependent launches
+    (``launch_pdl``): compiled Triton on a CUDA GPU of compute capability 9.0 or later, with a triton
+    whose CUDA backend has the option. Never on HIP, the CPU or the interpreter."""
+    if INTERPRETED or not t.is_cuda or torch.version.hip is not None:
+        return False
+    dev = t.get_device()
+    ok = _DEPENDENT_LAUNCH.get(dev)
+    if ok is None:
+        from triton.backends.nvidia.compiler import CUDAOptions
+
+        ok = _DEPENDENT_LAUNCH[dev] = (torch.cuda.get_device_capability(dev)[0] >= 9
+                                       and "launch_pdl" in CUDAOptions.__dataclass_fields__)
+    return ok
+
+
 def direct_launch_ready() -> bool:
     """Whether compiled kernels may be launched through :func:`bound_launcher` now (compiled mode,
     no launch hooks: profilers set them and expect every launch to pass through them)."""

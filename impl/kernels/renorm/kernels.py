@@ -500,6 +500,19 @@ def _sorted_pivot(keys_src, n, lo, hi, level, goal, TOP_P: tl.constexpr, SORT_CA
 
 
 @triton.jit
+def _after_the_launch_before(PDL: tl.constexpr):
+    # PDL (programmatic dependent launch: CUDA sm90+, below the tuning's dependent_launch_rows): this
+    # launch may start while the one before it in the stream still runs. Every program waits here,
+    # before it reads or writes anything, until that launch has finished and its writes are visible
+    # (so each launch also ends after the one before it: the chain orders the whole call), then lets
+    # the next launch start: its programs take the SMs this one's last wave leaves idle, and the
+    # launch gap goes.
+    if PDL:
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
+
+
+@triton.jit
 def _chunk_and_row(REVERSED: tl.constexpr):
     # This (chunk, row) program's chunk and row. REVERSED walks the grid last to first: programs start
     # in about program-id order, so such a launch begins on the rows the launch before it read last,
@@ -643,12 +656,14 @@ def _first_pass_kernel(
     probs_ptr, param_ptr, param_scalar, seg_ptr, part_ptr, state_ptr, fstate_ptr, V, chunk_len, num_chunks,
     TOP_P: tl.constexpr, PARAM_IS_TENSOR: tl.constexpr, SEG_MAP: tl.constexpr, TICKET: tl.constexpr,
     BLOCK: tl.constexpr, CHUNKS_P2: tl.constexpr, PREFETCH: tl.constexpr, REVERSED: tl.constexpr = False,
+    PDL: tl.constexpr = False,
 ):
     # The first select pass over (chunk, row) programs: count (top-k) or weigh in fp32 (top-p) the
     # keys of each fixed bucket, then the row's last program keeps the bucket(s) holding the pivot
     # and writes each chunk's count of keys in them to its RANGE_SLOT (the compaction places its
     # candidates by them). Top-p's exact fp64 masses are the compaction's. SEG_MAP: also the
     # segment maxima (seg_ptr) the compaction and the write read. REVERSED: _chunk_and_row's.
+    _after_the_launch_before(PDL)
     chunk, row = _chunk_and_row(REVERSED)
     srow, frow = _row_words(state_ptr, fstate_ptr, row)
     start = chunk * chunk_len
@@ -692,11 +707,12 @@ def _first_pass_kernel(
 def _pass_kernel(
     probs_ptr, param_ptr, param_scalar, cand_ptr, part_ptr, state_ptr, fstate_ptr, V, chunk_len, num_chunks,
     cap, TOP_P: tl.constexpr, PARAM_IS_TENSOR: tl.constexpr, SKIP_COMPACTED: tl.constexpr,
-    NB: tl.constexpr, TICKET: tl.constexpr, BLOCK: tl.constexpr, CHUNKS_P2: tl.constexpr,
+    NB: tl.constexpr, TICKET: tl.constexpr, BLOCK: tl.constexpr, CHUNKS_P2: tl.constexpr, PDL: tl.constexpr = False,
 ):
     # One select pass after the first over (chunk, row) programs: split [lo, hi) into NB sub-ranges,
     # count (top-k) or weigh (top-p, fp64) the keys in each, and keep the sub-range holding the
     # pivot. With SKIP_COMPACTED, compacted rows are left to the finish kernel.
+    _after_the_launch_before(PDL)
     chunk = tl.program_id(0)
     row = tl.program_id(1)
     srow, frow = _row_words(state_ptr, fstate_ptr, row)
@@ -751,7 +767,7 @@ def _compact_kernel(
     num_chunks, cap, TOP_P: tl.constexpr, PARAM_IS_TENSOR: tl.constexpr, ATTEMPT: tl.constexpr, ADAPT: tl.constexpr,
     MASSES: tl.constexpr, SEG_MAP: tl.constexpr, TICKET: tl.constexpr, BLOCK: tl.constexpr, CHUNKS_P2: tl.constexpr,
     PREFETCH: tl.constexpr, NARROW: tl.constexpr, LANES: tl.constexpr = 32, REVERSED: tl.constexpr = False,
-    SPLIT_UNFIT: tl.constexpr = False,
+    SPLIT_UNFIT: tl.constexpr = False, PDL: tl.constexpr = False,
 ):
     # Copy the keys in [lo, hi) of a not-yet-compacted row into its candidate scratch when they
     # fit. The pass just before counted them per chunk (part word CHOSEN), so each program knows
@@ -768,6 +784,7 @@ def _compact_kernel(
     # also split UNFIT_SPLIT ways in the same launch, as _pass_kernel would split it (its last program
     # knows the exact mass below the range once it has reduced the masses), so the next attempt needs
     # no pass of its own.
+    _after_the_launch_before(PDL)
     chunk, row = _chunk_and_row(REVERSED)
     srow, frow = _row_words(state_ptr, fstate_ptr, row)
     n = tl.load(srow + CHOSEN_COUNT)
@@ -986,7 +1003,7 @@ def _mass_at_or_above(src, n, lo, BLOCK: tl.constexpr):
 def _finish_kernel(
     probs_ptr, param_ptr, param_scalar, cand_ptr, state_ptr, fstate_ptr, V, cap, TOP_P: tl.constexpr,
     PARAM_IS_TENSOR: tl.constexpr, NB: tl.constexpr, SORT_CAP: tl.constexpr, BLOCK: tl.constexpr,
-    PREFETCH: tl.constexpr, ROW_BLOCK: tl.constexpr, FIRST_SPLIT: tl.constexpr = False,
+    PREFETCH: tl.constexpr, ROW_BLOCK: tl.constexpr, FIRST_SPLIT: tl.constexpr = False, PDL: tl.constexpr = False,
 ):
     # One program per row runs the remaining passes back to back over the row's candidates
     # (cache-resident), moving the ones still in range to the front each pass so the scans shrink
@@ -999,6 +1016,7 @@ def _finish_kernel(
     # FIRST_SPLIT: the first pass over more than SORT_CAP candidates moves nothing (every candidate
     # is in range, so a moving pass would move them all); CHOSEN and CHOSEN_COUNT then name the
     # sub-range it kept and its keys.
+    _after_the_launch_before(PDL)
     row = tl.program_id(0)
     srow, frow = _row_words(state_ptr, fstate_ptr, row)
     compacted = tl.load(srow + COMPACTED) != 0
@@ -1106,6 +1124,7 @@ def _gather_finish_kernel(
     probs_ptr, param_ptr, param_scalar, cand_ptr, gath_ptr, part_ptr, state_ptr, fstate_ptr, V, chunk_len,
     num_chunks, cap, TOP_P: tl.constexpr, PARAM_IS_TENSOR: tl.constexpr, NB: tl.constexpr, SORT_CAP: tl.constexpr,
     SHORT_SORT: tl.constexpr, TICKET: tl.constexpr, BLOCK: tl.constexpr, CHUNKS_P2: tl.constexpr,
+    PDL: tl.constexpr = False,
 ):
     # Small batches, after their passes: copy the keys still in [lo, hi) into the row's gather
     # buffer (V slots: any count fits; each program's start comes from the last pass's per-chunk
@@ -1115,6 +1134,7 @@ def _gather_finish_kernel(
     # here (fp64): each program the keys of its share above the range (>= lo when the range is
     # down to one key), the last one adds the compaction's mass above the candidates and the
     # gathered keys >= pivot. Launch with the passes' grid and BLOCK: the chunks must match.
+    _after_the_launch_before(PDL)
     chunk = tl.program_id(0)
     row = tl.program_id(1)
     srow, frow = _row_words(state_ptr, fstate_ptr, row)
@@ -1165,7 +1185,7 @@ def _segments_read(seg_row, off, end, pivot, ROWS: tl.constexpr, SEG_MAP: tl.con
 def _write_kernel(
     probs_ptr, out_ptr, seg_ptr, state_ptr, fstate_ptr, V, chunk_len, TOP_P: tl.constexpr, SEG_MAP: tl.constexpr,
     BLOCK: tl.constexpr, PREFETCH: tl.constexpr = False, REVERSED: tl.constexpr = False,
-    EVICT_FIRST: tl.constexpr = False,
+    EVICT_FIRST: tl.constexpr = False, PDL: tl.constexpr = False,
 ):
     # Keep the entries >= pivot, scaled by 1 / kept mass in fp64 (zero mass -> zeros; NaN and
     # negative entries -> 0). Blocks are [segments, SEG] tiles: with SEG_MAP a segment whose largest
@@ -1174,6 +1194,7 @@ def _write_kernel(
     # so a step's stores do not wait on its two dependent loads (map word, then segment).
     # REVERSED: _chunk_and_row's. EVICT_FIRST: the stores are marked first to leave the L2, so they
     # do not push out the rows the write has yet to read.
+    _after_the_launch_before(PDL)
     chunk, row = _chunk_and_row(REVERSED)
     srow, frow = _row_words(state_ptr, fstate_ptr, row)
     pivot = tl.load(srow + LO).to(tl.int32)

@@ -123,8 +123,10 @@ def _split(bs: int, vocab: int, t: RenormTuning, top_p: bool, most_chunks: int |
 
 
 @functools.lru_cache(maxsize=256)
-def _plan(bs: int, vocab: int, top_p: bool, param_is_tensor: bool, t: RenormTuning) -> _Plan:
-    """Every launch of one call, worked out once per shape (eager calls pay only the launches)."""
+def _plan(bs: int, vocab: int, top_p: bool, param_is_tensor: bool, t: RenormTuning,
+          dependent_launch_ok: bool = False) -> _Plan:
+    """Every launch of one call, worked out once per shape (eager calls pay only the launches).
+    dependent_launch_ok: the device takes programmatic dependent launches (then the tuning decides)."""
     chunk_len, chunks = _split(bs, vocab, t, top_p)
     steps = [("first pass", 4)] + _steps(bs, top_p, t)
     # Small batches compact once, so their scratch holds a whole row (a few MiB at most): every
@@ -136,7 +138,9 @@ def _plan(bs: int, vocab: int, top_p: bool, param_is_tensor: bool, t: RenormTuni
     # are still covered: any chunk length x chunks spanning the vocab will do).
     small_len, small_chunks = _split(bs, vocab, t, top_p,
                                      min(t.small_batch_chunks[top_p], cdiv(t.small_batch_programs, bs)))
-    param = dict(TOP_P=top_p, PARAM_IS_TENSOR=param_is_tensor)
+    pdl = dependent_launch_ok and bs < t.dependent_launch_rows[top_p]
+    launch_kw = dict(PDL=pdl, launch_pdl=True) if pdl else dict(PDL=False)  # every kernel's last constexpr
+    param = dict(TOP_P=top_p, PARAM_IS_TENSOR=param_is_tensor, **launch_kw)
     seg_map = t.segment_maxima[top_p] and bs >= t.segment_maxima_rows
     ticket, attempt, launches = int(rk.FIRST_TICKET), 0, []
     reversed_launches = t.reversed_launches[top_p]
@@ -182,7 +186,7 @@ def _plan(bs: int, vocab: int, top_p: bool, param_is_tensor: bool, t: RenormTuni
         ticket += kind != "finish"
     block, warps = t.write
     write = _Launch(rk._write_kernel, (chunks, bs), "write", (vocab, chunk_len),
-                    dict(TOP_P=top_p, SEG_MAP=seg_map, BLOCK=block, PREFETCH=t.prefetch_write[top_p],
+                    dict(TOP_P=top_p, **launch_kw, SEG_MAP=seg_map, BLOCK=block, PREFETCH=t.prefetch_write[top_p],
                          REVERSED="write" in reversed_launches, EVICT_FIRST=t.write_evict_first[top_p],
                          num_warps=warps))
     compacts = any(kind == "compact" for kind, _ in steps)
@@ -190,14 +194,15 @@ def _plan(bs: int, vocab: int, top_p: bool, param_is_tensor: bool, t: RenormTuni
                  top_p)
 
 
-def _plan_for(bs: int, vocab: int, top_p: bool, param_is_tensor: bool, t: RenormTuning) -> _Plan:
+def _plan_for(bs: int, vocab: int, top_p: bool, param_is_tensor: bool, t: RenormTuning,
+              dependent_launch_ok: bool = False) -> _Plan:
     """``_plan``, looked up by the tuning's identity first (hashing a RenormTuning costs microseconds)."""
-    key = (bs, vocab, top_p, param_is_tensor, id(t))
+    key = (bs, vocab, top_p, param_is_tensor, id(t), dependent_launch_ok)
     hit = _PLANS.get(key)
     if hit is None or hit[0] is not t:
         if len(_PLANS) >= 256:
             _PLANS.clear()
-        hit = _PLANS[key] = (t, _plan(bs, vocab, top_p, param_is_tensor, t))
+        hit = _PLANS[key] = (t, _plan(bs, vocab, top_p, param_is_tensor, t, dependent_launch_ok))
     return hit[1]
 
 

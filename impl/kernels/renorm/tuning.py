@@ -104,6 +104,13 @@ class RenormTuning:
     # has yet to read stay. Top-k (the kept segments, read after their map words) at 256 rows, k = 50:
     # 119.9 -> 115.4 us; top-p (every entry, read in order) level (renorm v20).
     write_evict_first: bool | tuple[bool, bool] = (True, False)
+    # Below this many rows (by op; one int sets both; 0: never), on a GPU that has it (CUDA, sm90+; never
+    # HIP or the interpreter), every launch of a call is a programmatic dependent launch: it may start
+    # while the one before it in the stream runs, its programs waiting at their top until that one has
+    # finished (kernels.py, _after_the_launch_before), so the launch gap and the last wave's idle SMs go.
+    # Batch 1 to 64 rows 0.6-2.2 us faster for both ops; from 128 rows top-p level or up to 1.7 slower,
+    # top-k level at 256 (renorm v22, docs/performance.md).
+    dependent_launch_rows: int | tuple[int, int] = (256, 128)
     # The finish kernel's whole-row reads (one program a row: copying the keys of a row the compaction
     # narrowed, the kept mass of a row never compacted) step this many entries at a time: latency,
     # not bandwidth, bounds them (docs/performance.md, "Rows unlike the bench's").
@@ -150,7 +157,7 @@ class RenormTuning:
 
     def __post_init__(self) -> None:
         for name in ("finish_min_rows", "compact_attempts", "large_batch_rows", "huge_batch_rows",
-                     "target_programs"):  # one int: both
+                     "target_programs", "dependent_launch_rows"):  # one int: both
             value = getattr(self, name)
             if isinstance(value, int) and not isinstance(value, bool):
                 object.__setattr__(self, name, (value, value))
@@ -191,6 +198,10 @@ class RenormTuning:
             pair = getattr(self, name)
             if not (isinstance(pair, tuple) and len(pair) == 2 and all(isinstance(r, int) and r >= 1 for r in pair)):
                 refuse(name, "must be an int >= 1 or a (top-k, top-p) pair of them")
+        pair = self.dependent_launch_rows
+        if not (isinstance(pair, tuple) and len(pair) == 2
+                and all(isinstance(r, int) and not isinstance(r, bool) and r >= 0 for r in pair)):
+            refuse("dependent_launch_rows", "must be an int >= 0 or a (top-k, top-p) pair of them")
         pair = self.target_programs
         if not (isinstance(pair, tuple) and len(pair) == 2
                 and all(isinstance(r, int) and not isinstance(r, bool) and r >= 1 for r in pair)):
