@@ -5,9 +5,11 @@
 
 The profile lists each kernel's device time (torch.profiler) of one top-k call (every row's k =
 --k) and one top-p call (p = --p) on softmax(3 randn) rows, the peer benchmark's inputs, so a change
-can be pinned to the pass it sped up; `--sweep` times whole calls as CUDA-graph replays for
-a few RenormTuning variants (passed explicitly with ``tuning=``) at each batch of
-`--batches`, with k in {50, 1000} and p in {0.9, 0.95} (the peer benchmark's cells). Each
+can be pinned to the pass it sped up. It runs without dependent launches (dependent_launch_rows 0,
+unless a --variant sets it): with them a kernel's time would include its wait for the one before.
+`--sweep` times whole calls as CUDA-graph replays for a few RenormTuning variants (passed explicitly
+with ``tuning=``) at each batch of `--batches`, with k in {50, 1000} and p in {0.9, 0.95} (the peer
+benchmark's cells). Each
 `--variant '{"large_batch_compact": [[256, 1], [512, 1]]}'` (RenormTuning fields as JSON; lists
 become tuples) replaces the built-in variants: the defaults are always timed first. Each --variant
 is also profiled, after the defaults.
@@ -129,7 +131,7 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit("renorm_kernel_profile needs a GPU")
     probs, k, p = _inputs(args.rows, args.vocab, args.k, args.p)
     for changes in [{}, *args.variant]:  # the defaults, then each --variant
-        tuning = dataclasses.replace(DEFAULT_TUNING, **changes)
+        tuning = dataclasses.replace(DEFAULT_TUNING, **{"dependent_launch_rows": 0, **changes})
         suffix = f"  {changes}" if changes else ""
         _profile(lambda: top_k_renorm(probs, k, tuning=tuning), f"top_k {args.rows}x{args.vocab}{suffix}")
         _profile(lambda: top_p_renorm(probs, p, tuning=tuning), f"top_p {args.rows}x{args.vocab}{suffix}")
