@@ -1182,10 +1182,22 @@ def _segments_read(seg_row, off, end, pivot, ROWS: tl.constexpr, SEG_MAP: tl.con
 
 
 @triton.jit
+def _pivot_and_scale(state_ptr, fstate_ptr, row, TOP_P: tl.constexpr):
+    # The write's row words: the pivot key and 1 / kept mass in fp64 (0 when nothing is kept).
+    srow, frow = _row_words(state_ptr, fstate_ptr, row)
+    pivot = tl.load(srow + LO).to(tl.int32)
+    if TOP_P:
+        kept = tl.load(frow + TOTAL) - tl.load(frow + BELOW_MASS)
+    else:
+        kept = tl.load(frow + KEPT)
+    return pivot, tl.where(kept > 0.0, 1.0 / tl.where(kept > 0.0, kept, 1.0), 0.0)
+
+
+@triton.jit
 def _write_kernel(
     probs_ptr, out_ptr, seg_ptr, state_ptr, fstate_ptr, V, chunk_len, TOP_P: tl.constexpr, SEG_MAP: tl.constexpr,
     BLOCK: tl.constexpr, PREFETCH: tl.constexpr = False, REVERSED: tl.constexpr = False,
-    EVICT_FIRST: tl.constexpr = False, PDL: tl.constexpr = False,
+    EVICT_FIRST: tl.constexpr = False, PRELOAD: tl.constexpr = 0, PDL: tl.constexpr = False,
 ):
     # Keep the entries >= pivot, scaled by 1 / kept mass in fp64 (zero mass -> zeros; NaN and
     # negative entries -> 0). Blocks are [segments, SEG] tiles: with SEG_MAP a segment whose largest
@@ -1193,43 +1205,49 @@ def _write_kernel(
     # PREFETCH: a block's data is loaded during the step before and its map words two steps before,
     # so a step's stores do not wait on its two dependent loads (map word, then segment).
     # REVERSED: _chunk_and_row's. EVICT_FIRST: the stores are marked first to leave the L2, so they
-    # do not push out the rows the write has yet to read.
-    _after_the_launch_before(PDL)
+    # do not push out the rows the write has yet to read. PRELOAD (> 0: no map, the chunk in at most
+    # PRELOAD blocks): the program loads its whole chunk before _after_the_launch_before, so with
+    # dependent launches the loads run while the launch before still does (no launch of the call
+    # writes probs; nothing is stored before the wait), then keeps and stores it.
     chunk, row = _chunk_and_row(REVERSED)
-    srow, frow = _row_words(state_ptr, fstate_ptr, row)
-    pivot = tl.load(srow + LO).to(tl.int32)
-    if TOP_P:
-        kept = tl.load(frow + TOTAL) - tl.load(frow + BELOW_MASS)
-    else:
-        kept = tl.load(frow + KEPT)
-    scale = tl.where(kept > 0.0, 1.0 / tl.where(kept > 0.0, kept, 1.0), 0.0)
     start = chunk * chunk_len
     end = tl.minimum(start + chunk_len, V)
     src = probs_ptr + row.to(tl.int64) * V
     dst = out_ptr + row.to(tl.int64) * V
-    seg_row = seg_ptr + row.to(tl.int64) * tl.cdiv(V, SEG)
-    ROWS: tl.constexpr = BLOCK // SEG if SEG_MAP else 1  # without the map, [1, BLOCK]: v10's 1-D layout
-    COLS: tl.constexpr = SEG if SEG_MAP else BLOCK
-    tile = tl.arange(0, ROWS)[:, None] * COLS + tl.arange(0, COLS)[None, :]
-    ahead = tl.zeros([ROWS, COLS], tl.float32)
-    read_next = tl.zeros([ROWS], tl.int1)
-    if PREFETCH:
-        first = _segments_read(seg_row, start, end, pivot, ROWS, SEG_MAP)
-        ahead = tl.load(src + start + tile, mask=(start + tile < end) & first[:, None], other=0.0)
-        read_next = _segments_read(seg_row, start + BLOCK, end, pivot, ROWS, SEG_MAP)
-    for off in range(start, end, BLOCK):
-        offs = off + tile
-        ok = offs < end
-        if PREFETCH:
-            x, key = _clean(ahead)
-            after = offs + BLOCK
-            ahead = tl.load(src + after, mask=(after < end) & read_next[:, None], other=0.0)
-            read_next = _segments_read(seg_row, off + 2 * BLOCK, end, pivot, ROWS, SEG_MAP)
-        else:
-            read = ok & _segments_read(seg_row, off, end, pivot, ROWS, SEG_MAP)[:, None]
-            x, key = _load_keys(src + offs, read)  # unread: key 0, below a pivot > 0
+    if PRELOAD > 0:
+        whole = start + tl.arange(0, PRELOAD)[:, None] * BLOCK + tl.arange(0, BLOCK)[None, :]
+        inside = whole < end
+        x, key = _load_keys(src + whole, inside)
+        _after_the_launch_before(PDL)
+        pivot, scale = _pivot_and_scale(state_ptr, fstate_ptr, row, TOP_P)
         y = tl.where(key >= pivot, x.to(tl.float64) * scale, 0.0)
-        if EVICT_FIRST:
-            tl.store(dst + offs, y.to(tl.float32), mask=ok, eviction_policy="evict_first")
-        else:
-            tl.store(dst + offs, y.to(tl.float32), mask=ok)
+        tl.store(dst + whole, y.to(tl.float32), mask=inside)
+    else:
+        _after_the_launch_before(PDL)
+        pivot, scale = _pivot_and_scale(state_ptr, fstate_ptr, row, TOP_P)
+        seg_row = seg_ptr + row.to(tl.int64) * tl.cdiv(V, SEG)
+        ROWS: tl.constexpr = BLOCK // SEG if SEG_MAP else 1  # without the map, [1, BLOCK]: v10's 1-D layout
+        COLS: tl.constexpr = SEG if SEG_MAP else BLOCK
+        tile = tl.arange(0, ROWS)[:, None] * COLS + tl.arange(0, COLS)[None, :]
+        ahead = tl.zeros([ROWS, COLS], tl.float32)
+        read_next = tl.zeros([ROWS], tl.int1)
+        if PREFETCH:
+            first = _segments_read(seg_row, start, end, pivot, ROWS, SEG_MAP)
+            ahead = tl.load(src + start + tile, mask=(start + tile < end) & first[:, None], other=0.0)
+            read_next = _segments_read(seg_row, start + BLOCK, end, pivot, ROWS, SEG_MAP)
+        for off in range(start, end, BLOCK):
+            offs = off + tile
+            ok = offs < end
+            if PREFETCH:
+                x, key = _clean(ahead)
+                after = offs + BLOCK
+                ahead = tl.load(src + after, mask=(after < end) & read_next[:, None], other=0.0)
+                read_next = _segments_read(seg_row, off + 2 * BLOCK, end, pivot, ROWS, SEG_MAP)
+            else:
+                read = ok & _segments_read(seg_row, off, end, pivot, ROWS, SEG_MAP)[:, None]
+                x, key = _load_keys(src + offs, read)  # unread: key 0, below a pivot > 0
+            y = tl.where(key >= pivot, x.to(tl.float64) * scale, 0.0)
+            if EVICT_FIRST:
+                tl.store(dst + offs, y.to(tl.float32), mask=ok, eviction_policy="evict_first")
+            else:
+                tl.store(dst + offs, y.to(tl.float32), mask=ok)

@@ -62,7 +62,7 @@ from dataclasses import dataclass, field
 
 from impl.kernels._backend import cdiv, next_pow2
 from impl.kernels.renorm import kernels as rk
-from impl.kernels.renorm.tuning import RenormTuning
+from impl.kernels.renorm.tuning import WRITE_PRELOAD_MAX, RenormTuning
 
 
 @dataclass(frozen=True)
@@ -187,8 +187,13 @@ def _plan(bs: int, vocab: int, top_p: bool, param_is_tensor: bool, t: RenormTuni
                                          num_warps=warps)))
         ticket += kind != "finish"
     block, warps = t.write
+    preload = next_pow2(cdiv(chunk_len, block))
+    if not (t.write_preload[top_p] and not seg_map and bs < t.dependent_launch_rows[top_p]
+            and preload * block <= WRITE_PRELOAD_MAX):
+        preload = 0
     write = _Launch(rk._write_kernel, (chunks, bs), "write", (vocab, chunk_len),
                     dict(TOP_P=top_p, **launch_kw, SEG_MAP=seg_map, BLOCK=block, PREFETCH=t.prefetch_write[top_p],
+                         PRELOAD=preload,
                          REVERSED="write" in reversed_launches, EVICT_FIRST=t.write_evict_first[top_p],
                          num_warps=warps))
     compacts = any(kind == "compact" for kind, _ in steps)

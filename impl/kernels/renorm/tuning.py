@@ -13,6 +13,7 @@ from impl.kernels.renorm import kernels as rk
 
 _Shape = tuple[int, int]  # (BLOCK, warps)
 REVERSIBLE_LAUNCHES = ("first pass", "compact", "write")  # the (chunk, row) launches that read whole rows
+WRITE_PRELOAD_MAX = 8192  # entries a preloading write program holds (32 a thread in 8 warps)
 
 
 @dataclass(frozen=True)
@@ -111,6 +112,12 @@ class RenormTuning:
     # Batch 1 to 64 rows 0.6-2.2 us faster for both ops; from 128 rows top-p level or up to 1.7 slower,
     # top-k level at 256 (renorm v22, docs/performance.md).
     dependent_launch_rows: int | tuple[int, int] = (256, 128)
+    # By op (one bool sets both): below dependent_launch_rows, a write without the segment maxima whose chunk
+    # spans at most WRITE_PRELOAD_MAX entries loads the whole chunk before it waits for the launch before
+    # (kernels.py, _write_kernel's PRELOAD), so with dependent launches its reads overlap the finish. Top-p at
+    # 64 rows 88.3 / 90.0 -> 86.8 / 88.7 us and 89.0 / 90.9 -> 85.7 / 88.7 in two sweeps; 1 to 32 rows level
+    # (renorm v22). Top-k's write reads through the map from 32 rows; below, level.
+    write_preload: bool | tuple[bool, bool] = (False, True)
     # The finish kernel's whole-row reads (one program a row: copying the keys of a row the compaction
     # narrowed, the kept mass of a row never compacted) step this many entries at a time: latency,
     # not bandwidth, bounds them (docs/performance.md, "Rows unlike the bench's").
@@ -162,7 +169,7 @@ class RenormTuning:
             if isinstance(value, int) and not isinstance(value, bool):
                 object.__setattr__(self, name, (value, value))
         for name in ("segment_maxima", "prefetch_first_pass", "prefetch_compact", "prefetch_write",
-                     "prefetch_finish", "write_evict_first"):  # both ops
+                     "prefetch_finish", "write_evict_first", "write_preload"):  # both ops
             if isinstance(getattr(self, name), bool):
                 object.__setattr__(self, name, (getattr(self, name), getattr(self, name)))
         launches = self.reversed_launches
@@ -247,7 +254,7 @@ class RenormTuning:
                 refuse(name, f"must span whole {int(rk.SEG)}-entry segments (its BLOCK or length a multiple of "
                        f"{int(rk.SEG)})")
         for name in ("segment_maxima", "prefetch_first_pass", "prefetch_compact", "prefetch_write",
-                     "prefetch_finish", "write_evict_first"):
+                     "prefetch_finish", "write_evict_first", "write_preload"):
             pair = getattr(self, name)
             if not (isinstance(pair, tuple) and len(pair) == 2 and all(isinstance(v, bool) for v in pair)):
                 refuse(name, "must be a bool or a (top-k, top-p) pair of them")
