@@ -502,11 +502,12 @@ def _sorted_pivot(keys_src, n, lo, hi, level, goal, TOP_P: tl.constexpr, SORT_CA
 @triton.jit
 def _after_the_launch_before(PDL: tl.constexpr):
     # PDL (programmatic dependent launch: CUDA sm90+, below the tuning's dependent_launch_rows): this
-    # launch may start while the one before it in the stream still runs. Every program waits here,
-    # before it reads or writes anything, until that launch has finished and its writes are visible
-    # (so each launch also ends after the one before it: the chain orders the whole call), then lets
-    # the next launch start: its programs take the SMs this one's last wave leaves idle, and the
-    # launch gap goes.
+    # launch may start while the one before it in the stream still runs. Every program waits here
+    # before it writes anything or reads anything a launch may have written (only the preloading
+    # write reads before: probs, which no launch of the call writes), until that launch has finished
+    # and its writes are visible, so each launch also ends after the one before it and the chain
+    # orders the whole call. Then it lets the next launch start: that launch's programs take the SMs
+    # this one's last wave leaves idle, and the launch gap goes.
     if PDL:
         tl.extra.cuda.gdc_wait()
         tl.extra.cuda.gdc_launch_dependents()
