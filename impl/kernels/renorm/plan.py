@@ -17,7 +17,8 @@ on the rounding; the exact fp64 masses (below the range, the row's total) come f
 compaction, which reads the row anyway. Later passes split evenly. Nothing syncs with the
 host and the launch count is fixed (CUDA-graph safe). On CUDA sm90+ and below dependent_launch_rows,
 every launch is a programmatic dependent launch: it may start while the one before it runs, and its
-programs wait at their top until that one has finished. Kernels: impl/kernels/renorm/kernels.py.
+programs wait at their top until that one has finished (top-p's write loads its chunk first:
+write_preload). Kernels: impl/kernels/renorm/kernels.py.
 
 Candidate compaction: a row whose current range holds few enough keys copies them
 into a per-row scratch, and its later passes read only those. The pass before

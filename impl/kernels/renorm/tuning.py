@@ -109,8 +109,9 @@ class RenormTuning:
     # HIP or the interpreter), every launch of a call is a programmatic dependent launch: it may start
     # while the one before it in the stream runs, its programs waiting at their top until that one has
     # finished (kernels.py, _after_the_launch_before), so the launch gap and the last wave's idle SMs go.
-    # Batch 1 to 64 rows 0.6-2.2 us faster for both ops; from 128 rows top-p level or up to 1.7 slower,
-    # top-k level at 256 (renorm v22, docs/performance.md).
+    # Against v21 (one process): 1 to 64 rows 0.3-2.1 us faster for both ops except top-p at 8 rows (0.2 / 0.7
+    # slower); in a sweep from 128 rows top-p level or up to 1.7 slower, top-k level at 256 (renorm v22,
+    # docs/performance.md).
     dependent_launch_rows: int | tuple[int, int] = (256, 128)
     # By op (one bool sets both): below dependent_launch_rows, a write without the segment maxima whose chunk
     # spans at most WRITE_PRELOAD_MAX entries loads the whole chunk before it waits for the launch before
