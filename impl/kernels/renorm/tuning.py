@@ -78,9 +78,11 @@ class RenormTuning:
     # By op (one bool sets both): each step of the first pass / of the compaction issues the next
     # block's load before its own arithmetic (with the map: the next listed segments', their numbers
     # two steps ahead) (docs/performance.md, renorm v12 and v13). Top-p's compaction, which weighs
-    # every key in one-warp programs at 256 rows, gains (256 rows: 267.2 -> 261.8 us); the first
-    # pass does not move (H200 sweep, 3 rounds).
-    prefetch_first_pass: bool | tuple[bool, bool] = (False, False)
+    # every key in one-warp programs at 256 rows, gains (256 rows: 267.2 -> 261.8 us). Top-p's first pass
+    # did not move in v12's sweep; on v22's shapes and launches it gains (renorm v23, one process against v22,
+    # p = 0.9 / 0.95: 32 and 64 rows 0.7-0.8 us, 128 rows 139.4 / 141.0 -> 137.1 / 138.8, 256 rows 247.8 / 248.4
+    # -> 244.2 / 244.8; 1 and 8 rows level). Top-k's first pass did not move (docs/performance.md).
+    prefetch_first_pass: bool | tuple[bool, bool] = (False, True)
     prefetch_compact: bool | tuple[bool, bool] = (True, True)
     # By op: the write loads a block's data a step ahead and, with the map, its map words two steps
     # ahead (renorm v14: top-k's write at 256 rows, k = 1000, 48.4-49.6 -> 45.3-46.4 us, profiled in turn; top-p level).
