@@ -204,6 +204,12 @@ def dependent_launch_ok(t: torch.Tensor) -> bool:
     return ok
 
 
+def ptx_ok(t: torch.Tensor) -> bool:
+    """Whether kernels for ``t``'s device compile for CUDA, so they may hold inline PTX: compiled
+    Triton on an NVIDIA GPU. Never on HIP, the CPU or the interpreter."""
+    return not INTERPRETED and t.is_cuda and torch.version.hip is None
+
+
 def direct_launch_ready() -> bool:
     """Whether compiled kernels may be launched through :func:`bound_launcher` now (compiled mode,
     no launch hooks: profilers set them and expect every launch to pass through them)."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from impl.gates import active_gates
-from impl.kernels._backend import INTERPRETED, dependent_launch_ok, launch_mode
+from impl.kernels._backend import INTERPRETED, dependent_launch_ok, launch_mode, ptx_ok
 from impl.kernels.renorm import torch_path
 from impl.kernels.renorm.checks import _P_DTYPES, _check_probs, _fp32, _param_tensor, _plain_param, _tuning
 from impl.kernels.renorm.fast_path import _FAST_GATES, _fast_call
@@ -92,7 +92,7 @@ def _run(probs, param, param_t, *, top_p: bool, tuning: RenormTuning, mode: str)
         if param_t is None:
             param_t = torch.full((bs,), param, dtype=torch.float32 if top_p else torch.int64, device=probs.device)
         return torch_path._top_p_torch(probs, param_t) if top_p else torch_path._top_k_torch(probs, param_t)
-    plan = _plan_for(bs, vocab, top_p, param_t is not None, tuning, dependent_launch_ok(probs))
+    plan = _plan_for(bs, vocab, top_p, param_t is not None, tuning, dependent_launch_ok(probs), ptx_ok(probs))
     out = torch.empty_like(probs)
     if probs.is_cuda and probs.get_device() != _CURRENT_DEVICE():  # Triton launches on the current device
         with torch.cuda.device(probs.device):

@@ -188,14 +188,31 @@ def _source(probs_ptr, cand_ptr, srow, row, chunk, V, chunk_len, num_chunks, cap
 
 
 @triton.jit
+def _scatter(ptrs, x, mask, PTX: tl.constexpr):
+    # Store fp32 x at data-dependent addresses (a compaction's slots). tl.store gives such a store one
+    # value a thread, so the values, addresses and mask of a block held four a thread change layout
+    # through shared memory first, with a barrier each round (on the H200, 10 of the compaction loop's 14
+    # barriers). PTX (CUDA only: the plan's PTX_STORES): the same predicated st.global, one value at a
+    # time in the layout the operands already have.
+    if PTX:
+        tl.inline_asm_elementwise(
+            "{ .reg .pred p; setp.ne.b32 p, $3, 0; @p st.global.f32 [$1], $2; mov.b32 $0, 0; }",
+            "=r,l,f,r", [ptrs.to(tl.int64, bitcast=True), x, mask.to(tl.int32)], dtype=tl.int32, is_pure=False,
+            pack=1)
+    else:
+        tl.store(ptrs, x, mask=mask)
+
+
+@triton.jit
 def _copy_in_range(src, start, end, lo, hi, dst, slot, SUM_ABOVE: tl.constexpr, KEY_SPAN: tl.constexpr,
-                   SUM_BELOW: tl.constexpr, BLOCK: tl.constexpr, PREFETCH: tl.constexpr = False):
+                   SUM_BELOW: tl.constexpr, BLOCK: tl.constexpr, PREFETCH: tl.constexpr = False,
+                   PTX: tl.constexpr = False):
     # Append the values of src[start:end) whose keys lie in [lo, hi) to dst, from slot on, in
     # order (a block's cumsum places them: no atomics; a block holding none skips it). Returns the
     # next free slot and, when asked, the fp64 mass of the keys >= hi (SUM_ABOVE), the smallest and
     # largest key copied (KEY_SPAN), and the fp64 masses of the keys < lo and of the others (SUM_BELOW).
     # PREFETCH: each step issues the next block's load before working on its own, so a program's
-    # load latency overlaps its arithmetic (a one-warp program has no other warp to hide it).
+    # load latency overlaps its arithmetic (a one-warp program has no other warp to hide it). PTX: _scatter's.
     above = tl.zeros([BLOCK], tl.float64)
     below = tl.zeros([BLOCK], tl.float64)
     rest = tl.zeros([BLOCK], tl.float64)
@@ -219,7 +236,7 @@ def _copy_in_range(src, start, end, lo, hi, dst, slot, SUM_ABOVE: tl.constexpr, 
         n_take = both & 0xFFFF
         if n_take > 0:
             ones = take.to(tl.int32)
-            tl.store(dst + slot + (tl.cumsum(ones, axis=0) - 1).to(tl.int64), x, mask=take)
+            _scatter(dst + slot + (tl.cumsum(ones, axis=0) - 1).to(tl.int64), x, take, PTX)
             slot += n_take.to(tl.int64)
             if KEY_SPAN:
                 kmin = tl.minimum(kmin, tl.where(take, key, KEY_NONE))
@@ -238,13 +255,15 @@ def _copy_in_range(src, start, end, lo, hi, dst, slot, SUM_ABOVE: tl.constexpr, 
 
 @triton.jit
 def _copy_from_segments(src, seg_src, listed, start, end, lo, hi, dst, slot, SUM_ABOVE: tl.constexpr,
-                        KEY_SPAN: tl.constexpr, BLOCK: tl.constexpr, PREFETCH: tl.constexpr = False):
+                        KEY_SPAN: tl.constexpr, BLOCK: tl.constexpr, PREFETCH: tl.constexpr = False,
+                        PTX: tl.constexpr = False):
     # _copy_in_range without SUM_BELOW, reading only the segments of src[start:end) whose largest key
     # (seg_src: the first pass's map) is >= lo; the others hold no key >= lo. It lists those segments
     # first (ascending, at listed[0:n], this program's own words), then copies from BLOCK // SEG of
     # them a step: on probability rows a few steps instead of one per BLOCK entries.
     # PREFETCH: a step's data is loaded one step ahead and its segment numbers two steps ahead, so
-    # the two dependent loads (list word, then the segment) overlap the step before (one warp).
+    # the two dependent loads (list word, then the segment) overlap the step before (one warp). PTX:
+    # _scatter's.
     ROWS: tl.constexpr = BLOCK // SEG
     first_seg = start // SEG
     n_segs = tl.cdiv(end - start, SEG)
@@ -295,7 +314,7 @@ def _copy_from_segments(src, seg_src, listed, start, end, lo, hi, dst, slot, SUM
         n_take = tl.sum(per_seg, axis=0)
         if n_take > 0:  # place in order: the segments before, then the entries before in this one
             at = (tl.cumsum(per_seg, axis=0) - per_seg)[:, None] + tl.cumsum(ones, axis=1) - 1
-            tl.store(dst + slot + at.to(tl.int64), x, mask=take)
+            _scatter(dst + slot + at.to(tl.int64), x, take, PTX)
             slot += n_take.to(tl.int64)
             if KEY_SPAN:
                 kmin = tl.minimum(kmin, tl.where(take, key, KEY_NONE))
@@ -316,14 +335,14 @@ def _split_shift(lo, hi, NB: tl.constexpr):
 
 @triton.jit
 def _bin_stats(src, start, end, lo, hi, s, front, TOP_P: tl.constexpr, NB: tl.constexpr, FRONT: tl.constexpr,
-               BLOCK: tl.constexpr, PREFETCH: tl.constexpr = False):
+               BLOCK: tl.constexpr, PREFETCH: tl.constexpr = False, PTX: tl.constexpr = False):
     # Scan src[start:end): per sub-range of [lo, hi), the key count and (top-p) fp64 mass. Sub-range
     # d of a key is (key - lo) >> s.
     # FRONT (one program owning src, `front` = 1): also move the keys in [lo, hi) to the front
     # of src, in order, so the next pass scans only them; returns how many, and (top-k) the fp64
     # mass of the dropped keys >= hi. Writes never pass the block just read.
     # PREFETCH: each step issues the next block's load before its own arithmetic and stores (safe
-    # with FRONT: a step's stores land below the next block, and the front only grows).
+    # with FRONT: a step's stores land below the next block, and the front only grows). PTX: _scatter's.
     bins = tl.arange(0, NB)
     n_front = tl.zeros([], tl.int32)
     dropped_above = tl.zeros([BLOCK], tl.float64)
@@ -355,7 +374,7 @@ def _bin_stats(src, start, end, lo, hi, s, front, TOP_P: tl.constexpr, NB: tl.co
             # front: int32 0/1 (a bool scalar & vector breaks the interpreter)
             move = (inside.to(tl.int32) & front) != 0
             ones = move.to(tl.int32)
-            tl.store(src + n_front + tl.cumsum(ones, axis=0) - 1, x, mask=move)
+            _scatter(src + n_front + tl.cumsum(ones, axis=0) - 1, x, move, PTX)
             n_front += tl.sum(ones, axis=0)
             if not TOP_P:
                 dropped_above += tl.where(((ok & (key >= hi)).to(tl.int32) & front) != 0, x.to(tl.float64), 0.0)
@@ -452,7 +471,7 @@ def _level_and_goal(srow, frow, param_ptr, param_scalar, row, V, TOP_P: tl.const
 
 @triton.jit
 def _range_loop(src, n, lo, hi, level, goal, front, stop, TOP_P: tl.constexpr, NB: tl.constexpr,
-                BLOCK: tl.constexpr, PREFETCH: tl.constexpr = False):
+                BLOCK: tl.constexpr, PREFETCH: tl.constexpr = False, PTX: tl.constexpr = False):
     # One program runs passes over src[0:n) back to back until [lo, hi) is one key, or (front)
     # at most `stop` keys remain in it. With front (int32 1, src private to this program) the keys
     # still in range move to the front each pass, so the scans shrink with the range. Returns (lo,
@@ -461,7 +480,7 @@ def _range_loop(src, n, lo, hi, level, goal, front, stop, TOP_P: tl.constexpr, N
     while (hi - lo > 1) & (n > stop):
         s = _split_shift(lo, hi, NB)
         counts, mass, n_front, dropped = _bin_stats(src, 0, n, lo, hi, s, front, TOP_P, NB, True, BLOCK,
-                                                    PREFETCH)
+                                                    PREFETCH, PTX)
         new_lo, new_hi, _, level, _ = _choose(counts.to(tl.float64), mass, lo, hi, s, level, goal, TOP_P, NB)
         lo = new_lo.to(tl.int32)
         hi = new_hi.to(tl.int32)
@@ -768,7 +787,7 @@ def _compact_kernel(
     num_chunks, cap, TOP_P: tl.constexpr, PARAM_IS_TENSOR: tl.constexpr, ATTEMPT: tl.constexpr, ADAPT: tl.constexpr,
     MASSES: tl.constexpr, SEG_MAP: tl.constexpr, TICKET: tl.constexpr, BLOCK: tl.constexpr, CHUNKS_P2: tl.constexpr,
     PREFETCH: tl.constexpr, NARROW: tl.constexpr, LANES: tl.constexpr = 32, REVERSED: tl.constexpr = False,
-    SPLIT_UNFIT: tl.constexpr = False, PDL: tl.constexpr = False,
+    SPLIT_UNFIT: tl.constexpr = False, PDL: tl.constexpr = False, PTX_STORES: tl.constexpr = False,
 ):
     # Copy the keys in [lo, hi) of a not-yet-compacted row into its candidate scratch when they
     # fit. The pass just before counted them per chunk (part word CHOSEN), so each program knows
@@ -809,12 +828,12 @@ def _compact_kernel(
         rest = tl.zeros([], tl.float64)
         if MASSES or not SEG_MAP:  # every key is read (and, MASSES, weighed)
             _, above, kmin, kmax, below, rest = _copy_in_range(src, start, end, lo, copy_hi, dst, slot, not TOP_P,
-                                                               ADAPT, MASSES, BLOCK, PREFETCH)
+                                                               ADAPT, MASSES, BLOCK, PREFETCH, PTX_STORES)
         else:  # only the segments that may hold a key >= lo
             seg_row = row.to(tl.int64) * tl.cdiv(V, SEG)
             _, above, kmin, kmax = _copy_from_segments(src, seg_ptr + seg_row, list_ptr + seg_row + start // SEG,
                                                        start, end, lo, copy_hi, dst, slot, not TOP_P, ADAPT, BLOCK,
-                                                       PREFETCH)
+                                                       PREFETCH, PTX_STORES)
         prow = _partials(part_ptr, row, chunk, num_chunks)
         split = (n > cap) & (hi - lo > 1)  # a range of one key cannot split (_pass_kernel skips it too)
         if SPLIT_UNFIT:
@@ -1005,6 +1024,7 @@ def _finish_kernel(
     probs_ptr, param_ptr, param_scalar, cand_ptr, state_ptr, fstate_ptr, V, cap, TOP_P: tl.constexpr,
     PARAM_IS_TENSOR: tl.constexpr, NB: tl.constexpr, SORT_CAP: tl.constexpr, BLOCK: tl.constexpr,
     PREFETCH: tl.constexpr, ROW_BLOCK: tl.constexpr, FIRST_SPLIT: tl.constexpr = False, PDL: tl.constexpr = False,
+    PTX_STORES: tl.constexpr = False,
 ):
     # One program per row runs the remaining passes back to back over the row's candidates
     # (cache-resident), moving the ones still in range to the front each pass so the scans shrink
@@ -1032,7 +1052,7 @@ def _finish_kernel(
         if tl.load(srow + CHOSEN_COUNT) <= cap:  # narrowed by the compaction (_narrow): copy its keys
             dst = cand_ptr + row.to(tl.int64) * cap
             copied, above_range, _, _, _, _ = _copy_in_range(src, 0, V, lo, hi, dst, tl.zeros([], tl.int64),
-                                                             not TOP_P, False, False, ROW_BLOCK, True)
+                                                             not TOP_P, False, False, ROW_BLOCK, True, PTX_STORES)
             if not TOP_P:
                 tl.store(frow + ABOVE_MASS, above_range)
             tl.store(srow + NCAND, copied)
@@ -1054,7 +1074,7 @@ def _finish_kernel(
             tl.store(srow + CHOSEN_COUNT, n_in.to(tl.int64))
     stop = tl.where(compacted, SORT_CAP, 0)
     lo, hi, level, n, above = _range_loop(src, n, lo, hi, level, goal, compacted.to(tl.int32), stop, TOP_P, NB, BLOCK,
-                                          PREFETCH)
+                                          PREFETCH, PTX_STORES)
     kept = tl.zeros([], tl.float64)
     sorted_ = hi - lo > 1  # the loop stopped at <= SORT_CAP candidates, all at the front of src
     if SORT_CAP > 0:
@@ -1082,7 +1102,7 @@ def _finish_kernel(
 @triton.jit
 def _pivot_of_gathered(dst, srow, frow, param_ptr, param_scalar, row, V, lo, hi, TOP_P: tl.constexpr,
                        PARAM_IS_TENSOR: tl.constexpr, NB: tl.constexpr, SORT_CAP: tl.constexpr,
-                       SHORT_SORT: tl.constexpr, BLOCK: tl.constexpr):
+                       SHORT_SORT: tl.constexpr, BLOCK: tl.constexpr, PTX: tl.constexpr = False):
     # The row's last gather program: the pivot among the gathered keys of [lo, hi) (dst, private to
     # it), by sorting them when at most SORT_CAP (in SHORT_SORT slots when they fit), else by range
     # passes that move the survivors to the front. Stores LO / HI (= pivot, pivot + 1), top-p's
@@ -1104,7 +1124,7 @@ def _pivot_of_gathered(dst, srow, frow, param_ptr, param_scalar, row, V, lo, hi,
         tl.store(srow + FINISHED_BY, SORTED)
     else:
         lo, hi, level, n, moved = _range_loop(dst, n, lo, hi, level, goal, tl.full([], 1, tl.int32), 0,
-                                              TOP_P, NB, BLOCK)
+                                              TOP_P, NB, BLOCK, False, PTX)
         tl.store(srow + LO, lo.to(tl.int64))
         tl.store(srow + HI, hi.to(tl.int64))
         if TOP_P:
@@ -1125,7 +1145,7 @@ def _gather_finish_kernel(
     probs_ptr, param_ptr, param_scalar, cand_ptr, gath_ptr, part_ptr, state_ptr, fstate_ptr, V, chunk_len,
     num_chunks, cap, TOP_P: tl.constexpr, PARAM_IS_TENSOR: tl.constexpr, NB: tl.constexpr, SORT_CAP: tl.constexpr,
     SHORT_SORT: tl.constexpr, TICKET: tl.constexpr, BLOCK: tl.constexpr, CHUNKS_P2: tl.constexpr,
-    PDL: tl.constexpr = False,
+    PDL: tl.constexpr = False, PTX_STORES: tl.constexpr = False,
 ):
     # Small batches, after their passes: copy the keys still in [lo, hi) into the row's gather
     # buffer (V slots: any count fits; each program's start comes from the last pass's per-chunk
@@ -1152,7 +1172,8 @@ def _gather_finish_kernel(
         src, start, end = _source(probs_ptr, cand_ptr, srow, row, chunk, V, chunk_len, num_chunks, cap, BLOCK)
         dst = gath_ptr + row.to(tl.int64) * V
         copy_hi = tl.where(narrow, hi, lo)  # [lo, lo) copies nothing; its "above" is every key >= lo
-        _, above, _, _, _, _ = _copy_in_range(src, start, end, lo, copy_hi, dst, slot, not TOP_P, False, False, BLOCK)
+        _, above, _, _, _, _ = _copy_in_range(src, start, end, lo, copy_hi, dst, slot, not TOP_P, False, False, BLOCK,
+                                              False, PTX_STORES)
         if not TOP_P:
             tl.store(_partials(part_ptr, row, chunk, num_chunks) + ABOVE_SLOT, above)
         ticket = tl.atomic_add(srow + TICKET, 1)
@@ -1166,7 +1187,7 @@ def _gather_finish_kernel(
                     kept += tl.load(frow + ABOVE_MASS)
             if narrow:
                 kept += _pivot_of_gathered(dst, srow, frow, param_ptr, param_scalar, row, V, lo, hi, TOP_P,
-                                           PARAM_IS_TENSOR, NB, SORT_CAP, SHORT_SORT, BLOCK)
+                                           PARAM_IS_TENSOR, NB, SORT_CAP, SHORT_SORT, BLOCK, PTX_STORES)
             if not TOP_P:
                 tl.store(frow + KEPT, kept)
 

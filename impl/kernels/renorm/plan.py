@@ -127,9 +127,10 @@ def _split(bs: int, vocab: int, t: RenormTuning, top_p: bool, most_chunks: int |
 
 @functools.lru_cache(maxsize=256)
 def _plan(bs: int, vocab: int, top_p: bool, param_is_tensor: bool, t: RenormTuning,
-          dependent_launch_ok: bool = False) -> _Plan:
+          dependent_launch_ok: bool = False, ptx_ok: bool = False) -> _Plan:
     """Every launch of one call, worked out once per shape (eager calls pay only the launches).
-    dependent_launch_ok: the device takes programmatic dependent launches (then the tuning decides)."""
+    dependent_launch_ok: the device takes programmatic dependent launches (then the tuning decides);
+    ptx_ok: the kernels compile for CUDA, so their scattered stores may be inline PTX (t.ptx_stores)."""
     chunk_len, chunks = _split(bs, vocab, t, top_p)
     steps = [("first pass", 4)] + _steps(bs, top_p, t)
     # Small batches compact once, so their scratch holds a whole row (a few MiB at most): every
@@ -144,6 +145,7 @@ def _plan(bs: int, vocab: int, top_p: bool, param_is_tensor: bool, t: RenormTuni
     pdl = dependent_launch_ok and bs < t.dependent_launch_rows[top_p]
     launch_kw = dict(PDL=pdl, launch_pdl=True) if pdl else dict(PDL=False)  # every kernel's last constexpr
     param = dict(TOP_P=top_p, PARAM_IS_TENSOR=param_is_tensor, **launch_kw)
+    ptx = ptx_ok and t.ptx_stores  # the kernels that scatter (gather, compact, finish): kernels.py, _scatter
     seg_map = t.segment_maxima[top_p] and bs >= t.segment_maxima_rows
     ticket, attempt, launches = int(rk.FIRST_TICKET), 0, []
     reversed_launches = t.reversed_launches[top_p]
@@ -164,7 +166,8 @@ def _plan(bs: int, vocab: int, top_p: bool, param_is_tensor: bool, t: RenormTuni
         elif kind == "gather":  # the passes' BLOCK (its nb is theirs): the same shares of the candidates
             meta = dict(**param, **common, NB=nb, SORT_CAP=t.sort_capacity,
                         SHORT_SORT=min(t.short_sort, t.sort_capacity),
-                        BLOCK=(t.narrow_pass if nb == 4 else t.wide_pass[top_p])[0], num_warps=t.gather_warps)
+                        BLOCK=(t.narrow_pass if nb == 4 else t.wide_pass[top_p])[0], PTX_STORES=ptx,
+                        num_warps=t.gather_warps)
             launches.append(_Launch(rk._gather_finish_kernel, grid, "gather", sizes, meta))
         elif kind == "compact":
             attempt += 1
@@ -177,14 +180,15 @@ def _plan(bs: int, vocab: int, top_p: bool, param_is_tensor: bool, t: RenormTuni
             split_unfit = masses and _first_compaction_splits(bs, top_p, t)
             meta = dict(**param, **common, ATTEMPT=attempt, ADAPT=small, MASSES=masses, SEG_MAP=seg_map,
                         NARROW=narrow, LANES=32 * warps, BLOCK=block, PREFETCH=t.prefetch_compact[top_p],
-                        REVERSED="compact" in reversed_launches, SPLIT_UNFIT=split_unfit, num_warps=warps)
+                        REVERSED="compact" in reversed_launches, SPLIT_UNFIT=split_unfit, PTX_STORES=ptx,
+                        num_warps=warps)
             launches.append(_Launch(rk._compact_kernel, grid, "compact", sizes, meta))
         else:  # "finish"
             block, warps = t.finish[top_p]
             launches.append(_Launch(rk._finish_kernel, (bs,), "finish", (vocab, cap),
                                     dict(**param, NB=nb, SORT_CAP=t.finish_sort[top_p], BLOCK=block,
                                          PREFETCH=t.prefetch_finish[top_p], ROW_BLOCK=t.finish_row_block,
-                                         FIRST_SPLIT=bs < t.finish_first_split[top_p],
+                                         FIRST_SPLIT=bs < t.finish_first_split[top_p], PTX_STORES=ptx,
                                          num_warps=warps)))
         ticket += kind != "finish"
     block, warps = t.write
@@ -203,14 +207,14 @@ def _plan(bs: int, vocab: int, top_p: bool, param_is_tensor: bool, t: RenormTuni
 
 
 def _plan_for(bs: int, vocab: int, top_p: bool, param_is_tensor: bool, t: RenormTuning,
-              dependent_launch_ok: bool = False) -> _Plan:
+              dependent_launch_ok: bool = False, ptx_ok: bool = False) -> _Plan:
     """``_plan``, looked up by the tuning's identity first (hashing a RenormTuning costs microseconds)."""
-    key = (bs, vocab, top_p, param_is_tensor, id(t), dependent_launch_ok)
+    key = (bs, vocab, top_p, param_is_tensor, id(t), dependent_launch_ok, ptx_ok)
     hit = _PLANS.get(key)
     if hit is None or hit[0] is not t:
         if len(_PLANS) >= 256:
             _PLANS.clear()
-        hit = _PLANS[key] = (t, _plan(bs, vocab, top_p, param_is_tensor, t, dependent_launch_ok))
+        hit = _PLANS[key] = (t, _plan(bs, vocab, top_p, param_is_tensor, t, dependent_launch_ok, ptx_ok))
     return hit[1]
 
 

@@ -121,6 +121,12 @@ class RenormTuning:
     # 64 rows 88.3 / 90.0 -> 86.8 / 88.7 us and 89.0 / 90.9 -> 85.7 / 88.7 in two sweeps; 1 to 32 rows level
     # (renorm v22). Top-k's write reads through the map from 32 rows; below, level.
     write_preload: bool | tuple[bool, bool] = (False, True)
+    # On CUDA (never HIP or the interpreter), the stores that place candidates at computed slots (compaction,
+    # finish, gather) are inline PTX kept in the layout of their operands, where tl.store would move values,
+    # addresses and mask to one a thread through shared memory each step (kernels.py, _scatter). Renorm v24
+    # (one process against v23): top-p at 64 rows 81.4 / 82.8 -> 74.3 / 75.4 us, 256 rows 242.8 / 243.0 ->
+    # 231.5 / 232.2, 32 rows 55.9 / 57.5 -> 51.2 / 52.1; top-k at 8 rows 1.4-2.0 us faster; no cell slower.
+    ptx_stores: bool = True
     # The finish kernel's whole-row reads (one program a row: copying the keys of a row the compaction
     # narrowed, the kept mass of a row never compacted) step this many entries at a time: latency,
     # not bandwidth, bounds them (docs/performance.md, "Rows unlike the bench's").
@@ -261,6 +267,8 @@ class RenormTuning:
             pair = getattr(self, name)
             if not (isinstance(pair, tuple) and len(pair) == 2 and all(isinstance(v, bool) for v in pair)):
                 refuse(name, "must be a bool or a (top-k, top-p) pair of them")
+        if not isinstance(self.ptx_stores, bool):
+            refuse("ptx_stores", "must be a bool")
         steps_max = min(rk.first_pass_steps_max(False), rk.first_pass_steps_max(True))  # either op's shape
         for name, block in (("first_pass", self.first_pass[0]),
                             *(("large_batch_first_pass", b) for b, _ in self.large_batch_first_pass)):
