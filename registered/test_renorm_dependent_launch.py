@@ -168,7 +168,7 @@ def test_dependent_launches_change_no_bit(top_p):
                 buf.copy_(rows[replay % 2])
                 graph.replay()
                 assert torch.equal(out, want[replay % 2]), (bs, param, "replay", replay)
-        plan = rplan._plan_for(bs, VOCAB, top_p, False, always, device_ok)
+        plan = rplan._plan_for(bs, VOCAB, top_p, False, always, device_ok, _backend.ptx_ok(rows[0]))
         compiled = [ck for kernels in plan.compiled.values() for ck in kernels]
         assert compiled, "the calls compiled no kernel of this plan"
         for ck in compiled:

@@ -16,7 +16,7 @@ import torch
 import impl.kernels as K
 import impl.kernels.renorm as renorm
 import impl.kernels.renorm.plan as rplan
-from impl.kernels._backend import dependent_launch_ok
+from impl.kernels._backend import dependent_launch_ok, ptx_ok
 from impl.kernels.renorm import torch_path, workspace
 import reference as R
 from ci.registration import register
@@ -227,7 +227,7 @@ def test_eager_calls_replay_a_graph_per_address_set_with_fresh_values(top_p):
             if call == 3:
                 kept.append(got)  # the next output lands elsewhere
             del got  # freed before the next call: its output may reuse the address
-        plan = rplan._plan_for(bs, vocab, top_p, True, tuning, dependent_launch_ok(probs))
+        plan = rplan._plan_for(bs, vocab, top_p, True, tuning, dependent_launch_ok(probs), ptx_ok(probs))
         ws = next(w for (p, *_), w in workspace._WORKSPACES.items() if p is plan)
         if after:
             assert ws.captures >= 1 and ws.hits >= 1, (ws.captures, ws.hits)

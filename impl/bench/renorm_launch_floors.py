@@ -119,6 +119,7 @@ def measure(rows: int = 256, vocab: int = 129280, k: int = 1000, seed: int = 0, 
 
     from impl.bench.timing import graph_replay_us
     from impl.kernels.renorm import DEFAULT_TUNING, top_k_renorm
+    from impl.kernels._backend import ptx_ok
     from impl.kernels.renorm.plan import _plan_for
     from impl.kernels.renorm.workspace import _launch_all
     from impl.platform import default_device
@@ -128,7 +129,7 @@ def measure(rows: int = 256, vocab: int = 129280, k: int = 1000, seed: int = 0, 
     probs = torch.softmax(torch.randn(rows, vocab, generator=gen) * 3, -1).to(dev)
     ks = torch.full((rows,), k, dtype=torch.int32, device=dev)
     tuning = tuning or DEFAULT_TUNING
-    plan = _plan_for(rows, vocab, False, True, tuning)
+    plan = _plan_for(rows, vocab, False, True, tuning, False, ptx_ok(probs))  # the API's stores, no PDL
     first, write = plan.launches[0], plan.write
     if not first.meta["SEG_MAP"] or not write.meta["SEG_MAP"]:
         raise ValueError(f"--rows {rows} do not take the segment maxima, whose tiles the floors model: "
