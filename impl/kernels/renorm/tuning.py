@@ -124,8 +124,9 @@ class RenormTuning:
     # On CUDA (never HIP or the interpreter), the stores that place candidates at computed slots (compaction,
     # finish, gather) are inline PTX kept in the layout of their operands, where tl.store would move values,
     # addresses and mask to one a thread through shared memory each step (kernels.py, _scatter). Renorm v24
-    # (one process against v23): top-p at 64 rows 81.4 / 82.8 -> 74.3 / 75.4 us, 256 rows 242.8 / 243.0 ->
-    # 231.5 / 232.2, 32 rows 55.9 / 57.5 -> 51.2 / 52.1; top-k at 8 rows 1.4-2.0 us faster; no cell slower.
+    # (one process against v23): top-p at 64 rows 81.4 / 83.1 -> 74.4 / 75.7 us, 256 rows 243.8 / 244.3 ->
+    # 232.4 / 233.3, 32 rows 56.0 / 57.6 -> 51.0 / 52.1; top-k k = 1000 at 256 rows 137.0 -> 133.3, 32 rows
+    # 33.6 / 38.8 -> 30.9 / 35.1; no cell slower (docs/performance.md).
     ptx_stores: bool = True
     # The finish kernel's whole-row reads (one program a row: copying the keys of a row the compaction
     # narrowed, the kept mass of a row never compacted) step this many entries at a time: latency,
