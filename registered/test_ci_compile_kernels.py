@@ -14,7 +14,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from ci.tools.compile_kernels import NO_COMPILER, covering_subset, path_features
+from ci.tools.compile_kernels import NO_COMPILER, backend_variants, covering_subset, path_features
 from ci.registration import register
 from registered.schedule import reduced
 from registered.skips import registered_skip
@@ -33,8 +33,8 @@ def _run(*args: str, pythonpath: str = str(REPO)) -> subprocess.CompletedProcess
     return result
 
 
-@register(suite="kernels", hardware=["cpu"], schedule="per-commit", est_time=180)
-@register(suite="kernels", hardware=["cpu"], schedule="nightly", est_time=360)
+@register(suite="kernels", hardware=["cpu"], schedule="per-commit", est_time=240)
+@register(suite="kernels", hardware=["cpu"], schedule="nightly", est_time=480)
 def test_every_launched_kernel_compiles_for_the_h200_and_mi35x():
     """Per commit on cpu: the covering subset (every kernel x target x path class); nightly: every specialization."""
     covering = reduced()
@@ -47,6 +47,10 @@ def test_every_launched_kernel_compiles_for_the_h200_and_mi35x():
         assert summary, f"nothing compiled for {target}:\n{output[-3000:]}"
         missing = [k for k in EXPECTED_KERNELS if k not in summary[0]]
         assert not missing, f"kernels the op table should launch but did not: {missing}\n{summary[0]}"
+    # the CUDA-only flags (inline-PTX stores, dependent launches) compiled on for sm_90, never for gfx950
+    gated = {line.split(" for ")[1].split(" ")[0]: int(line.split("(")[1].split(" ")[0])
+             for line in result.stdout.splitlines() if line.startswith("compiling ") and "backend's flags on" in line}
+    assert gated.get("cuda:90", 0) > 0 and gated.get("hip:gfx950") == 0, (gated, output[-3000:])
 
 
 def _spec(kernel: str, types: dict, constexprs: dict, warps: int = 4) -> dict:
@@ -73,6 +77,21 @@ def test_the_covering_subset_keeps_every_kernel_path_class_signature_and_options
     assert len(subset) < len(specs)
     assert covering_subset(list(reversed(specs))) == subset          # deterministic, whatever the recorded order
     assert covering_subset(specs[:1]) == specs[:1] and covering_subset([]) == []
+
+
+@register(suite="kernels", hardware=["cpu"], schedule="per-commit", est_time=1)
+def test_backend_flags_are_compiled_on_for_their_backend_only():
+    """A recorded specialization with PTX_STORES / PDL off gets one copy with both on for a cuda target, none for
+    hip; one already on, or without the flags, gets none; copies are deduplicated."""
+    f32 = {"x": "*fp32", "n": "i32"}
+    off = _spec("m:k", f32, {"PTX_STORES": False, "PDL": False, "BLOCK": 64})
+    half = _spec("m:k", f32, {"PTX_STORES": True, "PDL": False, "BLOCK": 64})
+    plain = _spec("m:other", f32, {"BLOCK": 32})
+    both_on = {"PTX_STORES": True, "PDL": True, "BLOCK": 64}
+    assert backend_variants([off, plain], "cuda") == [_spec("m:k", f32, both_on)]
+    assert backend_variants([off, half, plain], "cuda") == [_spec("m:k", f32, both_on)]  # the same copy once
+    assert backend_variants([off, half, plain], "hip") == []
+    assert backend_variants([_spec("m:k", f32, both_on), plain], "cuda") == []
 
 
 BROKEN_KERNEL = '''

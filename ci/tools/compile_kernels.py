@@ -12,7 +12,10 @@ one): without this, only a GPU job would find out. Two fresh processes:
    results);
 2. compile (compiled mode, no GPU needed: the triton wheel ships ptxas and its
    AMD backend): compile each recorded specialization for each target (default
-   sm_90 and gfx950: the H200 and the MI35x) and report what failed and why.
+   sm_90 and gfx950: the H200 and the MI35x) and report what failed and why. Flags a
+   plan sets only on one backend's GPUs (BACKEND_FLAGS: inline-PTX stores and dependent
+   launches, CUDA), which the interpreter never records on, are compiled on as well, for
+   that backend's targets only.
 
     python -m ci.tools.compile_kernels [--target cuda:90] [--target hip:gfx950] [--covering]
 
@@ -53,6 +56,10 @@ _POINTER_TYPES = {
     "int32": "i32", "int64": "i64", "uint8": "u8", "bool": "i1", "float8_e4m3fn": "fp8e4nv", "float8_e5m2": "fp8e5",
 }
 _COMPILE_OPTIONS = ("num_warps", "num_stages")
+# Flags a plan turns on only for compiled kernels of one backend, so the interpreter records them off: each
+# recorded specialization holding one is also compiled with every such flag on, for that backend's targets
+# only (renorm: PTX_STORES, inline-PTX stores; PDL, programmatic dependent launches).
+BACKEND_FLAGS = {"PTX_STORES": "cuda", "PDL": "cuda"}
 
 
 def _is_constexpr(annotation) -> bool:
@@ -176,6 +183,19 @@ def covering_subset(specs: list[dict]) -> list[dict]:
     return chosen
 
 
+def backend_variants(specs: list[dict], backend: str) -> list[dict]:
+    """For a target of ``backend``: each of ``specs`` holding a BACKEND_FLAGS flag that backend takes, recorded
+    off, once more with all of them on (deduplicated; the others add nothing)."""
+    flags = [name for name, only in BACKEND_FLAGS.items() if only == backend]
+    variants: dict[str, dict] = {}
+    for spec in specs:
+        off = [name for name in flags if spec["constexprs"].get(name) is False]
+        if off:
+            on = {**spec, "constexprs": {**spec["constexprs"], **dict.fromkeys(off, True)}}
+            variants.setdefault(json.dumps(on, sort_keys=True), on)
+    return list(variants.values())
+
+
 def target_problem(target: str) -> str | None:
     """Why ``target`` is not a backend:arch this check understands, or None (reads no toolchain)."""
     backend, _, arch = target.partition(":")
@@ -227,8 +247,13 @@ def compile_recorded(path: Path, targets: list[str], *, covering: bool = False) 
               "path class, argument-type signature and launch options)", flush=True)
     kernels = sorted({s["kernel"] for s in specs})
     failures, compiled_for = [], 0
+    recorded = specs
     for target in targets:
-        print(f"compiling {len(specs)} specializations for {target} ...", flush=True)
+        extra = backend_variants(recorded, target.partition(":")[0])
+        specs = recorded + extra
+        print(f"compiling {len(specs)} specializations for {target} ({len(extra)} with its backend's flags on: "
+              f"{', '.join(n for n, b in BACKEND_FLAGS.items() if b == target.partition(':')[0]) or 'none'}) ...",
+              flush=True)
         gpu = _gpu_target(target)
         missing = _toolchain_missing(gpu)
         if missing:
