@@ -204,18 +204,31 @@ def _scatter(ptrs, x, mask, PTX: tl.constexpr):
 
 
 @triton.jit
+def _add_two(a0, b0, a1, b1):
+    return a0 + a1, b0 + b1
+
+
+@triton.jit
+def _add_three(a0, b0, c0, a1, b1, c1):
+    return a0 + a1, b0 + b1, c0 + c1
+
+
+@triton.jit
 def _copy_in_range(src, start, end, lo, hi, dst, slot, SUM_ABOVE: tl.constexpr, KEY_SPAN: tl.constexpr,
                    SUM_BELOW: tl.constexpr, BLOCK: tl.constexpr, PREFETCH: tl.constexpr = False,
-                   PTX: tl.constexpr = False):
+                   PTX: tl.constexpr = False, STEP_SUMS: tl.constexpr = 0):
     # Append the values of src[start:end) whose keys lie in [lo, hi) to dst, from slot on, in
     # order (a block's cumsum places them: no atomics; a block holding none skips it). Returns the
     # next free slot and, when asked, the fp64 mass of the keys >= hi (SUM_ABOVE), the smallest and
     # largest key copied (KEY_SPAN), and the fp64 masses of the keys < lo and of the others (SUM_BELOW).
     # PREFETCH: each step issues the next block's load before working on its own, so a program's
     # load latency overlaps its arithmetic (a one-warp program has no other warp to hide it). PTX: _scatter's.
+    # STEP_SUMS, how SUM_BELOW's masses are summed: 0, an fp64 accumulator a loaded entry (four registers
+    # a thread for each of its entries), reduced once at the end; 1, each step's masses in the step's count
+    # reduction (in a one-warp program, shuffles alone); 2, in a reduction of their own after the copy.
     above = tl.zeros([BLOCK], tl.float64)
-    below = tl.zeros([BLOCK], tl.float64)
-    rest = tl.zeros([BLOCK], tl.float64)
+    below = tl.zeros([1 if STEP_SUMS > 0 else BLOCK], tl.float64)
+    rest = tl.zeros([1 if STEP_SUMS > 0 else BLOCK], tl.float64)
     kmin = tl.full([BLOCK], KEY_NONE, tl.int32)
     kmax = tl.full([BLOCK], -1, tl.int32)
     ahead = tl.zeros([BLOCK], tl.float32)
@@ -232,7 +245,16 @@ def _copy_in_range(src, start, end, lo, hi, dst, slot, SUM_ABOVE: tl.constexpr, 
         take = ok & (key >= lo) & (key < hi)
         big = ok & (key >= hi)
         # one reduction counts both (BLOCK <= 2^14): the block's candidates and its keys above the range
-        both = tl.sum(take.to(tl.int32) + (big.to(tl.int32) << 16), axis=0)
+        counted = take.to(tl.int32) + (big.to(tl.int32) << 16)
+        if SUM_BELOW and STEP_SUMS == 1:  # the masses in the same reduction (masked lanes load 0)
+            x64 = x.to(tl.float64)
+            low = key < lo
+            both, block_below, block_rest = tl.reduce((counted, tl.where(low, x64, 0.0), tl.where(low, 0.0, x64)),
+                                                      0, _add_three)
+            below += block_below
+            rest += block_rest
+        else:
+            both = tl.sum(counted, axis=0)
         n_take = both & 0xFFFF
         if n_take > 0:
             ones = take.to(tl.int32)
@@ -244,11 +266,17 @@ def _copy_in_range(src, start, end, lo, hi, dst, slot, SUM_ABOVE: tl.constexpr, 
         if SUM_ABOVE:
             if both > 0xFFFF:
                 above += tl.where(big, x.to(tl.float64), 0.0)
-        if SUM_BELOW:  # masked lanes load 0
+        if SUM_BELOW and STEP_SUMS == 0:  # masked lanes load 0
             x64 = x.to(tl.float64)
             low = key < lo
             below += tl.where(low, x64, 0.0)
             rest += tl.where(low, 0.0, x64)
+        if SUM_BELOW and STEP_SUMS == 2:  # a reduction of their own, after the copy
+            x64 = x.to(tl.float64)
+            low = key < lo
+            block_below, block_rest = tl.reduce((tl.where(low, x64, 0.0), tl.where(low, 0.0, x64)), 0, _add_two)
+            below += block_below
+            rest += block_rest
     return (slot, tl.sum(above, axis=0), tl.min(kmin, axis=0), tl.max(kmax, axis=0), tl.sum(below, axis=0),
             tl.sum(rest, axis=0))
 
@@ -788,6 +816,7 @@ def _compact_kernel(
     MASSES: tl.constexpr, SEG_MAP: tl.constexpr, TICKET: tl.constexpr, BLOCK: tl.constexpr, CHUNKS_P2: tl.constexpr,
     PREFETCH: tl.constexpr, NARROW: tl.constexpr, LANES: tl.constexpr = 32, REVERSED: tl.constexpr = False,
     SPLIT_UNFIT: tl.constexpr = False, PDL: tl.constexpr = False, PTX_STORES: tl.constexpr = False,
+    STEP_SUMS: tl.constexpr = 0, SPLIT_ENTRIES: tl.constexpr = 4,
 ):
     # Copy the keys in [lo, hi) of a not-yet-compacted row into its candidate scratch when they
     # fit. The pass just before counted them per chunk (part word CHOSEN), so each program knows
@@ -803,7 +832,8 @@ def _compact_kernel(
     # first attempt when another follows, in programs of several warps): a row that does not fit is
     # also split UNFIT_SPLIT ways in the same launch, as _pass_kernel would split it (its last program
     # knows the exact mass below the range once it has reduced the masses), so the next attempt needs
-    # no pass of its own.
+    # no pass of its own. STEP_SUMS: _copy_in_range's (MASSES). SPLIT_ENTRIES: the split's entries a thread
+    # a step. Both change how many registers a thread holds, so how many programs an SM runs at once.
     _after_the_launch_before(PDL)
     chunk, row = _chunk_and_row(REVERSED)
     srow, frow = _row_words(state_ptr, fstate_ptr, row)
@@ -828,7 +858,7 @@ def _compact_kernel(
         rest = tl.zeros([], tl.float64)
         if MASSES or not SEG_MAP:  # every key is read (and, MASSES, weighed)
             _, above, kmin, kmax, below, rest = _copy_in_range(src, start, end, lo, copy_hi, dst, slot, not TOP_P,
-                                                               ADAPT, MASSES, BLOCK, PREFETCH, PTX_STORES)
+                                                               ADAPT, MASSES, BLOCK, PREFETCH, PTX_STORES, STEP_SUMS)
         else:  # only the segments that may hold a key >= lo
             seg_row = row.to(tl.int64) * tl.cdiv(V, SEG)
             _, above, kmin, kmax = _copy_from_segments(src, seg_ptr + seg_row, list_ptr + seg_row + start // SEG,
@@ -837,10 +867,10 @@ def _compact_kernel(
         prow = _partials(part_ptr, row, chunk, num_chunks)
         split = (n > cap) & (hi - lo > 1)  # a range of one key cannot split (_pass_kernel skips it too)
         if SPLIT_UNFIT:
-            if split:  # a second read of the chunk, rows that do not fit only (4 entries a thread a step)
+            if split:  # a second read of the chunk, rows that do not fit only (SPLIT_ENTRIES a thread a step)
                 s = _split_shift(lo, hi, UNFIT_SPLIT)
                 sub_counts, sub_mass, _moved, _dropped = _bin_stats(src, start, end, lo, hi, s, 0, TOP_P, UNFIT_SPLIT,
-                                                                    False, 4 * LANES)
+                                                                    False, SPLIT_ENTRIES * LANES)
                 bins = tl.arange(0, UNFIT_SPLIT)
                 tl.store(prow + bins, sub_counts.to(tl.float64))
                 tl.store(prow + MASS_AT + bins, sub_mass)

@@ -172,16 +172,21 @@ def _plan(bs: int, vocab: int, top_p: bool, param_is_tensor: bool, t: RenormTuni
         elif kind == "compact":
             attempt += 1
             block, warps = t.compact[top_p]
+            max_registers = 0
             if bs >= t.large_batch_rows[top_p]:
                 huge = bs >= t.huge_batch_rows[top_p]
                 block, warps = (t.huge_batch_compact if huge else t.large_batch_compact)[top_p]
+                max_registers = 0 if huge else t.large_batch_compact_registers[top_p]
             masses = top_p and attempt == 1
             narrow = not small and not masses and attempt == t.compact_attempts[top_p]
             split_unfit = masses and _first_compaction_splits(bs, top_p, t)
             meta = dict(**param, **common, ATTEMPT=attempt, ADAPT=small, MASSES=masses, SEG_MAP=seg_map,
                         NARROW=narrow, LANES=32 * warps, BLOCK=block, PREFETCH=t.prefetch_compact[top_p],
                         REVERSED="compact" in reversed_launches, SPLIT_UNFIT=split_unfit, PTX_STORES=ptx,
-                        num_warps=warps)
+                        STEP_SUMS=t.compact_step_sums[warps > 1] if masses else 0,
+                        SPLIT_ENTRIES=t.unfit_split_entries[bs >= t.target_programs_rows], num_warps=warps)
+            if ptx_ok and max_registers:  # CUDA: a register cap (a compile option)
+                meta["maxnreg"] = max_registers
             launches.append(_Launch(rk._compact_kernel, grid, "compact", sizes, meta))
         else:  # "finish"
             block, warps = t.finish[top_p]

@@ -128,6 +128,29 @@ class RenormTuning:
     # 232.4 / 233.3, 32 rows 56.0 / 57.6 -> 51.0 / 52.1; top-k k = 1000 at 256 rows 137.0 -> 133.3, 32 rows
     # 33.6 / 38.8 -> 30.9 / 35.1; no cell slower (docs/performance.md).
     ptx_stores: bool = True
+    # Registers decide how many programs an SM holds at once, so how many waves a (chunk, row) grid takes
+    # (sm_90: 65,536 registers an SM, at most 32 programs). The three knobs below steer the compaction's
+    # (renorm v25, one process against v24, H200, triton 3.6; docs/performance.md).
+    # By op (one int sets both; 0: the compiler's choice): on CUDA (never HIP or the interpreter), the most
+    # registers a thread of the one-warp compaction of large batches (large_batch_compact, below
+    # huge_batch_rows) may hold (Triton's maxnreg). Top-k at 64 rows: 67 -> 64, 32 programs an SM, the
+    # 4096-program grid in one wave: compaction 13.1 -> 10.7 us, calls 44.6 / 48.6 -> 42.4 / 47.3. Top-p's
+    # (512, 1) spills under 64 (128 rows 134 -> 144 us), and top-k's huge (256, 1) spills too (0 there).
+    large_batch_compact_registers: int | tuple[int, int] = (64, 0)
+    # How top-p's first compaction sums the exact fp64 masses below the range and of the rest of the row,
+    # (in one-warp programs, in programs of several warps): 0, an accumulator a loaded entry, reduced at
+    # the end (four registers a thread for each of its entries); 1, each step's sums in the reduction that
+    # counts its candidates; 2, in a reduction of their own after the copy. One-warp programs (from 128
+    # rows) 148 -> 114 registers with 1: 128 rows 133.2 / 134.2 -> 129.2 / 130.3 us, 256 rows 232.0 /
+    # 232.8 -> 226.9 / 227.6. In four-warp programs each step's reduction crosses warps (a barrier on
+    # the step's path): at 64 rows 2 lost 3.3 us and 1 lost 1.5, though both fit more programs an SM.
+    compact_step_sums: tuple[int, int] = (1, 0)
+    # A pair by rows, like target_programs: entries a thread a step of top-p's first compaction when it
+    # splits the rows that did not fit (SPLIT_UNFIT), the kernel's largest register need. 2 at 64 rows:
+    # 114 -> 89 registers, 4 -> 5 programs an SM (1024 programs: 1.55 waves instead of 2), 74.4 / 75.4 ->
+    # 73.3 / 74.4 us; flat rows that do split (softmax1) level, 111.0 / 115.9 -> 111.4 / 116.5. At 32 rows
+    # (512 programs, one wave either way) 2 lost 1.7 us.
+    unfit_split_entries: tuple[int, int] = (4, 2)
     # The finish kernel's whole-row reads (one program a row: copying the keys of a row the compaction
     # narrowed, the kept mass of a row never compacted) step this many entries at a time: latency,
     # not bandwidth, bounds them (docs/performance.md, "Rows unlike the bench's").
@@ -174,7 +197,7 @@ class RenormTuning:
 
     def __post_init__(self) -> None:
         for name in ("finish_min_rows", "compact_attempts", "large_batch_rows", "huge_batch_rows",
-                     "target_programs", "dependent_launch_rows"):  # one int: both
+                     "target_programs", "dependent_launch_rows", "large_batch_compact_registers"):  # one int: both
             value = getattr(self, name)
             if isinstance(value, int) and not isinstance(value, bool):
                 object.__setattr__(self, name, (value, value))
@@ -270,6 +293,17 @@ class RenormTuning:
                 refuse(name, "must be a bool or a (top-k, top-p) pair of them")
         if not isinstance(self.ptx_stores, bool):
             refuse("ptx_stores", "must be a bool")
+        pair = self.large_batch_compact_registers
+        if not (isinstance(pair, tuple) and len(pair) == 2
+                and all(isinstance(r, int) and not isinstance(r, bool) and (r == 0 or 32 <= r <= 255) for r in pair)):
+            refuse("large_batch_compact_registers", "must be 0 or an int in [32, 255], or a (top-k, top-p) pair of "
+                   "them")
+        if not (isinstance(self.unfit_split_entries, tuple) and len(self.unfit_split_entries) == 2
+                and all(pow2(e) and e <= 16 for e in self.unfit_split_entries)):
+            refuse("unfit_split_entries", "must be a (below target_programs_rows, from it) pair of powers of two <= 16")
+        if not (isinstance(self.compact_step_sums, tuple) and len(self.compact_step_sums) == 2
+                and all(m in (0, 1, 2) and not isinstance(m, bool) for m in self.compact_step_sums)):
+            refuse("compact_step_sums", "must be a (one-warp, several-warp) pair of modes 0, 1 or 2")
         steps_max = min(rk.first_pass_steps_max(False), rk.first_pass_steps_max(True))  # either op's shape
         for name, block in (("first_pass", self.first_pass[0]),
                             *(("large_batch_first_pass", b) for b, _ in self.large_batch_first_pass)):
