@@ -33,7 +33,7 @@ def test_the_table_gives_medians_ranges_and_the_ratio():
 @register(suite="components", hardware=["cpu"], schedule="per-commit", est_time=4)
 def test_bad_arguments_exit_2_in_one_line(tmp_path):
     for args in (["--before-root", str(tmp_path)], ["--before-root", str(ROOT), "--batches", "1,x"],
-                 ["--before-root", str(ROOT), "--rounds", "0"]):
+                 ["--before-root", str(ROOT), "--rounds", "0"], ["--before-root", str(ROOT), "--family", "gauss"]):
         out = subprocess.run([sys.executable, "-m", "impl.bench.renorm_versions", *args], capture_output=True,
                              text=True, cwd=ROOT, timeout=120)
         assert out.returncode == 2, (args, out.stderr)
@@ -55,3 +55,28 @@ def test_two_trees_take_turns_on_their_own_inputs():
     assert [(r["batch"], r["case"].split()[0], r["version"]) for r in rows] == [
         (b, op, v) for b in (1, 3) for op in ("top_k", "top_p") for v in ("before", "after")]
     assert all(r["same_output"] and len(r["graph_us"]) == 2 and r["median_us"] > 0 for r in rows)
+
+
+@register(suite="components", hardware=["cpu"], schedule="per-commit", est_time=5)
+def test_a_family_replaces_the_bench_rows_and_names_itself(monkeypatch):
+    """--family times one of renorm_inputs' row families: its generator makes each batch's rows (a spy
+    in its place is asked for exactly those) and the cases name it."""
+    import impl
+    import impl.bench.renorm_inputs as inputs
+    from impl.bench.metadata_cost import import_renamed
+    from impl.bench.renorm_versions import measure
+
+    asked = []
+    describe, make = inputs.FAMILIES["uniform"]
+
+    def spy(rows, vocab, gen):
+        asked.append((rows, vocab))
+        return make(rows, vocab, gen)
+
+    monkeypatch.setitem(inputs.FAMILIES, "uniform", (describe, spy))
+    versions = {"before": import_renamed(ROOT), "after": impl}
+    rows = measure(versions, batches=(2, 3), rounds=1, vocab=300, device="cpu", settings=(("top_k", 5),),
+                   family="uniform")
+    assert asked == [(2, 300), (3, 300)]
+    assert [r["case"] for r in rows] == ["top_k 2x300 uniform k=5"] * 2 + ["top_k 3x300 uniform k=5"] * 2
+    assert all(r["same_output"] and r["median_us"] > 0 for r in rows)
