@@ -15,7 +15,7 @@ def renorm_tunings() -> dict[str, RenormTuning]:
     """By path: small batches (passes, then a sorted gather, or range passes when 4 sort slots are too few),
     or compaction + finish (roomy scratch: the finish sorts the candidates at once, or after range passes
     when it may sort only 2; 4 slots: rows narrowed by the last compaction, or finishing from their full
-    row; the segment maxima at any batch; the loads a step ahead)."""
+    row; one-warp compaction programs; the segment maxima at any batch; the loads a step ahead)."""
     return {
         "small-batch": RenormTuning(finish_min_rows=SMALL_BATCH),
         "small-batch, 4 sort slots": RenormTuning(finish_min_rows=SMALL_BATCH, sort_capacity=4),
@@ -31,6 +31,11 @@ def renorm_tunings() -> dict[str, RenormTuning]:
         # map and with it (the compaction's two prefetching paths: every block, or the listed segments)
         "finish, prefetch": RenormTuning(finish_min_rows=1, prefetch_first_pass=True, prefetch_compact=True,
                                          prefetch_finish=True),
+        # one-warp compaction programs, as top-p's from 128 rows (its exact masses summed a step at a time in the
+        # reduction that counts the step's candidates), with 8 slots: rows that do not fit split in the first
+        # attempt and fit the second, or are narrowed by it
+        "finish, one-warp compaction": RenormTuning(finish_min_rows=1, compact=((256, 1), (256, 1)),
+                                                    candidate_capacity=8),
         "finish, segment maxima, prefetch": RenormTuning(finish_min_rows=1, segment_maxima=True, segment_maxima_rows=1,
                                                          prefetch_first_pass=True, prefetch_compact=True,
                                                          prefetch_finish=True),
