@@ -13,6 +13,7 @@ halves or a wrong bucket boundary fails here.
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import pytest
 import torch
@@ -38,6 +39,19 @@ def _bucket_counts(chunk: torch.Tensor, top_p: bool) -> list[int]:
     return counts
 
 
+def _clamped_sums(chunk: torch.Tensor) -> list[float]:
+    """Top-p's first-pass sums of a chunk in fp64, one entry at a time: the mass, then for each bucket b > 0 the
+    entries clamped at its start 2^(2b - 26) (NaN, inf, negative and -0.0 weigh 0)."""
+    buckets, _ = rk.first_pass_buckets(True)
+    sums = [0.0] * buckets
+    for x in chunk.double().tolist():
+        x = x if math.isfinite(x) and x > 0 else 0.0
+        sums[0] += x
+        for b in range(1, buckets):
+            sums[b] += min(x, 2.0 ** (2 * b - 26))
+    return sums
+
+
 def _rows(vocab: int, top_p: bool) -> torch.Tensor:
     g = torch.Generator().manual_seed(3)
     mixed = torch.softmax(3 * torch.randn(vocab, generator=g), -1)
@@ -52,9 +66,12 @@ def _rows(vocab: int, top_p: bool) -> torch.Tensor:
     return torch.stack([top, first, mixed, torch.zeros(vocab), half_top])
 
 
-@register(suite="kernels", hardware=["cpu", "h200-1", "mi35x-1"], schedule="per-commit", est_time=14)
+@register(suite="kernels", hardware=["cpu", "h200-1", "mi35x-1"], schedule="per-commit", est_time=20)
 @pytest.mark.parametrize("top_p", [False, True], ids=["top_k", "top_p"])
-def test_first_pass_counts_fill_every_counter_field_exactly(top_p):
+@pytest.mark.parametrize("one_reduction", [False, True], ids=["a-reduction-each", "one-reduction"])
+def test_first_pass_counts_fill_every_counter_field_exactly(top_p, one_reduction):
+    """Both ways of adding the lanes' counts and sums across a program (first_pass_one_reduction); top-p's
+    fp32 sums (the chunk's mass, its entries clamped at each bucket's start) against an fp64 loop too."""
     steps = rk.first_pass_steps_max(top_p)
     assert steps == (255 if top_p else 15)
     chunk_len = steps * BLOCK  # a multiple of the 32-entry segment
@@ -63,7 +80,7 @@ def test_first_pass_counts_fill_every_counter_field_exactly(top_p):
     vocab = 2 * chunk_len + (chunk_len * 6 // 7 if top_p else 17)
     tuning = dataclasses.replace(renorm.DEFAULT_TUNING, chunk_align=15 * BLOCK, first_pass=(BLOCK, 1),
                                  large_batch_first_pass=(BLOCK, 1), target_programs=12, segment_maxima=True,
-                                 segment_maxima_rows=1)
+                                 segment_maxima_rows=1, first_pass_one_reduction=one_reduction)
     probs = _rows(vocab, top_p)
     rows = probs.shape[0]
     plan = rplan._plan(rows, vocab, top_p, True, tuning)
@@ -77,6 +94,12 @@ def test_first_pass_counts_fill_every_counter_field_exactly(top_p):
         for chunk in range(3):
             want = _bucket_counts(probs[row, chunk * chunk_len:(chunk + 1) * chunk_len], top_p)
             assert got[row, chunk].long().tolist() == want, (row, chunk)
+            if top_p:
+                sums = ws.part[row, chunk, int(rk.MASS_AT):int(rk.MASS_AT) + buckets].cpu().tolist()
+                want_sums = _clamped_sums(probs[row, chunk * chunk_len:(chunk + 1) * chunk_len])
+                for b, (s, w) in enumerate(zip(sums, want_sums)):
+                    assert abs(s - w) <= 1e-5 * w + 1e-30, (row, chunk, b, s, w)
+    assert plan.launches[0].meta["ONE_REDUCTION"] is one_reduction
     assert got[0, 0].long().tolist()[-1] == chunk_len, "row 0 fills the top bucket's field in every lane"
     assert got[4, 0].long().tolist()[buckets // 2 - 1] == chunk_len, "row 4 fills the lower half's last field"
 

@@ -33,9 +33,9 @@ def renorm_tunings() -> dict[str, RenormTuning]:
                                          prefetch_finish=True),
         # one-warp compaction programs, as top-p's from 128 rows (its exact masses summed a step at a time in the
         # reduction that counts the step's candidates), with 8 slots: rows that do not fit split in the first
-        # attempt and fit the second, or are narrowed by it
+        # attempt and fit the second, or are narrowed by it; the first pass adds its counts in one reduction
         "finish, one-warp compaction": RenormTuning(finish_min_rows=1, compact=((256, 1), (256, 1)),
-                                                    candidate_capacity=8),
+                                                    candidate_capacity=8, first_pass_one_reduction=True),
         "finish, segment maxima, prefetch": RenormTuning(finish_min_rows=1, segment_maxima=True, segment_maxima_rows=1,
                                                          prefetch_first_pass=True, prefetch_compact=True,
                                                          prefetch_finish=True),

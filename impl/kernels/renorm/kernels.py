@@ -575,7 +575,7 @@ def _chunk_and_row(REVERSED: tl.constexpr):
 
 @triton.jit
 def _first_stats(src, seg_dst, start, end, TOP_P: tl.constexpr, SEG_MAP: tl.constexpr, BLOCK: tl.constexpr,
-                 PREFETCH: tl.constexpr):
+                 PREFETCH: tl.constexpr, ONE_REDUCTION: tl.constexpr = False):
     # Scan src[start:end) (at most first_pass_steps_max steps, at most FIELD_SUM_MAX entries): per
     # first-pass bucket, the key count and (top-p) fp32 sums: mass[0] the chunk's mass, mass[b > 0] its
     # entries clamped at bucket b's start c_b, sum(min(x, c_b)), which is the mass below c_b plus c_b
@@ -635,24 +635,49 @@ def _first_stats(src, seg_dst, start, end, TOP_P: tl.constexpr, SEG_MAP: tl.cons
             m5 += tl.minimum(x, BUCKET_START_5)
             m6 += tl.minimum(x, BUCKET_START_6)
             m7 += tl.minimum(x, BUCKET_START_7)
-    # GROUPS reductions add every lane's fields: group g holds buckets g, g + GROUPS, ..., each spread
-    # to 16 bits (a bucket's count over the program is at most FIELD_SUM_MAX, so no field carries into
-    # the next; the arithmetic shift's sign bits are masked off).
+    # The lanes' fields and (top-p) sums are added across the program; group g of the int64 holds buckets g,
+    # g + GROUPS, ..., each spread to 16 bits (a bucket's count over the program is at most FIELD_SUM_MAX, so no
+    # field carries into the next; the arithmetic shift's sign bits are masked off). ONE_REDUCTION: every
+    # group and sum in one tuple reduction (one pass through shared memory) instead of one reduction each.
     GROUPS: tl.constexpr = 16 // BITS
     SPREAD: tl.constexpr = SPREAD_8 if BITS == 8 else SPREAD_4
+    mass = tl.zeros([NB], tl.float32)
     grouped = tl.zeros([NB], tl.int64)
-    for g in tl.static_range(GROUPS):
-        grouped = tl.where(bins % GROUPS == g, tl.sum((packed >> (g * BITS)) & SPREAD), grouped)
+    if ONE_REDUCTION:
+        if TOP_P:  # two groups of 8-bit fields
+            g0, g1, s0, s1, s2, s3, s4, s5, s6, s7 = tl.reduce(tl.reduce(
+                (packed & SPREAD, (packed >> BITS) & SPREAD, m0, m1, m2, m3, m4, m5, m6, m7), 1, _add_ten), 0,
+                _add_ten)
+            grouped = tl.where(bins % 2 == 0, g0, g1)
+            mass = tl.where(bins == 0, s0, tl.where(bins == 1, s1, tl.where(bins == 2, s2, tl.where(
+                bins == 3, s3, tl.where(bins == 4, s4, tl.where(bins == 5, s5, tl.where(bins == 6, s6, s7)))))))
+        else:  # four groups of 4-bit fields
+            g0, g1, g2, g3 = tl.reduce(tl.reduce((packed & SPREAD, (packed >> BITS) & SPREAD,
+                                                  (packed >> (2 * BITS)) & SPREAD, (packed >> (3 * BITS)) & SPREAD),
+                                                 1, _add_four), 0, _add_four)
+            grouped = tl.where(bins % 4 == 0, g0, tl.where(bins % 4 == 1, g1, tl.where(bins % 4 == 2, g2, g3)))
+    else:
+        for g in tl.static_range(GROUPS):
+            grouped = tl.where(bins % GROUPS == g, tl.sum((packed >> (g * BITS)) & SPREAD), grouped)
+        if TOP_P:
+            mass = tl.where(bins == 0, tl.sum(m0), tl.where(bins == 1, tl.sum(m1), tl.where(
+                bins == 2, tl.sum(m2), tl.where(bins == 3, tl.sum(m3), tl.where(
+                    bins == 4, tl.sum(m4), tl.where(bins == 5, tl.sum(m5), tl.where(
+                        bins == 6, tl.sum(m6), tl.sum(m7))))))))
     counts = ((grouped >> ((bins // GROUPS) * 16).to(tl.int64)) & FIELD_SUM_MAX).to(tl.int32)
     padding = tl.cdiv(end - start, BLOCK) * BLOCK - (end - start)
     counts -= tl.where(bins == 0, padding, 0)
-    mass = tl.zeros([NB], tl.float32)
-    if TOP_P:
-        mass = tl.where(bins == 0, tl.sum(m0), tl.where(bins == 1, tl.sum(m1), tl.where(
-            bins == 2, tl.sum(m2), tl.where(bins == 3, tl.sum(m3), tl.where(
-                bins == 4, tl.sum(m4), tl.where(bins == 5, tl.sum(m5), tl.where(
-                    bins == 6, tl.sum(m6), tl.sum(m7))))))))
     return counts, mass, tl.max(top_key)
+
+
+@triton.jit
+def _add_four(a0, a1, a2, a3, b0, b1, b2, b3):
+    return a0 + b0, a1 + b1, a2 + b2, a3 + b3
+
+
+@triton.jit
+def _add_ten(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, b0, b1, b2, b3, b4, b5, b6, b7, b8, b9):
+    return a0 + b0, a1 + b1, a2 + b2, a3 + b3, a4 + b4, a5 + b5, a6 + b6, a7 + b7, a8 + b8, a9 + b9
 
 
 @triton.jit
@@ -704,7 +729,7 @@ def _first_pass_kernel(
     probs_ptr, param_ptr, param_scalar, seg_ptr, part_ptr, state_ptr, fstate_ptr, V, chunk_len, num_chunks,
     TOP_P: tl.constexpr, PARAM_IS_TENSOR: tl.constexpr, SEG_MAP: tl.constexpr, TICKET: tl.constexpr,
     BLOCK: tl.constexpr, CHUNKS_P2: tl.constexpr, PREFETCH: tl.constexpr, REVERSED: tl.constexpr = False,
-    PDL: tl.constexpr = False,
+    PDL: tl.constexpr = False, ONE_REDUCTION: tl.constexpr = False,
 ):
     # The first select pass over (chunk, row) programs: count (top-k) or weigh in fp32 (top-p) the
     # keys of each fixed bucket, then the row's last program keeps the bucket(s) holding the pivot
@@ -716,7 +741,8 @@ def _first_pass_kernel(
     srow, frow = _row_words(state_ptr, fstate_ptr, row)
     start = chunk * chunk_len
     counts, mass, top_key = _first_stats(probs_ptr + row.to(tl.int64) * V, seg_ptr + row.to(tl.int64) * tl.cdiv(V, SEG),
-                                         start, tl.minimum(start + chunk_len, V), TOP_P, SEG_MAP, BLOCK, PREFETCH)
+                                         start, tl.minimum(start + chunk_len, V), TOP_P, SEG_MAP, BLOCK, PREFETCH,
+                                         ONE_REDUCTION)
     NB: tl.constexpr = FIRST_NB_TOP_P if TOP_P else FIRST_NB_TOP_K
     bins = tl.arange(0, NB)
     prow = _partials(part_ptr, row, chunk, num_chunks)

@@ -128,6 +128,11 @@ class RenormTuning:
     # 232.4 / 233.3, 32 rows 56.0 / 57.6 -> 51.0 / 52.1; top-k k = 1000 at 256 rows 137.0 -> 133.3, 32 rows
     # 33.6 / 38.8 -> 30.9 / 35.1; no cell slower (docs/performance.md).
     ptx_stores: bool = True
+    # By op (one bool sets both): the first pass adds its lanes' bucket counts and (top-p) sums across the
+    # program in one tuple reduction instead of one reduction each (kernels.py, _first_stats' ONE_REDUCTION).
+    # sm_90 offline: 45 -> 18 barriers a program for top-p, 29 -> 20 for top-k, the same registers. Not yet
+    # timed on a GPU, so off (docs/performance.md, "The compaction's registers").
+    first_pass_one_reduction: bool | tuple[bool, bool] = False
     # Registers decide how many programs an SM holds at once, so how many waves a (chunk, row) grid takes
     # (sm_90: 65,536 registers an SM, at most 32 programs). The three knobs below steer the compaction's
     # (renorm v25, one process against v24, H200, triton 3.6; docs/performance.md).
@@ -202,7 +207,7 @@ class RenormTuning:
             if isinstance(value, int) and not isinstance(value, bool):
                 object.__setattr__(self, name, (value, value))
         for name in ("segment_maxima", "prefetch_first_pass", "prefetch_compact", "prefetch_write",
-                     "prefetch_finish", "write_evict_first", "write_preload"):  # both ops
+                     "prefetch_finish", "write_evict_first", "write_preload", "first_pass_one_reduction"):  # both ops
             if isinstance(getattr(self, name), bool):
                 object.__setattr__(self, name, (getattr(self, name), getattr(self, name)))
         launches = self.reversed_launches
@@ -287,7 +292,7 @@ class RenormTuning:
                 refuse(name, f"must span whole {int(rk.SEG)}-entry segments (its BLOCK or length a multiple of "
                        f"{int(rk.SEG)})")
         for name in ("segment_maxima", "prefetch_first_pass", "prefetch_compact", "prefetch_write",
-                     "prefetch_finish", "write_evict_first", "write_preload"):
+                     "prefetch_finish", "write_evict_first", "write_preload", "first_pass_one_reduction"):
             pair = getattr(self, name)
             if not (isinstance(pair, tuple) and len(pair) == 2 and all(isinstance(v, bool) for v in pair)):
                 refuse(name, "must be a bool or a (top-k, top-p) pair of them")
