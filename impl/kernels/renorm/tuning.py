@@ -139,7 +139,7 @@ class RenormTuning:
     # By op (one int sets both; 0: the compiler's choice): on CUDA (never HIP or the interpreter), the most
     # registers a thread of the one-warp compaction of large batches (large_batch_compact, below
     # huge_batch_rows) may hold (Triton's maxnreg). Top-k at 64 rows: 67 -> 64, 32 programs an SM, the
-    # 4096-program grid in one wave: compaction 13.1 -> 10.7 us, calls 44.6 / 48.6 -> 42.4 / 47.3. Top-p's
+    # 4096-program grid in one wave: compaction 13.2 -> 10.7 us, calls 44.6 / 48.6 -> 42.4 / 47.3. Top-p's
     # (512, 1) spills under 64 (128 rows 134 -> 144 us), and top-k's huge (256, 1) spills too (0 there).
     large_batch_compact_registers: int | tuple[int, int] = (64, 0)
     # How top-p's first compaction sums the exact fp64 masses below the range and of the rest of the row,
