@@ -13,15 +13,18 @@ waves its (chunk, row) grid takes, and none may change what a call keeps:
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import pytest
 import torch
 
 import impl.kernels.renorm as renorm
+import impl.kernels.renorm.kernels as rk
 import impl.kernels.renorm.plan as rplan
 import reference as R
 from ci.registration import register
 from impl.kernels import _backend
+from impl.kernels.renorm.workspace import _launch_all
 from impl.testing.op_table import RENORM, mismatch
 from registered.skips import requires_gpu
 
@@ -107,6 +110,35 @@ def test_every_mass_sum_mode_and_split_width_keeps_the_oracle_set(warps):
                 got = renorm.top_p_renorm(rows, p, tuning=t)
                 problem = mismatch(RENORM, got, want)
                 assert problem is None, (capacity, mode, entries, problem)
+
+
+@register(suite="kernels", hardware=["cpu"], schedule="per-commit", est_time=20)
+@pytest.mark.parametrize("warps", [1, 2], ids=["one-warp", "two-warps"])
+def test_the_first_compaction_stores_each_rows_fp64_masses_in_every_mode(warps):
+    """After top-p's first compaction alone, each row's BELOW_MASS and TOTAL words against exact sums of
+    its cleaned entries (NaN, inf, negative and -0.0 weigh 0), below the row's range start and in all, in
+    every mass-sum mode: the words every later launch takes the pivot's mass from."""
+    rows = _fresh_rows(11, 4, 3000, 3.0)
+    rows[0, 5], rows[1, 7], rows[2, 9], rows[3, 11] = float("nan"), float("inf"), -0.25, -0.0
+    p = torch.tensor([0.9, 0.5, 0.99, 0.75])
+    clean = torch.where(torch.isfinite(rows) & (rows > 0), rows, torch.zeros_like(rows)).double()
+    for mode in (0, 1, 2):
+        t = dataclasses.replace(renorm.DEFAULT_TUNING, **SMALL, compact=((256, warps), (256, warps)),
+                                compact_step_sums=(mode, mode))
+        plan = rplan._plan(rows.shape[0], rows.shape[1], True, True, t)
+        first = next(i for i, launch in enumerate(plan.launches) if launch.args == "compact")
+        assert plan.launches[first].meta["MASSES"], "top-p's first compaction weighs the rows"
+        ws = _launch_all(rows, None, p, dataclasses.replace(plan, launches=plan.launches[:first + 1]), None)
+        state = ws.state.cpu()
+        words = state.view(torch.float64)
+        for r in range(rows.shape[0]):
+            lo = int(state[r, int(rk.LO)])
+            keys = clean[r].float().view(torch.int32)
+            below = math.fsum(clean[r][keys < lo].tolist())
+            total = math.fsum(clean[r].tolist())
+            assert 0 < below < total, (mode, r, "the range should start above some of the row's mass")
+            assert math.isclose(float(words[r, int(rk.BELOW_MASS)]), below, rel_tol=1e-13), (mode, r)
+            assert math.isclose(float(words[r, int(rk.TOTAL)]), total, rel_tol=1e-13), (mode, r)
 
 
 @register(suite="kernels-cuda", hardware=["h200-1"], schedule="per-commit", est_time=40)

@@ -59,7 +59,7 @@ _COMPILE_OPTIONS = ("num_warps", "num_stages")
 # Flags a plan turns on only for compiled kernels of one backend, so the interpreter records them off: each
 # recorded specialization holding one is also compiled with every such flag on, for that backend's targets
 # only (renorm: PTX_STORES, inline-PTX stores; PDL, programmatic dependent launches).
-BACKEND_FLAGS = {"PTX_STORES": "cuda", "PDL": "cuda"}
+BACKEND_FLAGS = {"PTX_STORES": "cuda", "PDL": "cuda", "SAT_CLAMPS": "cuda"}
 
 
 def _is_constexpr(annotation) -> bool:

@@ -60,10 +60,10 @@ PART_W = tl.constexpr(3 * 16)
 # (RANGE_SLOT: its counts use [0, 16), top-p's sums [MASS_AT, MASS_AT + 8)) and largest key; the
 # compaction's partial smallest and largest copied key, top-k's mass above the range (the
 # compaction's, and the small-batch gather's share of the kept mass) and top-p's exact masses below
-# the range and of the rest of the row.
+# the range and of the whole chunk.
 RANGE_SLOT = tl.constexpr(24)
 BELOW_SLOT = tl.constexpr(26)
-REST_SLOT = tl.constexpr(27)
+MASS_SLOT = tl.constexpr(27)
 MIN_KEY_SLOT = tl.constexpr(28)
 MAX_KEY_SLOT = tl.constexpr(29)
 TOP_KEY_SLOT = tl.constexpr(30)
@@ -160,6 +160,20 @@ def _clean(raw):
 
 
 @triton.jit
+def _clamped(x, start, SAT: tl.constexpr):
+    # min(x, start) for a clean x >= 0 and a power-of-two start. SAT (CUDA only: inline PTX) computes it as
+    # start * sat(x / start), sat clamping to [0, 1]: both products are exact, so the value is the same bit
+    # for bit, and both run on the FP32 pipe, where a min takes the integer pipe that bounds the first pass.
+    if SAT:
+        scaled = tl.inline_asm_elementwise("mul.rn.sat.f32 $0, $1, $2;", "=f,f,f",
+                                           [x, tl.full(x.shape, 1.0 / start, tl.float32)], dtype=tl.float32,
+                                           is_pure=True, pack=1)
+        return scaled * start
+    else:
+        return tl.minimum(x, start)
+
+
+@triton.jit
 def _row_words(state_ptr, fstate_ptr, row):
     # The row's state words: int64 and their fp64 view.
     return state_ptr + row * STATE_W, fstate_ptr + row * STATE_W
@@ -220,7 +234,9 @@ def _copy_in_range(src, start, end, lo, hi, dst, slot, SUM_ABOVE: tl.constexpr, 
     # Append the values of src[start:end) whose keys lie in [lo, hi) to dst, from slot on, in
     # order (a block's cumsum places them: no atomics; a block holding none skips it). Returns the
     # next free slot and, when asked, the fp64 mass of the keys >= hi (SUM_ABOVE), the smallest and
-    # largest key copied (KEY_SPAN), and the fp64 masses of the keys < lo and of the others (SUM_BELOW).
+    # largest key copied (KEY_SPAN), and the fp64 masses of the keys < lo and of all of them (SUM_BELOW).
+    # Neither costs a program that does not ask: top-p's keys above the range are not counted, and the
+    # whole mass needs no select.
     # PREFETCH: each step issues the next block's load before working on its own, so a program's
     # load latency overlaps its arithmetic (a one-warp program has no other warp to hide it). PTX: _scatter's.
     # STEP_SUMS, how SUM_BELOW's masses are summed: 0, an fp64 accumulator a loaded entry (four registers
@@ -228,7 +244,7 @@ def _copy_in_range(src, start, end, lo, hi, dst, slot, SUM_ABOVE: tl.constexpr, 
     # reduction (in a one-warp program, shuffles alone); 2, in a reduction of their own after the copy.
     above = tl.zeros([BLOCK], tl.float64)
     below = tl.zeros([1 if STEP_SUMS > 0 else BLOCK], tl.float64)
-    rest = tl.zeros([1 if STEP_SUMS > 0 else BLOCK], tl.float64)
+    total = tl.zeros([1 if STEP_SUMS > 0 else BLOCK], tl.float64)
     kmin = tl.full([BLOCK], KEY_NONE, tl.int32)
     kmax = tl.full([BLOCK], -1, tl.int32)
     ahead = tl.zeros([BLOCK], tl.float32)
@@ -244,18 +260,17 @@ def _copy_in_range(src, start, end, lo, hi, dst, slot, SUM_ABOVE: tl.constexpr, 
             x, key = _load_keys(src + offs, ok)
         take = ok & (key >= lo) & (key < hi)
         big = ok & (key >= hi)
-        # one reduction counts both (BLOCK <= 2^14): the block's candidates and its keys above the range
-        counted = take.to(tl.int32) + (big.to(tl.int32) << 16)
+        counted = take.to(tl.int32)
+        if SUM_ABOVE:  # one reduction counts both (BLOCK <= 2^14): the block's candidates and its keys above the range
+            counted += big.to(tl.int32) << 16
         if SUM_BELOW and STEP_SUMS == 1:  # the masses in the same reduction (masked lanes load 0)
             x64 = x.to(tl.float64)
-            low = key < lo
-            both, block_below, block_rest = tl.reduce((counted, tl.where(low, x64, 0.0), tl.where(low, 0.0, x64)),
-                                                      0, _add_three)
+            both, block_below, block_total = tl.reduce((counted, tl.where(key < lo, x64, 0.0), x64), 0, _add_three)
             below += block_below
-            rest += block_rest
+            total += block_total
         else:
             both = tl.sum(counted, axis=0)
-        n_take = both & 0xFFFF
+        n_take = both & 0xFFFF if SUM_ABOVE else both
         if n_take > 0:
             ones = take.to(tl.int32)
             _scatter(dst + slot + (tl.cumsum(ones, axis=0) - 1).to(tl.int64), x, take, PTX)
@@ -268,17 +283,15 @@ def _copy_in_range(src, start, end, lo, hi, dst, slot, SUM_ABOVE: tl.constexpr, 
                 above += tl.where(big, x.to(tl.float64), 0.0)
         if SUM_BELOW and STEP_SUMS == 0:  # masked lanes load 0
             x64 = x.to(tl.float64)
-            low = key < lo
-            below += tl.where(low, x64, 0.0)
-            rest += tl.where(low, 0.0, x64)
+            below += tl.where(key < lo, x64, 0.0)
+            total += x64
         if SUM_BELOW and STEP_SUMS == 2:  # a reduction of their own, after the copy
             x64 = x.to(tl.float64)
-            low = key < lo
-            block_below, block_rest = tl.reduce((tl.where(low, x64, 0.0), tl.where(low, 0.0, x64)), 0, _add_two)
+            block_below, block_total = tl.reduce((tl.where(key < lo, x64, 0.0), x64), 0, _add_two)
             below += block_below
-            rest += block_rest
+            total += block_total
     return (slot, tl.sum(above, axis=0), tl.min(kmin, axis=0), tl.max(kmax, axis=0), tl.sum(below, axis=0),
-            tl.sum(rest, axis=0))
+            tl.sum(total, axis=0))
 
 
 @triton.jit
@@ -575,7 +588,7 @@ def _chunk_and_row(REVERSED: tl.constexpr):
 
 @triton.jit
 def _first_stats(src, seg_dst, start, end, TOP_P: tl.constexpr, SEG_MAP: tl.constexpr, BLOCK: tl.constexpr,
-                 PREFETCH: tl.constexpr, ONE_REDUCTION: tl.constexpr = False):
+                 PREFETCH: tl.constexpr, ONE_REDUCTION: tl.constexpr = False, SAT_CLAMPS: tl.constexpr = False):
     # Scan src[start:end) (at most first_pass_steps_max steps, at most FIELD_SUM_MAX entries): per
     # first-pass bucket, the key count and (top-p) fp32 sums: mass[0] the chunk's mass, mass[b > 0] its
     # entries clamped at bucket b's start c_b, sum(min(x, c_b)), which is the mass below c_b plus c_b
@@ -628,13 +641,13 @@ def _first_stats(src, seg_dst, start, end, TOP_P: tl.constexpr, SEG_MAP: tl.cons
         packed += tl.full([ROWS, COLS], 1, tl.int64) << (t * BITS).to(tl.int64)
         if TOP_P:  # m0: the mass; m_b: the mass clamped at bucket b's start (a min and an add a bucket)
             m0 += x
-            m1 += tl.minimum(x, BUCKET_START_1)
-            m2 += tl.minimum(x, BUCKET_START_2)
-            m3 += tl.minimum(x, BUCKET_START_3)
-            m4 += tl.minimum(x, BUCKET_START_4)
-            m5 += tl.minimum(x, BUCKET_START_5)
-            m6 += tl.minimum(x, BUCKET_START_6)
-            m7 += tl.minimum(x, BUCKET_START_7)
+            m1 += _clamped(x, BUCKET_START_1, SAT_CLAMPS)
+            m2 += _clamped(x, BUCKET_START_2, SAT_CLAMPS)
+            m3 += _clamped(x, BUCKET_START_3, SAT_CLAMPS)
+            m4 += _clamped(x, BUCKET_START_4, SAT_CLAMPS)
+            m5 += _clamped(x, BUCKET_START_5, SAT_CLAMPS)
+            m6 += _clamped(x, BUCKET_START_6, SAT_CLAMPS)
+            m7 += _clamped(x, BUCKET_START_7, SAT_CLAMPS)
     # The lanes' fields and (top-p) sums are added across the program; group g of the int64 holds buckets g,
     # g + GROUPS, ..., each spread to 16 bits (a bucket's count over the program is at most FIELD_SUM_MAX, so no
     # field carries into the next; the arithmetic shift's sign bits are masked off). ONE_REDUCTION: every
@@ -729,20 +742,21 @@ def _first_pass_kernel(
     probs_ptr, param_ptr, param_scalar, seg_ptr, part_ptr, state_ptr, fstate_ptr, V, chunk_len, num_chunks,
     TOP_P: tl.constexpr, PARAM_IS_TENSOR: tl.constexpr, SEG_MAP: tl.constexpr, TICKET: tl.constexpr,
     BLOCK: tl.constexpr, CHUNKS_P2: tl.constexpr, PREFETCH: tl.constexpr, REVERSED: tl.constexpr = False,
-    PDL: tl.constexpr = False, ONE_REDUCTION: tl.constexpr = False,
+    PDL: tl.constexpr = False, ONE_REDUCTION: tl.constexpr = False, SAT_CLAMPS: tl.constexpr = False,
 ):
     # The first select pass over (chunk, row) programs: count (top-k) or weigh in fp32 (top-p) the
     # keys of each fixed bucket, then the row's last program keeps the bucket(s) holding the pivot
     # and writes each chunk's count of keys in them to its RANGE_SLOT (the compaction places its
     # candidates by them). Top-p's exact fp64 masses are the compaction's. SEG_MAP: also the
     # segment maxima (seg_ptr) the compaction and the write read. REVERSED: _chunk_and_row's.
+    # SAT_CLAMPS (CUDA): top-p's clamps as saturating multiplies (_clamped).
     _after_the_launch_before(PDL)
     chunk, row = _chunk_and_row(REVERSED)
     srow, frow = _row_words(state_ptr, fstate_ptr, row)
     start = chunk * chunk_len
     counts, mass, top_key = _first_stats(probs_ptr + row.to(tl.int64) * V, seg_ptr + row.to(tl.int64) * tl.cdiv(V, SEG),
                                          start, tl.minimum(start + chunk_len, V), TOP_P, SEG_MAP, BLOCK, PREFETCH,
-                                         ONE_REDUCTION)
+                                         ONE_REDUCTION, SAT_CLAMPS)
     NB: tl.constexpr = FIRST_NB_TOP_P if TOP_P else FIRST_NB_TOP_K
     bins = tl.arange(0, NB)
     prow = _partials(part_ptr, row, chunk, num_chunks)
@@ -881,10 +895,11 @@ def _compact_kernel(
         src, dst = probs_ptr + row.to(tl.int64) * V, cand_ptr + row.to(tl.int64) * cap
         end = tl.minimum(start + chunk_len, V)
         below = tl.zeros([], tl.float64)
-        rest = tl.zeros([], tl.float64)
+        chunk_mass = tl.zeros([], tl.float64)
         if MASSES or not SEG_MAP:  # every key is read (and, MASSES, weighed)
-            _, above, kmin, kmax, below, rest = _copy_in_range(src, start, end, lo, copy_hi, dst, slot, not TOP_P,
-                                                               ADAPT, MASSES, BLOCK, PREFETCH, PTX_STORES, STEP_SUMS)
+            _, above, kmin, kmax, below, chunk_mass = _copy_in_range(src, start, end, lo, copy_hi, dst, slot,
+                                                                     not TOP_P, ADAPT, MASSES, BLOCK, PREFETCH,
+                                                                     PTX_STORES, STEP_SUMS)
         else:  # only the segments that may hold a key >= lo
             seg_row = row.to(tl.int64) * tl.cdiv(V, SEG)
             _, above, kmin, kmax = _copy_from_segments(src, seg_ptr + seg_row, list_ptr + seg_row + start // SEG,
@@ -904,7 +919,7 @@ def _compact_kernel(
             tl.store(prow + ABOVE_SLOT, above)
         if MASSES:
             tl.store(prow + BELOW_SLOT, below)
-            tl.store(prow + REST_SLOT, rest)
+            tl.store(prow + MASS_SLOT, chunk_mass)
         if ADAPT:  # keys are exact in fp64
             tl.store(prow + MIN_KEY_SLOT, kmin.to(tl.float64))
             tl.store(prow + MAX_KEY_SLOT, kmax.to(tl.float64))
@@ -914,7 +929,7 @@ def _compact_kernel(
             live = c < num_chunks
             if MASSES:
                 below = tl.sum(tl.load(rows_of + BELOW_SLOT, mask=live, other=0.0, cache_modifier=".cg"), axis=0)
-                total = below + tl.sum(tl.load(rows_of + REST_SLOT, mask=live, other=0.0, cache_modifier=".cg"), axis=0)
+                total = tl.sum(tl.load(rows_of + MASS_SLOT, mask=live, other=0.0, cache_modifier=".cg"), axis=0)
                 tl.store(frow + BELOW_MASS, below)
                 tl.store(frow + TOTAL, total)
                 target = (1.0 - _goal(param_ptr, param_scalar, row, V, TOP_P, PARAM_IS_TENSOR)) * total

@@ -157,7 +157,7 @@ def _plan(bs: int, vocab: int, top_p: bool, param_is_tensor: bool, t: RenormTuni
             block, warps = t.large_batch_first_pass[top_p] if bs >= t.large_batch_rows[top_p] else t.first_pass
             meta = dict(**param, **common, SEG_MAP=seg_map, BLOCK=block, PREFETCH=t.prefetch_first_pass[top_p],
                         REVERSED="first pass" in reversed_launches, ONE_REDUCTION=t.first_pass_one_reduction[top_p],
-                        num_warps=warps)
+                        SAT_CLAMPS=ptx_ok and t.sat_clamps and top_p, num_warps=warps)
             launches.append(_Launch(rk._first_pass_kernel, grid, "first", sizes[:3], meta))
         elif kind in ("pass", "skip-compacted pass"):
             block, warps = t.narrow_pass if nb == 4 else t.wide_pass[top_p]

@@ -128,11 +128,17 @@ class RenormTuning:
     # 232.4 / 233.3, 32 rows 56.0 / 57.6 -> 51.0 / 52.1; top-k k = 1000 at 256 rows 137.0 -> 133.3, 32 rows
     # 33.6 / 38.8 -> 30.9 / 35.1; no cell slower (docs/performance.md).
     ptx_stores: bool = True
+    # On CUDA (never HIP or the interpreter), top-p's first pass clamps each entry at its bucket starts as
+    # saturating multiplies (inline PTX mul.sat: start * sat(x / start), the same value bit for bit) on the FP32
+    # pipe, instead of mins on the integer pipe, which the pass kept busiest (kernels.py, _clamped;
+    # docs/performance.md, renorm v26).
+    sat_clamps: bool = True
     # By op (one bool sets both): the first pass adds its lanes' bucket counts and (top-p) sums across the
     # program in one tuple reduction instead of one reduction each (kernels.py, _first_stats' ONE_REDUCTION).
-    # sm_90 offline: 45 -> 18 barriers a program for top-p, 29 -> 20 for top-k, the same registers. Not yet
-    # timed on a GPU, so off (docs/performance.md, "The compaction's registers").
-    first_pass_one_reduction: bool | tuple[bool, bool] = False
+    # sm_90 offline: 45 -> 18 barriers a program for top-p, 29 -> 20 for top-k, the same registers. Against
+    # v25 in one process (renorm v26): top-p 0.3-0.8 us faster from 1 to 64 rows (64 rows 73.3 / 74.3 -> 72.5
+    # / 73.6), level at 128 and 256; top-k 0.4-0.5 us slower at 64 and 256 rows, so top-k keeps its reductions.
+    first_pass_one_reduction: bool | tuple[bool, bool] = (False, True)
     # Registers decide how many programs an SM holds at once, so how many waves a (chunk, row) grid takes
     # (sm_90: 65,536 registers an SM, at most 32 programs). The three knobs below steer the compaction's
     # (renorm v25, one process against v24, H200, triton 3.6; docs/performance.md).
@@ -298,6 +304,8 @@ class RenormTuning:
                 refuse(name, "must be a bool or a (top-k, top-p) pair of them")
         if not isinstance(self.ptx_stores, bool):
             refuse("ptx_stores", "must be a bool")
+        if not isinstance(self.sat_clamps, bool):
+            refuse("sat_clamps", "must be a bool")
         pair = self.large_batch_compact_registers
         if not (isinstance(pair, tuple) and len(pair) == 2
                 and all(isinstance(r, int) and not isinstance(r, bool) and (r == 0 or 32 <= r <= 255) for r in pair)):
