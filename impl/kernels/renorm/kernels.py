@@ -60,10 +60,10 @@ PART_W = tl.constexpr(3 * 16)
 # (RANGE_SLOT: its counts use [0, 16), top-p's sums [MASS_AT, MASS_AT + 8)) and largest key; the
 # compaction's partial smallest and largest copied key, top-k's mass above the range (the
 # compaction's, and the small-batch gather's share of the kept mass) and top-p's exact masses below
-# the range and of the whole chunk.
+# the range and of the rest of the row.
 RANGE_SLOT = tl.constexpr(24)
 BELOW_SLOT = tl.constexpr(26)
-MASS_SLOT = tl.constexpr(27)
+REST_SLOT = tl.constexpr(27)
 MIN_KEY_SLOT = tl.constexpr(28)
 MAX_KEY_SLOT = tl.constexpr(29)
 TOP_KEY_SLOT = tl.constexpr(30)
@@ -234,9 +234,10 @@ def _copy_in_range(src, start, end, lo, hi, dst, slot, SUM_ABOVE: tl.constexpr, 
     # Append the values of src[start:end) whose keys lie in [lo, hi) to dst, from slot on, in
     # order (a block's cumsum places them: no atomics; a block holding none skips it). Returns the
     # next free slot and, when asked, the fp64 mass of the keys >= hi (SUM_ABOVE), the smallest and
-    # largest key copied (KEY_SPAN), and the fp64 masses of the keys < lo and of all of them (SUM_BELOW).
-    # Neither costs a program that does not ask: top-p's keys above the range are not counted, and the
-    # whole mass needs no select.
+    # largest key copied (KEY_SPAN), and the fp64 masses of the keys < lo and of the others (SUM_BELOW):
+    # two sums rather than one of all of them, since on probability rows each spans few octaves and is then
+    # exact in fp64 whatever the order of its terms (so every launch shape stores the same bits). Top-p's
+    # keys above the range are not counted: nothing reads that count.
     # PREFETCH: each step issues the next block's load before working on its own, so a program's
     # load latency overlaps its arithmetic (a one-warp program has no other warp to hide it). PTX: _scatter's.
     # STEP_SUMS, how SUM_BELOW's masses are summed: 0, an fp64 accumulator a loaded entry (four registers
@@ -244,7 +245,7 @@ def _copy_in_range(src, start, end, lo, hi, dst, slot, SUM_ABOVE: tl.constexpr, 
     # reduction (in a one-warp program, shuffles alone); 2, in a reduction of their own after the copy.
     above = tl.zeros([BLOCK], tl.float64)
     below = tl.zeros([1 if STEP_SUMS > 0 else BLOCK], tl.float64)
-    total = tl.zeros([1 if STEP_SUMS > 0 else BLOCK], tl.float64)
+    rest = tl.zeros([1 if STEP_SUMS > 0 else BLOCK], tl.float64)
     kmin = tl.full([BLOCK], KEY_NONE, tl.int32)
     kmax = tl.full([BLOCK], -1, tl.int32)
     ahead = tl.zeros([BLOCK], tl.float32)
@@ -265,9 +266,11 @@ def _copy_in_range(src, start, end, lo, hi, dst, slot, SUM_ABOVE: tl.constexpr, 
             counted += big.to(tl.int32) << 16
         if SUM_BELOW and STEP_SUMS == 1:  # the masses in the same reduction (masked lanes load 0)
             x64 = x.to(tl.float64)
-            both, block_below, block_total = tl.reduce((counted, tl.where(key < lo, x64, 0.0), x64), 0, _add_three)
+            low = key < lo
+            both, block_below, block_rest = tl.reduce((counted, tl.where(low, x64, 0.0), tl.where(low, 0.0, x64)),
+                                                      0, _add_three)
             below += block_below
-            total += block_total
+            rest += block_rest
         else:
             both = tl.sum(counted, axis=0)
         n_take = both & 0xFFFF if SUM_ABOVE else both
@@ -283,15 +286,17 @@ def _copy_in_range(src, start, end, lo, hi, dst, slot, SUM_ABOVE: tl.constexpr, 
                 above += tl.where(big, x.to(tl.float64), 0.0)
         if SUM_BELOW and STEP_SUMS == 0:  # masked lanes load 0
             x64 = x.to(tl.float64)
-            below += tl.where(key < lo, x64, 0.0)
-            total += x64
+            low = key < lo
+            below += tl.where(low, x64, 0.0)
+            rest += tl.where(low, 0.0, x64)
         if SUM_BELOW and STEP_SUMS == 2:  # a reduction of their own, after the copy
             x64 = x.to(tl.float64)
-            block_below, block_total = tl.reduce((tl.where(key < lo, x64, 0.0), x64), 0, _add_two)
+            low = key < lo
+            block_below, block_rest = tl.reduce((tl.where(low, x64, 0.0), tl.where(low, 0.0, x64)), 0, _add_two)
             below += block_below
-            total += block_total
+            rest += block_rest
     return (slot, tl.sum(above, axis=0), tl.min(kmin, axis=0), tl.max(kmax, axis=0), tl.sum(below, axis=0),
-            tl.sum(total, axis=0))
+            tl.sum(rest, axis=0))
 
 
 @triton.jit
@@ -895,11 +900,10 @@ def _compact_kernel(
         src, dst = probs_ptr + row.to(tl.int64) * V, cand_ptr + row.to(tl.int64) * cap
         end = tl.minimum(start + chunk_len, V)
         below = tl.zeros([], tl.float64)
-        chunk_mass = tl.zeros([], tl.float64)
+        rest = tl.zeros([], tl.float64)
         if MASSES or not SEG_MAP:  # every key is read (and, MASSES, weighed)
-            _, above, kmin, kmax, below, chunk_mass = _copy_in_range(src, start, end, lo, copy_hi, dst, slot,
-                                                                     not TOP_P, ADAPT, MASSES, BLOCK, PREFETCH,
-                                                                     PTX_STORES, STEP_SUMS)
+            _, above, kmin, kmax, below, rest = _copy_in_range(src, start, end, lo, copy_hi, dst, slot, not TOP_P,
+                                                               ADAPT, MASSES, BLOCK, PREFETCH, PTX_STORES, STEP_SUMS)
         else:  # only the segments that may hold a key >= lo
             seg_row = row.to(tl.int64) * tl.cdiv(V, SEG)
             _, above, kmin, kmax = _copy_from_segments(src, seg_ptr + seg_row, list_ptr + seg_row + start // SEG,
@@ -919,7 +923,7 @@ def _compact_kernel(
             tl.store(prow + ABOVE_SLOT, above)
         if MASSES:
             tl.store(prow + BELOW_SLOT, below)
-            tl.store(prow + MASS_SLOT, chunk_mass)
+            tl.store(prow + REST_SLOT, rest)
         if ADAPT:  # keys are exact in fp64
             tl.store(prow + MIN_KEY_SLOT, kmin.to(tl.float64))
             tl.store(prow + MAX_KEY_SLOT, kmax.to(tl.float64))
@@ -929,7 +933,7 @@ def _compact_kernel(
             live = c < num_chunks
             if MASSES:
                 below = tl.sum(tl.load(rows_of + BELOW_SLOT, mask=live, other=0.0, cache_modifier=".cg"), axis=0)
-                total = tl.sum(tl.load(rows_of + MASS_SLOT, mask=live, other=0.0, cache_modifier=".cg"), axis=0)
+                total = below + tl.sum(tl.load(rows_of + REST_SLOT, mask=live, other=0.0, cache_modifier=".cg"), axis=0)
                 tl.store(frow + BELOW_MASS, below)
                 tl.store(frow + TOTAL, total)
                 target = (1.0 - _goal(param_ptr, param_scalar, row, V, TOP_P, PARAM_IS_TENSOR)) * total
