@@ -1,0 +1,108 @@
+"""impl.bench.renorm_sass on CPU: a renorm call's launches compiled for sm_90 with no GPU.
+
+The tool's claims are counts, so the tests hold them to what can be checked without a GPU: the
+occupancy arithmetic against hand-worked H200 cases, the SASS parsing on a made-up listing, and, on
+the real compile, that each launch's programs an SM and waves follow from its registers, that the
+register cap holds, and that top-p's first pass clamps with saturating multiplies (no float min left
+in its loop) exactly when the tuning asks, seven mins an entry otherwise.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ci.registration import register
+from impl.bench.renorm_sass import main_loop, opcode, parse_sass, programs_per_sm
+
+ROOT = Path(__file__).resolve().parents[1]
+PROG = "python -m impl.bench.renorm_sass"
+
+
+@register(suite="components", hardware=["cpu"], schedule="per-commit", est_time=1)
+@pytest.mark.parametrize("regs, warps, shared, want", [
+    (114, 1, 0, 17),     # v25's one-warp top-p compaction: 65536 // (120 x 32)
+    (96, 1, 0, 21),      # v26's
+    (89, 4, 1024, 5),    # the 64-row four-warp compaction
+    (64, 1, 0, 32),      # capped at 64: the 32-program limit binds
+    (63, 2, 0, 16),      # rounded up to 64 registers: 65536 // (64 x 64)
+    (30, 8, 0, 8),       # the write: 64 warps an SM bind
+    (32, 1, 100 * 1024, 2),  # shared memory binds
+    (255, 32, 0, 0),     # more registers than an SM holds
+])
+def test_programs_an_sm_take_the_tightest_limit(regs, warps, shared, want):
+    assert programs_per_sm(regs, warps, shared) == want
+
+
+LISTING = """
+        /*0000*/                   MOV R1, c[0x0][0x28] ;
+        /*0010*/                   ISETP.GE.AND P0, PT, R2, R3, PT ;
+        /*0020*/              @!P0 BRA 0x10 ;
+        /*0030*/                   LDG.E R4, desc[UR4][R2.64] ;
+        /*0040*/                   FMNMX R5, R4, 1.0, PT ;
+        /*0050*/              @!P1 SEL R6, R5, RZ, P2 ;
+        /*0060*/               @P0 BRA 0x30 ;
+        /*0070*/                   EXIT ;
+"""
+
+
+@register(suite="components", hardware=["cpu"], schedule="per-commit", est_time=1)
+def test_the_main_loop_is_the_first_loop_that_loads():
+    instructions = parse_sass(LISTING)
+    assert [a for a, _ in instructions] == list(range(0, 0x80, 0x10))
+    assert opcode("@!P1 SEL R6, R5, RZ, P2") == "SEL" and opcode("ISETP.GE.AND P0, PT, R2, R3, PT") == "ISETP"
+    body = main_loop(instructions)  # the loop at 0x10 holds no load; the one at 0x30 does
+    assert [opcode(t) for t in body] == ["LDG", "FMNMX", "SEL", "BRA"]
+    assert main_loop(parse_sass(LISTING.replace("LDG.E", "LDS"))) is None
+
+
+def _run(tmp_path, *args) -> tuple[subprocess.CompletedProcess, dict | None]:
+    out = tmp_path / "sass.json"
+    proc = subprocess.run([sys.executable, "-m", "impl.bench.renorm_sass", "--json", str(out), *args],
+                          capture_output=True, text=True, cwd=ROOT, timeout=600)
+    return proc, (json.loads(out.read_text()) if out.exists() else None)
+
+
+def _launches(report: dict, op: str) -> list[dict]:
+    return next(r["launches"] for r in report["results"] if r["op"] == op)
+
+
+@register(suite="components", hardware=["cpu"], schedule="per-commit", est_time=60)
+def test_a_compiled_call_reports_consistent_occupancy_and_the_first_pass_clamps_as_asked(tmp_path):
+    proc, report = _run(tmp_path, "--rows", "64", "--op", "both")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "top_p 64 rows:" in proc.stdout and "top_k 64 rows:" in proc.stdout
+    for op in ("top_p", "top_k"):
+        launches = _launches(report, op)
+        assert [r["launch"] for r in launches][0] == "first" and launches[-1]["launch"] == "write"
+        for r in launches:
+            assert 0 < r["regs"] <= 255, r
+            assert r["per_sm"] == programs_per_sm(r["regs"], r["warps"], r["shared"]), r
+            programs = r["grid"][0] * (r["grid"][1] if len(r["grid"]) > 1 else 1)
+            assert r["waves"] == round(programs / (r["per_sm"] * report["sms"]), 2), r
+            if r["maxnreg"]:
+                assert r["regs"] <= r["maxnreg"], r
+    assert any(r["maxnreg"] for r in _launches(report, "top_k")), "top-k's 64-row compaction is capped by default"
+    first = _launches(report, "top_p")[0]
+    assert first["kernel"] == "_first_pass_kernel" and first["loop"]["opcodes"].get("FMNMX", 0) == 0, first["loop"]
+    assert first["loop"]["opcodes"].get("FMUL", 0) >= 7 * first["loop"]["entries"], first["loop"]
+
+    proc, report = _run(tmp_path, "--rows", "64", "--op", "top_p", "--variant", '{"sat_clamps": false}')
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    loop = _launches(report, "top_p")[0]["loop"]
+    assert loop["opcodes"].get("FMNMX", 0) == 7 * loop["entries"], loop  # a min a bucket start an entry
+    assert loop["integer_pipe_per_entry"] > first["loop"]["integer_pipe_per_entry"] + 6, (loop, first["loop"])
+
+
+@register(suite="components", hardware=["cpu"], schedule="per-commit", est_time=10)
+def test_bad_arguments_exit_2_in_one_line():
+    for args in (["--rows", "0"], ["--op", "top_q"], ["--variant", "[1]"], ["--variant", '{"sat_clamps": 1}'],
+                 ["--sms", "0"]):
+        proc = subprocess.run([sys.executable, "-m", "impl.bench.renorm_sass", *args], capture_output=True,
+                              text=True, cwd=ROOT, timeout=120)
+        assert proc.returncode == 2, (args, proc.stderr)
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"{PROG}: error:"), (args, proc.stderr)
