@@ -228,6 +228,15 @@ def _add_three(a0, b0, c0, a1, b1, c1):
 
 
 @triton.jit
+def _below_and_rest(x, key, lo):
+    # x in fp64, split into the part below the range (keys < lo) and the rest: one select, then rest = x - below,
+    # which is x or 0 exactly (two selects on the integer pipe fewer than selecting each part).
+    x64 = x.to(tl.float64)
+    below = tl.where(key < lo, x64, 0.0)
+    return below, x64 - below
+
+
+@triton.jit
 def _copy_in_range(src, start, end, lo, hi, dst, slot, SUM_ABOVE: tl.constexpr, KEY_SPAN: tl.constexpr,
                    SUM_BELOW: tl.constexpr, BLOCK: tl.constexpr, PREFETCH: tl.constexpr = False,
                    PTX: tl.constexpr = False, STEP_SUMS: tl.constexpr = 0):
@@ -265,10 +274,8 @@ def _copy_in_range(src, start, end, lo, hi, dst, slot, SUM_ABOVE: tl.constexpr, 
         if SUM_ABOVE:  # one reduction counts both (BLOCK <= 2^14): the block's candidates and its keys above the range
             counted += big.to(tl.int32) << 16
         if SUM_BELOW and STEP_SUMS == 1:  # the masses in the same reduction (masked lanes load 0)
-            x64 = x.to(tl.float64)
-            low = key < lo
-            both, block_below, block_rest = tl.reduce((counted, tl.where(low, x64, 0.0), tl.where(low, 0.0, x64)),
-                                                      0, _add_three)
+            x_below, x_rest = _below_and_rest(x, key, lo)
+            both, block_below, block_rest = tl.reduce((counted, x_below, x_rest), 0, _add_three)
             below += block_below
             rest += block_rest
         else:
@@ -285,14 +292,12 @@ def _copy_in_range(src, start, end, lo, hi, dst, slot, SUM_ABOVE: tl.constexpr, 
             if both > 0xFFFF:
                 above += tl.where(big, x.to(tl.float64), 0.0)
         if SUM_BELOW and STEP_SUMS == 0:  # masked lanes load 0
-            x64 = x.to(tl.float64)
-            low = key < lo
-            below += tl.where(low, x64, 0.0)
-            rest += tl.where(low, 0.0, x64)
+            x_below, x_rest = _below_and_rest(x, key, lo)
+            below += x_below
+            rest += x_rest
         if SUM_BELOW and STEP_SUMS == 2:  # a reduction of their own, after the copy
-            x64 = x.to(tl.float64)
-            low = key < lo
-            block_below, block_rest = tl.reduce((tl.where(low, x64, 0.0), tl.where(low, 0.0, x64)), 0, _add_two)
+            x_below, x_rest = _below_and_rest(x, key, lo)
+            block_below, block_rest = tl.reduce((x_below, x_rest), 0, _add_two)
             below += block_below
             rest += block_rest
     return (slot, tl.sum(above, axis=0), tl.min(kmin, axis=0), tl.max(kmax, axis=0), tl.sum(below, axis=0),
