@@ -54,7 +54,11 @@ class RenormTuning:
     # chunk_align <= 15 x its BLOCK (top-k's 4-bit counters per lane). (512, 4) against (1024, 8) (renorm
     # v20): top-p at 64 rows 96.9 / 97.9 -> 90.4 / 93.4 us, 8-32 rows 2.4-3.7 us faster for both ops.
     first_pass: _Shape = (512, 4)
-    narrow_pass: _Shape = (1024, 8)  # 4-way passes, 1-D accumulators
+    # 4-way passes, 1-D accumulators: from 128 rows top-p's skip-compacted pass. (256, 2) against (1024, 8) (renorm
+    # v27): the pass that finds every row compacted 6.8 -> 3.2 us at 256 rows (74 registers, 12 programs an SM, 2.59
+    # waves instead of 10.34); flat rows that do split, top-p at 128 / 256 rows, softmax1 25-27 us and softmax0.1
+    # 27-28 us faster; the bench's rows 1.5-2.5 us (docs/performance.md).
+    narrow_pass: _Shape = (256, 2)
     wide_pass: tuple[_Shape, _Shape] = ((512, 4), (256, 4))
     # By op (one shape sets both): top-p's compaction weighs every key; 4 warps beat 8 at 64 rows
     # (H200 sweep, docs/performance.md).
