@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from ci.registration import register
-from impl.bench.renorm_sass import main_loop, opcode, parse_sass, programs_per_sm
+from impl.bench.renorm_sass import loaded_words, main_loop, opcode, parse_sass, programs_per_sm
 
 ROOT = Path(__file__).resolve().parents[1]
 PROG = "python -m impl.bench.renorm_sass"
@@ -57,6 +57,32 @@ def test_the_main_loop_is_the_first_loop_that_loads():
     body = main_loop(instructions)  # the loop at 0x10 holds no load; the one at 0x30 does
     assert [opcode(t) for t in body] == ["LDG", "FMNMX", "SEL", "BRA"]
     assert main_loop(parse_sass(LISTING.replace("LDG.E", "LDS"))) is None
+
+
+TWO_LOOPS = """
+        /*0000*/              @!P1 LDG.E.128 R4, desc[UR6][R8.64+0x2000] ;
+        /*0010*/                   LDG.E.128 R8, desc[UR6][R44.64] ;
+        /*0020*/                   STG.E desc[UR6][R2.64], R4 ;
+        /*0030*/              @!P2 BRA 0x0 ;
+        /*0040*/                   ISETP.GE.AND P0, PT, R2, R3, PT ;
+        /*0050*/              @!P1 LDG.E R6, desc[UR6][R32.64] ;
+        /*0060*/              @!P1 LDG.E R7, desc[UR6][R32.64+0x4] ;
+        /*0070*/                   LDG.E.64 R62, desc[UR6][R32.64+0x8] ;
+        /*0080*/                   DADD R10, R10, R6 ;
+        /*0090*/               @P0 BRA 0x40 ;
+        /*00a0*/                   EXIT ;
+"""
+
+
+@register(suite="components", hardware=["cpu"], schedule="per-commit", est_time=1)
+def test_the_main_loop_is_the_one_that_loads_the_launchs_block():
+    # a kernel with a loop over another block first (the finish copies a narrowed row 8 words a thread a
+    # step before its passes load 4): the loop loading the launch's words a step is its main loop
+    instructions = parse_sass(TWO_LOOPS)
+    copy, passes = main_loop(instructions, 8), main_loop(instructions, 4)
+    assert [opcode(t) for t in copy] == ["LDG", "LDG", "STG", "BRA"] and loaded_words(copy) == 8
+    assert [opcode(t) for t in passes] == ["ISETP", "LDG", "LDG", "LDG", "DADD", "BRA"] and loaded_words(passes) == 4
+    assert main_loop(instructions, 3) == copy and main_loop(instructions) == copy  # no match: the first
 
 
 def _run(tmp_path, *args) -> tuple[subprocess.CompletedProcess, dict | None]:

@@ -11,10 +11,13 @@ with the installed triton for sm_90, and the cubin read with the CUDA tools trit
   per SM         programs an SM holds at once: the least of 32 programs, 64 warps, 65,536 registers (a
                  thread's rounded up to 8) and 228 KiB of shared memory
   waves          the launch's programs / (per SM x --sms)
-  loop           the main loop's SASS: the first loop (a backward branch) in address order whose body
-                 loads from global memory, its instructions a step, the entries a thread takes a step
-                 (BLOCK / threads), and per entry: all instructions and those of INTEGER_PIPE, the
-                 opcodes that run on the integer/logic pipe (half the FP32 pipe's issue rate on sm_90)
+  loop           the main loop's SASS: among the loops (backward branches) whose body loads from global
+                 memory, the first in address order that loads BLOCK / threads 32-bit words a thread a step
+                 (the launch's own block; a kernel may also hold loops over other blocks, like the finish's
+                 copy of a narrowed row in 2048-entry steps), else the first; its instructions a step, the
+                 entries a thread takes a step (BLOCK / threads), and per entry: all instructions and those of
+                 INTEGER_PIPE, the opcodes that run on the integer/logic pipe (half the FP32 pipe's issue rate
+                 on sm_90)
 
 Register counts match Nsight Compute's on the H200 for the same triton version (renorm v25 and v26,
 docs/performance.md); another triton may compile differently, so the output names its version. The
@@ -70,8 +73,19 @@ def opcode(instruction: str) -> str:
     return words[0].split(".")[0] if words else ""
 
 
-def main_loop(instructions: list[tuple[int, str]]) -> list[str] | None:
-    """The body of the first loop in address order that loads from global memory (see the module doc), or None."""
+def loaded_words(body: list[str]) -> int:
+    """32-bit words a thread loads from global memory in one pass over ``body`` (LDG.E 1, .64 2, .128 4)."""
+    words = 0
+    for text in body:
+        if opcode(text) == "LDG":
+            width = re.search(r"\.(64|128)\b", text.split()[1] if text.startswith("@") else text.split()[0])
+            words += int(width.group(1)) // 32 if width else 1
+    return words
+
+
+def main_loop(instructions: list[tuple[int, str]], words: int | None = None) -> list[str] | None:
+    """The body of the main loop (see the module doc): among the loops that load from global memory, the first
+    in address order that loads ``words`` words a thread a step, else the first; None when no loop loads."""
     at = {address: i for i, (address, _) in enumerate(instructions)}
     loops = []
     for i, (address, text) in enumerate(instructions):
@@ -83,7 +97,9 @@ def main_loop(instructions: list[tuple[int, str]]) -> list[str] | None:
             body = [t for _, t in instructions[at[target]:i + 1]]
             if any(opcode(t) == "LDG" for t in body):
                 loops.append((target, body))
-    return min(loops)[1] if loops else None
+    loops.sort(key=lambda loop: loop[0])
+    matching = [body for _, body in loops if words is not None and loaded_words(body) == words]
+    return matching[0] if matching else (loops[0][1] if loops else None)
 
 
 def _attrs(names: list[str], values: dict) -> dict:
@@ -143,8 +159,8 @@ def compile_launch(launch, values: dict, top_p: bool) -> dict:
     regs = int(re.search(r"REG:(\d+)", usage).group(1))
     shared = int(re.search(r"SHARED:(\d+)", usage).group(1))
     warps = options["num_warps"]
-    loop = main_loop(parse_sass(sass))
     entries = max(1, meta.get("BLOCK", 0) // (32 * warps))
+    loop = main_loop(parse_sass(sass), entries)
     row = {"kernel": launch.kernel.__name__, "grid": list(launch.grid), "block": meta.get("BLOCK"), "warps": warps,
            "maxnreg": options.get("maxnreg"), "regs": regs, "shared": shared,
            "per_sm": programs_per_sm(regs, warps, shared)}
