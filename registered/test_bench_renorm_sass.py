@@ -132,3 +132,19 @@ def test_bad_arguments_exit_2_in_one_line():
         assert proc.returncode == 2, (args, proc.stderr)
         lines = proc.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith(f"{PROG}: error:"), (args, proc.stderr)
+
+
+@register(suite="components", hardware=["cpu"], schedule="per-commit", est_time=40)
+def test_top_ps_finish_moves_its_candidates_without_a_barrier_a_step(tmp_path):
+    """finish_warp_rows (renorm v28): at 256 rows top-p's finish moves each candidate within its warp's row,
+    so the loop over its candidates holds no barrier; the block-wide move it replaces held five a step."""
+    loops = {}
+    for rows_a_warp in (True, False):
+        proc, report = _run(tmp_path, "--rows", "256", "--op", "top_p", "--variant",
+                            json.dumps({"finish_warp_rows": [False, rows_a_warp]}))
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        finish = _launches(report, "top_p")[-2]
+        assert finish["kernel"] == "_finish_kernel" and finish["loop"]["entries"] == 4, finish
+        loops[rows_a_warp] = finish["loop"]["opcodes"]
+    assert loops[True].get("BAR", 0) == 0 and loops[True].get("LDS", 0) == 0, loops[True]
+    assert loops[False].get("BAR", 0) >= 3, loops[False]

@@ -376,12 +376,13 @@ def _copy_from_segments(src, seg_src, listed, start, end, lo, hi, dst, slot, SUM
 
 @triton.jit
 def _split_shift(lo, hi, NB: tl.constexpr):
-    # Smallest s with (hi - lo - 1) >> s < NB: sub-range d of key is (key - lo) >> s.
+    # Smallest s with (hi - lo - 1) >> s < NB: sub-range d of key is (key - lo) >> s. For a
+    # power-of-two NB that is floor(log2(width / NB)) + 1, at least 0: the exponent field of
+    # width / NB in fp64 (exact: width < 2^33; 0 has exponent -1023). A loop over s made a
+    # chain of 32 dependent steps on every pass of the finish.
     width = (hi - lo - 1).to(tl.int64)
-    s = 0
-    for _ in tl.static_range(32):
-        s += ((width >> s) >= NB).to(tl.int32)
-    return s
+    exponent = ((width.to(tl.float64) * (1.0 / NB)).to(tl.int64, bitcast=True) >> 52) - 1023
+    return tl.maximum(exponent + 1, 0).to(tl.int32)
 
 
 @triton.jit
@@ -446,10 +447,12 @@ def _bin_stats(src, start, end, lo, hi, s, front, TOP_P: tl.constexpr, NB: tl.co
                 hit = inside[:, None] & (d[:, None] == bins[None, :])
                 masses += tl.where(hit, x.to(tl.float64)[:, None], 0.0)
     if NB == 4:
-        counts = tl.where(bins == 0, tl.sum(c0, axis=0), tl.where(bins == 1, tl.sum(c1, axis=0),
-                          tl.where(bins == 2, tl.sum(c2, axis=0), tl.sum(c3, axis=0))))
-        mass = tl.where(bins == 0, tl.sum(m0, axis=0), tl.where(bins == 1, tl.sum(m1, axis=0),
-                        tl.where(bins == 2, tl.sum(m2, axis=0), tl.sum(m3, axis=0))))
+        # One reduction of four operands: their warp shuffles interleave and they share one round
+        # through shared memory (four tl.sum calls paid two barriers each, one after another).
+        n0, n1, n2, n3 = tl.reduce((c0, c1, c2, c3), 0, _add_four)
+        counts = tl.where(bins == 0, n0, tl.where(bins == 1, n1, tl.where(bins == 2, n2, n3)))
+        s0, s1, s2, s3 = tl.reduce((m0, m1, m2, m3), 0, _add_four)
+        mass = tl.where(bins == 0, s0, tl.where(bins == 1, s1, tl.where(bins == 2, s2, s3)))
     else:
         mass = tl.sum(masses, axis=0)
     return counts, mass, n_front, tl.sum(dropped_above, axis=0)
@@ -521,23 +524,134 @@ def _level_and_goal(srow, frow, param_ptr, param_scalar, row, V, TOP_P: tl.const
 
 
 @triton.jit
+def _row_counts(n, ROWS: tl.constexpr, BLOCK: tl.constexpr):
+    # Keys a row holds when src[0:n), in natural order, is read as _moving_pass's row layout: row r
+    # owns the slots k * BLOCK + r * C + c (C = BLOCK // ROWS, step k, column c), and natural order
+    # fills every row's slots of a step before the next step's.
+    C: tl.constexpr = BLOCK // ROWS
+    r = tl.arange(0, ROWS)
+    return (n // BLOCK) * C + tl.minimum(tl.maximum(n % BLOCK - r * C, 0), C)
+
+
+@triton.jit
+def _moving_pass(src, rows_n, lo, hi, s, front, TOP_P: tl.constexpr, NB: tl.constexpr, ROWS: tl.constexpr,
+                 BLOCK: tl.constexpr, PREFETCH: tl.constexpr = False, PTX: tl.constexpr = False):
+    # _bin_stats with FRONT, over src in the row layout (rows_n[r] keys in row r, _row_counts): per
+    # sub-range counts and fp64 masses and, with front (int32 1), the keys in [lo, hi) moved to the
+    # front of their own row, in order. A [ROWS, C] block is one row a warp (ROWS = the program's
+    # warps), so a move needs a scan within its warp only: no shared memory and no barrier in the
+    # loop, where the block-wide scan (ROWS = 1) paid five barriers a step. A row's writes land at or
+    # before the slots it has read (its moved count never passes k * C + c) and depend on every key
+    # of the row's step through the scan. Returns (counts, masses, keys a row now holds, top-k's fp64
+    # mass of the moved-out keys >= hi).
+    tl.static_assert(NB == 4, "the row layout keeps NB == 4's 1-D accumulators")
+    C: tl.constexpr = BLOCK // ROWS
+    r = tl.arange(0, ROWS)[:, None]
+    c = tl.arange(0, C)[None, :]
+    slot = r * C + c
+    n_r = rows_n[:, None]
+    moved = tl.zeros([ROWS], tl.int32)
+    dropped_above = tl.zeros([ROWS, C], tl.float64)
+    c0 = tl.zeros([ROWS, C], tl.int32)
+    c1 = tl.zeros([ROWS, C], tl.int32)
+    c2 = tl.zeros([ROWS, C], tl.int32)
+    c3 = tl.zeros([ROWS, C], tl.int32)
+    m0 = tl.zeros([ROWS, C], tl.float64)
+    m1 = tl.zeros([ROWS, C], tl.float64)
+    m2 = tl.zeros([ROWS, C], tl.float64)
+    m3 = tl.zeros([ROWS, C], tl.float64)
+    ahead = tl.zeros([ROWS, C], tl.float32)
+    if PREFETCH:
+        ahead = tl.load(src + slot, mask=c < n_r, other=0.0)
+    for k in range(0, tl.cdiv(tl.max(rows_n, axis=0), C)):
+        ok = k * C + c < n_r
+        if PREFETCH:
+            x, key = _clean(ahead)
+            ahead = tl.load(src + (k + 1) * BLOCK + slot, mask=(k + 1) * C + c < n_r, other=0.0)
+        else:
+            x, key = _load_keys(src + k * BLOCK + slot, ok)
+        inside = ok & (key >= lo) & (key < hi)
+        d = (key - lo) >> s
+        ones = inside.to(tl.int32) & front
+        at = moved[:, None] + tl.cumsum(ones, axis=1) - 1  # the key's place in its row
+        _scatter(src + (at // C) * BLOCK + r * C + at % C, x, ones != 0, PTX)
+        moved += tl.sum(ones, axis=1)
+        if not TOP_P:
+            dropped_above += tl.where(((ok & (key >= hi)).to(tl.int32) & front) != 0, x.to(tl.float64), 0.0)
+        c0 += (inside & (d == 0)).to(tl.int32)
+        c1 += (inside & (d == 1)).to(tl.int32)
+        c2 += (inside & (d == 2)).to(tl.int32)
+        c3 += (inside & (d == 3)).to(tl.int32)
+        if TOP_P:
+            xd = tl.where(inside, x.to(tl.float64), 0.0)
+            m0 += tl.where(d == 0, xd, 0.0)
+            m1 += tl.where(d == 1, xd, 0.0)
+            m2 += tl.where(d == 2, xd, 0.0)
+            m3 += tl.where(d == 3, xd, 0.0)
+    bins = tl.arange(0, NB)
+    n0, n1, n2, n3 = tl.reduce(tl.reduce((c0, c1, c2, c3), 1, _add_four), 0, _add_four)
+    counts = tl.where(bins == 0, n0, tl.where(bins == 1, n1, tl.where(bins == 2, n2, n3)))
+    s0, s1, s2, s3 = tl.reduce(tl.reduce((m0, m1, m2, m3), 1, _add_four), 0, _add_four)
+    mass = tl.where(bins == 0, s0, tl.where(bins == 1, s1, tl.where(bins == 2, s2, s3)))
+    return counts, mass, moved, tl.sum(tl.sum(dropped_above, axis=1), axis=0)
+
+
+@triton.jit
+def _pack_rows(src, rows_n, ROWS: tl.constexpr, BLOCK: tl.constexpr, PTX: tl.constexpr = False):
+    # Back to natural order: the keys of the row layout (rows_n[r] in row r) to src[0:n), step by
+    # step, row by row, in order. A key's place is at or before its slot, and the barrier after the
+    # loads makes every load of the step land before any program's store (the places come from the
+    # counts alone, so no data dependence orders them).
+    C: tl.constexpr = BLOCK // ROWS
+    r = tl.arange(0, ROWS)[:, None]
+    c = tl.arange(0, C)[None, :]
+    n_r = rows_n[:, None]
+    base = tl.zeros([], tl.int32)
+    for k in range(0, tl.cdiv(tl.max(rows_n, axis=0), C)):
+        ok = k * C + c < n_r
+        x = tl.load(src + k * BLOCK + r * C + c, mask=ok, other=0.0)
+        ones = ok.to(tl.int32)
+        in_row = tl.sum(ones, axis=1)
+        row_start = base + tl.cumsum(in_row, axis=0) - in_row
+        tl.debug_barrier()
+        _scatter(src + row_start[:, None] + tl.cumsum(ones, axis=1) - 1, x, ok, PTX)
+        base += tl.sum(in_row, axis=0)
+
+
+@triton.jit
 def _range_loop(src, n, lo, hi, level, goal, front, stop, TOP_P: tl.constexpr, NB: tl.constexpr,
-                BLOCK: tl.constexpr, PREFETCH: tl.constexpr = False, PTX: tl.constexpr = False):
+                BLOCK: tl.constexpr, PREFETCH: tl.constexpr = False, PTX: tl.constexpr = False,
+                ROWS: tl.constexpr = 1):
     # One program runs passes over src[0:n) back to back until [lo, hi) is one key, or (front)
     # at most `stop` keys remain in it. With front (int32 1, src private to this program) the keys
     # still in range move to the front each pass, so the scans shrink with the range. Returns (lo,
-    # hi, level, n, top-k's fp64 mass of the moved-out keys above the range).
+    # hi, level, n, top-k's fp64 mass of the moved-out keys above the range), the n keys at
+    # src[0:n) in natural order. ROWS > 1 (NB == 4): the passes read src as ROWS rows and move keys
+    # within their row (_moving_pass); one packing step after the last puts them back in order.
     above = tl.zeros([], tl.float64)
+    rows_n = _row_counts(n, ROWS, BLOCK)
+    passes = 0
     while (hi - lo > 1) & (n > stop):
         s = _split_shift(lo, hi, NB)
-        counts, mass, n_front, dropped = _bin_stats(src, 0, n, lo, hi, s, front, TOP_P, NB, True, BLOCK,
-                                                    PREFETCH, PTX)
+        if ROWS == 1:
+            counts, mass, n_front, dropped = _bin_stats(src, 0, n, lo, hi, s, front, TOP_P, NB, True, BLOCK,
+                                                        PREFETCH, PTX)
+            n = tl.where(front != 0, n_front, n)
+        else:
+            counts, mass, rows_front, dropped = _moving_pass(src, rows_n, lo, hi, s, front, TOP_P, NB, ROWS, BLOCK,
+                                                             PREFETCH, PTX)
+            rows_n = tl.where(front != 0, rows_front, rows_n)
+            n = tl.where(front != 0, tl.sum(rows_front, axis=0), n)
         new_lo, new_hi, _, level, _ = _choose(counts.to(tl.float64), mass, lo, hi, s, level, goal, TOP_P, NB)
         lo = new_lo.to(tl.int32)
         hi = new_hi.to(tl.int32)
-        n = tl.where(front != 0, n_front, n)
         above += dropped  # zero unless front
+        passes += 1
         tl.debug_barrier()  # the moved candidates are visible to every thread of the next scan
+    if ROWS > 1:
+        if (passes > 0) & (front != 0):
+            _pack_rows(src, rows_n, ROWS, BLOCK, PTX)
+            tl.debug_barrier()  # the packed keys are visible to every thread that reads them next
     return lo, hi, level, n, above
 
 
@@ -1104,7 +1218,7 @@ def _finish_kernel(
     probs_ptr, param_ptr, param_scalar, cand_ptr, state_ptr, fstate_ptr, V, cap, TOP_P: tl.constexpr,
     PARAM_IS_TENSOR: tl.constexpr, NB: tl.constexpr, SORT_CAP: tl.constexpr, BLOCK: tl.constexpr,
     PREFETCH: tl.constexpr, ROW_BLOCK: tl.constexpr, FIRST_SPLIT: tl.constexpr = False, PDL: tl.constexpr = False,
-    PTX_STORES: tl.constexpr = False,
+    PTX_STORES: tl.constexpr = False, ROWS: tl.constexpr = 1,
 ):
     # One program per row runs the remaining passes back to back over the row's candidates
     # (cache-resident), moving the ones still in range to the front each pass so the scans shrink
@@ -1114,6 +1228,7 @@ def _finish_kernel(
     # further launches. FINISHED_BY says whether the row sorted. A whole-row read in one program is
     # bound by its load latency, not by bandwidth: the copy of a narrowed row's keys and the kept
     # mass of a row never compacted step ROW_BLOCK entries at a time (more bytes in flight).
+    # ROWS > 1: the passes keep the candidates as ROWS rows, one a warp (_range_loop).
     # FIRST_SPLIT: the first pass over more than SORT_CAP candidates moves nothing (every candidate
     # is in range, so a moving pass would move them all); CHOSEN and CHOSEN_COUNT then name the
     # sub-range it kept and its keys.
@@ -1154,7 +1269,7 @@ def _finish_kernel(
             tl.store(srow + CHOSEN_COUNT, n_in.to(tl.int64))
     stop = tl.where(compacted, SORT_CAP, 0)
     lo, hi, level, n, above = _range_loop(src, n, lo, hi, level, goal, compacted.to(tl.int32), stop, TOP_P, NB, BLOCK,
-                                          PREFETCH, PTX_STORES)
+                                          PREFETCH, PTX_STORES, ROWS)
     kept = tl.zeros([], tl.float64)
     sorted_ = hi - lo > 1  # the loop stopped at <= SORT_CAP candidates, all at the front of src
     if SORT_CAP > 0:

@@ -195,7 +195,7 @@ def _plan(bs: int, vocab: int, top_p: bool, param_is_tensor: bool, t: RenormTuni
                                     dict(**param, NB=nb, SORT_CAP=t.finish_sort[top_p], BLOCK=block,
                                          PREFETCH=t.prefetch_finish[top_p], ROW_BLOCK=t.finish_row_block,
                                          FIRST_SPLIT=bs < t.finish_first_split[top_p], PTX_STORES=ptx,
-                                         num_warps=warps)))
+                                         ROWS=warps if t.finish_warp_rows[top_p] else 1, num_warps=warps)))
         ticket += kind != "finish"
     block, warps = t.write
     preload = next_pow2(cdiv(chunk_len, block))

@@ -95,6 +95,11 @@ class RenormTuning:
     # finish at 64 rows 30.7 / 32.8 -> 27.8 / 29.6 us, at 128 rows 32.8 / 35.2 -> 28.6 / 30.4 (p = 0.9
     # / 0.95, profiler, medians of 5 turns); top-k's 0.1-0.8 us faster (renorm v16, docs/performance.md).
     prefetch_finish: bool | tuple[bool, bool] = (True, True)
+    # By op: the finish's passes over a row's candidates keep them as one row a warp and move each key
+    # within its warp's row (kernels.py, _moving_pass: a scan within the warp, no barrier a step, where
+    # the block-wide scan paid five), then put the survivors back in order once. Needs that op's
+    # finish_split to be 4 (the 1-D accumulators); top-k's is 16 (renorm v28, docs/performance.md).
+    finish_warp_rows: bool | tuple[bool, bool] = (False, True)
     # By op: batches below this many rows take a finish whose first pass over a row's candidates moves
     # nothing (renorm v19: every candidate is in range, so a first moving pass moved them all); 0:
     # never. Top-p at 32 / 64 rows 71.3 / 98.9 -> 65.4 / 92.9 us (p = 0.9); at 256 rows, two finish
@@ -217,7 +222,8 @@ class RenormTuning:
             if isinstance(value, int) and not isinstance(value, bool):
                 object.__setattr__(self, name, (value, value))
         for name in ("segment_maxima", "prefetch_first_pass", "prefetch_compact", "prefetch_write",
-                     "prefetch_finish", "write_evict_first", "write_preload", "first_pass_one_reduction"):  # both ops
+                     "prefetch_finish", "write_evict_first", "write_preload", "first_pass_one_reduction",
+                     "finish_warp_rows"):  # both ops
             if isinstance(getattr(self, name), bool):
                 object.__setattr__(self, name, (getattr(self, name), getattr(self, name)))
         launches = self.reversed_launches
@@ -302,10 +308,13 @@ class RenormTuning:
                 refuse(name, f"must span whole {int(rk.SEG)}-entry segments (its BLOCK or length a multiple of "
                        f"{int(rk.SEG)})")
         for name in ("segment_maxima", "prefetch_first_pass", "prefetch_compact", "prefetch_write",
-                     "prefetch_finish", "write_evict_first", "write_preload", "first_pass_one_reduction"):
+                     "prefetch_finish", "write_evict_first", "write_preload", "first_pass_one_reduction",
+                     "finish_warp_rows"):
             pair = getattr(self, name)
             if not (isinstance(pair, tuple) and len(pair) == 2 and all(isinstance(v, bool) for v in pair)):
                 refuse(name, "must be a bool or a (top-k, top-p) pair of them")
+        if any(rows and nb != 4 for rows, nb in zip(self.finish_warp_rows, self.finish_split)):
+            refuse("finish_warp_rows", f"needs that op's finish_split to be 4 (finish_split is {self.finish_split})")
         if not isinstance(self.ptx_stores, bool):
             refuse("ptx_stores", "must be a bool")
         if not isinstance(self.sat_clamps, bool):
