@@ -134,7 +134,7 @@ def test_bad_arguments_exit_2_in_one_line():
         assert len(lines) == 1 and lines[0].startswith(f"{PROG}: error:"), (args, proc.stderr)
 
 
-@register(suite="components", hardware=["cpu"], schedule="per-commit", est_time=40)
+@register(suite="components", hardware=["cpu"], schedule="per-commit", est_time=20)
 def test_top_ps_finish_moves_its_candidates_without_a_barrier_a_step(tmp_path):
     """finish_warp_rows (renorm v28): at 256 rows top-p's finish moves each candidate within its warp's row,
     so the loop over its candidates holds no barrier; the block-wide move it replaces held five a step."""
