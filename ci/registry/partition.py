@@ -90,31 +90,54 @@ def _units(items: GroupItems, shards: int, whole_jobs: bool) -> list[tuple[float
     return units
 
 
+def _pack(units: list[tuple[float, str, tuple[str, ...]]], shards: int
+          ) -> tuple[list[dict[str, list[str]]], list[float]]:
+    """Units packed longest first onto the least-loaded shard: the shards and their loads."""
+    heap = [(0.0, 0, i) for i in range(shards)]
+    out: list[dict[str, list[str]]] = [{} for _ in range(shards)]
+    loads = [0.0] * shards
+    for seconds, job_id, tests in sorted(units, key=lambda u: (-u[0], u[1], u[2])):
+        load, count, index = heapq.heappop(heap)
+        out[index].setdefault(job_id, []).extend(tests)
+        loads[index] = load + seconds
+        heapq.heappush(heap, (loads[index], count + 1, index))
+    return [{j: sorted(t) for j, t in sorted(s.items())} for s in out], loads
+
+
+def _halve(unit: tuple[float, str, tuple[str, ...]], times: Mapping[tuple[str, str], float]
+           ) -> list[tuple[float, str, tuple[str, ...]]]:
+    """One unit of several tests as two LPT halves (two pytest processes of its job)."""
+    _, job_id, tests = unit
+    halves = lpt_partition([(n, times[(job_id, n)]) for n in tests], 2)
+    return [(sum(max(times[(job_id, n)], 0.0) for n in half), job_id, tuple(half)) for half in halves]
+
+
 def group_partition(items: GroupItems, shards: int,
                     max_imbalance: float = MAX_IMBALANCE) -> list[dict[str, list[str]]]:
     """Split a group's (job, test) pairs into ``shards`` shards: ``[{job id: [node ids]}]``.
 
     Each job is one unit (one pytest process) unless it is longer than a shard's
     share, then it is cut into just enough LPT pieces; the units are packed longest
-    first. When that packing is out of balance (max/mean above ``max_imbalance``),
-    every (job, test) pair becomes its own unit. Deterministic in its input set.
+    first. While that packing is out of balance (max/mean above ``max_imbalance``)
+    or leaves a shard empty, the longest unit of more than one test is halved (one
+    more process) and the units packed again, so a test a few seconds longer costs
+    a process or two, not one per test. Only when no unit can be halved does every
+    (job, test) pair become its own unit. Deterministic in its input set.
     """
     if shards < 1:
         raise InputError(f"shards must be >= 1, got {shards}")
-    best: list[dict[str, list[str]]] = []
-    for whole_jobs in (True, False):
-        units = sorted(_units(items, shards, whole_jobs), key=lambda u: (-u[0], u[1], u[2]))
-        heap = [(0.0, 0, i) for i in range(shards)]
-        out: list[dict[str, list[str]]] = [{} for _ in range(shards)]
-        loads = [0.0] * shards
-        for seconds, job_id, tests in units:
-            load, count, index = heapq.heappop(heap)
-            out[index].setdefault(job_id, []).extend(tests)
-            loads[index] = load + seconds
-            heapq.heappush(heap, (loads[index], count + 1, index))
-        best = [{j: sorted(t) for j, t in sorted(s.items())} for s in out]
+    times = {(j, n): t for j, tests in items.items() for n, t in tests}
+    units = _units(items, shards, True)
+    while True:
+        best, loads = _pack(units, shards)
         if imbalance(loads) <= max_imbalance and all(best):   # never an empty shard from whole jobs
+            return best
+        splittable = [u for u in units if len(u[2]) > 1]
+        if not splittable:
             break
+        longest = min(splittable, key=lambda u: (-u[0], u[1], u[2]))
+        units = [u for u in units if u is not longest] + _halve(longest, times)
+    best, _ = _pack(_units(items, shards, False), shards)
     return best
 
 
