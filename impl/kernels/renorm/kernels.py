@@ -599,9 +599,9 @@ def _moving_pass(src, rows_n, lo, hi, s, front, TOP_P: tl.constexpr, NB: tl.cons
 @triton.jit
 def _pack_rows(src, rows_n, ROWS: tl.constexpr, BLOCK: tl.constexpr, PTX: tl.constexpr = False):
     # Back to natural order: the keys of the row layout (rows_n[r] in row r) to src[0:n), step by
-    # step, row by row, in order. A key's place is at or before its slot, and the barrier after the
-    # loads makes every load of the step land before any program's store (the places come from the
-    # counts alone, so no data dependence orders them).
+    # step, row by row, in order. A key's place is at or before its slot, and the barrier between a
+    # step's loads and its stores makes every thread's load land before any thread's store (the
+    # places come from the counts alone, so no data dependence orders them).
     C: tl.constexpr = BLOCK // ROWS
     r = tl.arange(0, ROWS)[:, None]
     c = tl.arange(0, C)[None, :]
