@@ -12,6 +12,9 @@ from dataclasses import dataclass
 from impl.kernels.renorm import kernels as rk
 
 _Shape = tuple[int, int]  # (BLOCK, warps)
+# The fields that are a (top-k, top-p) pair of bools, or one bool for both ops.
+_BOOLS_BY_OP = ("segment_maxima", "prefetch_first_pass", "prefetch_compact", "prefetch_write", "prefetch_finish",
+                "write_evict_first", "write_preload", "first_pass_one_reduction", "finish_warp_rows")
 REVERSIBLE_LAUNCHES = ("first pass", "compact", "write")  # the (chunk, row) launches that read whole rows
 WRITE_PRELOAD_MAX = 8192  # entries a preloading write program holds (32 a thread in 8 warps)
 
@@ -221,9 +224,7 @@ class RenormTuning:
             value = getattr(self, name)
             if isinstance(value, int) and not isinstance(value, bool):
                 object.__setattr__(self, name, (value, value))
-        for name in ("segment_maxima", "prefetch_first_pass", "prefetch_compact", "prefetch_write",
-                     "prefetch_finish", "write_evict_first", "write_preload", "first_pass_one_reduction",
-                     "finish_warp_rows"):  # both ops
+        for name in _BOOLS_BY_OP:  # one bool sets both ops
             if isinstance(getattr(self, name), bool):
                 object.__setattr__(self, name, (getattr(self, name), getattr(self, name)))
         launches = self.reversed_launches
@@ -307,9 +308,7 @@ class RenormTuning:
             if length % int(rk.SEG):
                 refuse(name, f"must span whole {int(rk.SEG)}-entry segments (its BLOCK or length a multiple of "
                        f"{int(rk.SEG)})")
-        for name in ("segment_maxima", "prefetch_first_pass", "prefetch_compact", "prefetch_write",
-                     "prefetch_finish", "write_evict_first", "write_preload", "first_pass_one_reduction",
-                     "finish_warp_rows"):
+        for name in _BOOLS_BY_OP:
             pair = getattr(self, name)
             if not (isinstance(pair, tuple) and len(pair) == 2 and all(isinstance(v, bool) for v in pair)):
                 refuse(name, "must be a bool or a (top-k, top-p) pair of them")
