@@ -20,7 +20,7 @@ from registered.schedule import reduced
 from registered.skips import registered_skip
 
 REPO = Path(__file__).resolve().parents[1]
-EXPECTED_KERNELS = ("_scatter_rows_kernel", "_norm_rope_kernel", "_pass_kernel", "_compact_kernel",
+EXPECTED_KERNELS = ("_scatter_rows_kernel", "_norm_rope_kernel", "_probe_kernel", "_pass_kernel", "_compact_kernel",
                     "_finish_kernel", "_gather_finish_kernel", "_write_kernel")
 
 

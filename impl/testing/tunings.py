@@ -54,5 +54,8 @@ def top_k_variants() -> dict[str, dict[str, RenormTuning]]:
 
 def top_p_variants() -> dict[str, dict[str, RenormTuning]]:
     """top_p_renorm's op-table variants: every tuning but "small-batch", the path its small samples
-    (< 32 rows) already take with the default tuning."""
-    return _variants_but("small-batch")
+    (< 32 rows) already take with the default tuning; and top-p's own, the probe in place of the first pass
+    at every batch (impl/kernels/renorm/probe.py): a roomy scratch, and 4 slots, where most rows fall back."""
+    probe = dict(finish_min_rows=1, large_batch_rows=(64, 1), probe_range=(False, True))
+    return {**_variants_but("small-batch"), "probe": {"tuning": RenormTuning(**probe)},
+            "probe, 1024-slot scratch": {"tuning": RenormTuning(**probe, candidate_capacity=1024)}}

@@ -32,6 +32,7 @@ from impl.kernels.interpreter_sort import sort_ascending
 LO = tl.constexpr(0)  # the key range [LO, HI) known to hold the pivot
 HI = tl.constexpr(1)
 ABOVE_COUNT = tl.constexpr(2)  # top-k: keys above the range
+SPLIT_END = tl.constexpr(2)  # top-p after its probe (the word is top-k's alone): where the finish's first split ends
 TARGET = tl.constexpr(3)  # top-p (fp64): the mass the dropped entries must stay below
 BELOW_MASS = tl.constexpr(4)  # top-p (fp64): mass of the keys below the range
 TOTAL = tl.constexpr(5)  # top-p (fp64): the row's mass
@@ -228,6 +229,11 @@ def _add_three(a0, b0, c0, a1, b1, c1):
 
 
 @triton.jit
+def _add_three_max_one(a0, b0, c0, d0, a1, b1, c1, d1):
+    return a0 + a1, b0 + b1, c0 + c1, tl.maximum(d0, d1)
+
+
+@triton.jit
 def _below_and_rest(x, key, lo):
     # x in fp64, split into the part below the range (keys < lo) and the rest: one select, then rest = x - below,
     # which is x or 0 exactly (two selects on the integer pipe fewer than selecting each part).
@@ -239,7 +245,8 @@ def _below_and_rest(x, key, lo):
 @triton.jit
 def _copy_in_range(src, start, end, lo, hi, dst, slot, SUM_ABOVE: tl.constexpr, KEY_SPAN: tl.constexpr,
                    SUM_BELOW: tl.constexpr, BLOCK: tl.constexpr, PREFETCH: tl.constexpr = False,
-                   PTX: tl.constexpr = False, STEP_SUMS: tl.constexpr = 0):
+                   PTX: tl.constexpr = False, STEP_SUMS: tl.constexpr = 0, region=0, room=0,
+                   REGIONS: tl.constexpr = 0, LAYOUT_BLOCK: tl.constexpr = 1024):
     # Append the values of src[start:end) whose keys lie in [lo, hi) to dst, from slot on, in
     # order (a block's cumsum places them: no atomics; a block holding none skips it). Returns the
     # next free slot and, when asked, the fp64 mass of the keys >= hi (SUM_ABOVE), the smallest and
@@ -252,11 +259,15 @@ def _copy_in_range(src, start, end, lo, hi, dst, slot, SUM_ABOVE: tl.constexpr, 
     # STEP_SUMS, how SUM_BELOW's masses are summed: 0, an fp64 accumulator a loaded entry (four registers
     # a thread for each of its entries), reduced once at the end; 1, each step's masses in the step's count
     # reduction (in a one-warp program, shuffles alone); 2, in a reduction of their own after the copy.
+    # REGIONS > 0 (top-p's probed compaction): the copies go to row `region` of the finish's row layout
+    # (_region_slots), at most `room` of them; the returned slot still counts every key in range, and the
+    # largest key returned is the largest read (one max a key: the probed range [lo, KEY_END) ends there).
     above = tl.zeros([BLOCK], tl.float64)
     below = tl.zeros([1 if STEP_SUMS > 0 else BLOCK], tl.float64)
     rest = tl.zeros([1 if STEP_SUMS > 0 else BLOCK], tl.float64)
     kmin = tl.full([BLOCK], KEY_NONE, tl.int32)
     kmax = tl.full([BLOCK], -1, tl.int32)
+    top = tl.full([], -1, tl.int32)  # REGIONS with STEP_SUMS 1: the largest key, a step's at a time
     ahead = tl.zeros([BLOCK], tl.float32)
     if PREFETCH:
         ahead = tl.load(src + start + tl.arange(0, BLOCK), mask=start + tl.arange(0, BLOCK) < end, other=0.0)
@@ -275,7 +286,12 @@ def _copy_in_range(src, start, end, lo, hi, dst, slot, SUM_ABOVE: tl.constexpr, 
             counted += big.to(tl.int32) << 16
         if SUM_BELOW and STEP_SUMS == 1:  # the masses in the same reduction (masked lanes load 0)
             x_below, x_rest = _below_and_rest(x, key, lo)
-            both, block_below, block_rest = tl.reduce((counted, x_below, x_rest), 0, _add_three)
+            if REGIONS > 0:  # and the step's largest key (a register, where a lane's maxima took 16)
+                both, block_below, block_rest, block_max = tl.reduce((counted, x_below, x_rest, key), 0,
+                                                                     _add_three_max_one)
+                top = tl.maximum(top, block_max)
+            else:
+                both, block_below, block_rest = tl.reduce((counted, x_below, x_rest), 0, _add_three)
             below += block_below
             rest += block_rest
         else:
@@ -283,11 +299,17 @@ def _copy_in_range(src, start, end, lo, hi, dst, slot, SUM_ABOVE: tl.constexpr, 
         n_take = both & 0xFFFF if SUM_ABOVE else both
         if n_take > 0:
             ones = take.to(tl.int32)
-            _scatter(dst + slot + (tl.cumsum(ones, axis=0) - 1).to(tl.int64), x, take, PTX)
+            if REGIONS > 0:  # int32 places (a row holds at most `room` < 2^31): half the integer work of int64
+                at = slot.to(tl.int32) + tl.cumsum(ones, axis=0) - 1
+                _scatter(dst + _region_slots(at, region, REGIONS, LAYOUT_BLOCK), x, take & (at < room), PTX)
+            else:
+                _scatter(dst + slot + (tl.cumsum(ones, axis=0) - 1).to(tl.int64), x, take, PTX)
             slot += n_take.to(tl.int64)
             if KEY_SPAN:
                 kmin = tl.minimum(kmin, tl.where(take, key, KEY_NONE))
                 kmax = tl.maximum(kmax, tl.where(take, key, -1))
+        if REGIONS > 0 and not (SUM_BELOW and STEP_SUMS == 1):
+            kmax = tl.maximum(kmax, key)  # masked lanes load key 0
         if SUM_ABOVE:
             if both > 0xFFFF:
                 above += tl.where(big, x.to(tl.float64), 0.0)
@@ -300,8 +322,8 @@ def _copy_in_range(src, start, end, lo, hi, dst, slot, SUM_ABOVE: tl.constexpr, 
             block_below, block_rest = tl.reduce((x_below, x_rest), 0, _add_two)
             below += block_below
             rest += block_rest
-    return (slot, tl.sum(above, axis=0), tl.min(kmin, axis=0), tl.max(kmax, axis=0), tl.sum(below, axis=0),
-            tl.sum(rest, axis=0))
+    return (slot, tl.sum(above, axis=0), tl.min(kmin, axis=0), tl.maximum(tl.max(kmax, axis=0), top),
+            tl.sum(below, axis=0), tl.sum(rest, axis=0))
 
 
 @triton.jit
@@ -534,16 +556,34 @@ def _row_counts(n, ROWS: tl.constexpr, BLOCK: tl.constexpr):
 
 
 @triton.jit
+def _region_slots(at, region, REGIONS: tl.constexpr, LAYOUT_BLOCK: tl.constexpr):
+    # Where the at-th key of row `region` lives in the row layout of REGIONS rows (_row_counts): step
+    # at // C, then the row's C slots of that step (C = LAYOUT_BLOCK // REGIONS).
+    # (at // C) * LAYOUT_BLOCK + region * C + at % C, as at + (at // C) * (LAYOUT_BLOCK - C) + region * C: a
+    # shift and a multiply-add a key (at >= 0: the unsigned division is a shift).
+    C: tl.constexpr = LAYOUT_BLOCK // REGIONS
+    return at + (at.to(tl.uint32) // C).to(tl.int32) * (LAYOUT_BLOCK - C) + region * C
+
+
+@triton.jit
+def _region_room(cap, REGIONS: tl.constexpr, LAYOUT_BLOCK: tl.constexpr):
+    # Keys one row of that layout holds in a scratch of cap slots: its share of the whole steps.
+    return (cap // LAYOUT_BLOCK) * (LAYOUT_BLOCK // REGIONS)
+
+
+@triton.jit
 def _moving_pass(src, rows_n, lo, hi, s, front, TOP_P: tl.constexpr, NB: tl.constexpr, ROWS: tl.constexpr,
-                 BLOCK: tl.constexpr, PREFETCH: tl.constexpr = False, PTX: tl.constexpr = False):
+                 BLOCK: tl.constexpr, PREFETCH: tl.constexpr = False, PTX: tl.constexpr = False,
+                 CLAMP: tl.constexpr = False):
     # _bin_stats with FRONT, over src in the row layout (rows_n[r] keys in row r, _row_counts): per
     # sub-range counts and fp64 masses and, with front (int32 1), the keys in [lo, hi) moved to the
     # front of their own row, in order. A [ROWS, C] block is one row a warp (ROWS = the program's
-    # warps), so a move needs a scan within its warp only: no shared memory and no barrier in the
-    # loop, where the block-wide scan (ROWS = 1) paid five barriers a step. A row's writes land at or
+    # warps) or, after top-p's probe, one a chunk (16 or 32 rows: part of a warp each), so a move needs a
+    # scan within its warp only: no shared memory and no barrier in the loop (sm_90 SASS, both), where the
+    # block-wide scan (ROWS = 1) paid five barriers a step. A row's writes land at or
     # before the slots it has read (its moved count never passes k * C + c) and depend on every key
-    # of the row's step through the scan. Returns (counts, masses, keys a row now holds, top-k's fp64
-    # mass of the moved-out keys >= hi).
+    # of the row's step through the scan. CLAMP: keys past the NB sub-ranges of width 2^s count in the last.
+    # Returns (counts, masses, keys a row now holds, top-k's fp64 mass of the moved-out keys >= hi).
     tl.static_assert(NB == 4, "the row layout keeps NB == 4's 1-D accumulators")
     C: tl.constexpr = BLOCK // ROWS
     r = tl.arange(0, ROWS)[:, None]
@@ -572,6 +612,8 @@ def _moving_pass(src, rows_n, lo, hi, s, front, TOP_P: tl.constexpr, NB: tl.cons
             x, key = _load_keys(src + k * BLOCK + slot, ok)
         inside = ok & (key >= lo) & (key < hi)
         d = (key - lo) >> s
+        if CLAMP:  # a split ending below hi (_range_loop's first after the probe): the rest in the last sub-range
+            d = tl.minimum(d, NB - 1)
         ones = inside.to(tl.int32) & front
         at = moved[:, None] + tl.cumsum(ones, axis=1) - 1  # the key's place in its row
         _scatter(src + (at // C) * BLOCK + r * C + at % C, x, ones != 0, PTX)
@@ -619,27 +661,34 @@ def _pack_rows(src, rows_n, ROWS: tl.constexpr, BLOCK: tl.constexpr, PTX: tl.con
 
 
 @triton.jit
-def _range_loop(src, n, lo, hi, level, goal, front, stop, TOP_P: tl.constexpr, NB: tl.constexpr,
-                BLOCK: tl.constexpr, PREFETCH: tl.constexpr = False, PTX: tl.constexpr = False,
-                ROWS: tl.constexpr = 1):
+def _range_loop(src, n, rows_n, laid_out, first_end, lo, hi, level, goal, front, stop, TOP_P: tl.constexpr,
+                NB: tl.constexpr, BLOCK: tl.constexpr, PREFETCH: tl.constexpr = False, PTX: tl.constexpr = False,
+                ROWS: tl.constexpr = 1, FIRST_END: tl.constexpr = False):
     # One program runs passes over src[0:n) back to back until [lo, hi) is one key, or (front)
     # at most `stop` keys remain in it. With front (int32 1, src private to this program) the keys
     # still in range move to the front each pass, so the scans shrink with the range. Returns (lo,
     # hi, level, n, top-k's fp64 mass of the moved-out keys above the range), the n keys at
     # src[0:n) in natural order. ROWS > 1 (NB == 4): the passes read src as ROWS rows and move keys
-    # within their row (_moving_pass); one packing step after the last puts them back in order.
+    # within their row (_moving_pass); one packing step after the last puts them back in order. rows_n: the
+    # keys each row holds (_row_counts(n, ROWS, BLOCK) for src[0:n) in natural order); laid_out (int32 1): src
+    # is in the row layout already (the probed compaction's), so it is packed even when no pass ran. FIRST_END
+    # (ROWS > 1): the first pass splits [lo, first_end) evenly, its last sub-range running on to hi; every
+    # other pass splits its range evenly.
+    tl.static_assert(not FIRST_END or ROWS > 1, "a first split ending below hi needs the row layout's passes")
     above = tl.zeros([], tl.float64)
-    rows_n = _row_counts(n, ROWS, BLOCK)
     passes = 0
     while (hi - lo > 1) & (n > stop):
-        s = _split_shift(lo, hi, NB)
+        if FIRST_END:
+            s = _split_shift(lo, tl.where(passes == 0, first_end, hi), NB)
+        else:
+            s = _split_shift(lo, hi, NB)
         if ROWS == 1:
             counts, mass, n_front, dropped = _bin_stats(src, 0, n, lo, hi, s, front, TOP_P, NB, True, BLOCK,
                                                         PREFETCH, PTX)
             n = tl.where(front != 0, n_front, n)
         else:
             counts, mass, rows_front, dropped = _moving_pass(src, rows_n, lo, hi, s, front, TOP_P, NB, ROWS, BLOCK,
-                                                             PREFETCH, PTX)
+                                                             PREFETCH, PTX, FIRST_END)
             rows_n = tl.where(front != 0, rows_front, rows_n)
             n = tl.where(front != 0, tl.sum(rows_front, axis=0), n)
         new_lo, new_hi, _, level, _ = _choose(counts.to(tl.float64), mass, lo, hi, s, level, goal, TOP_P, NB)
@@ -649,7 +698,7 @@ def _range_loop(src, n, lo, hi, level, goal, front, stop, TOP_P: tl.constexpr, N
         passes += 1
         tl.debug_barrier()  # the moved candidates are visible to every thread of the next scan
     if ROWS > 1:
-        if (passes > 0) & (front != 0):
+        if ((passes > 0) | (laid_out != 0)) & (front != 0):
             _pack_rows(src, rows_n, ROWS, BLOCK, PTX)
             tl.debug_barrier()  # the packed keys are visible to every thread that reads them next
     return lo, hi, level, n, above
@@ -980,7 +1029,8 @@ def _compact_kernel(
     MASSES: tl.constexpr, SEG_MAP: tl.constexpr, TICKET: tl.constexpr, BLOCK: tl.constexpr, CHUNKS_P2: tl.constexpr,
     PREFETCH: tl.constexpr, NARROW: tl.constexpr, LANES: tl.constexpr = 32, REVERSED: tl.constexpr = False,
     SPLIT_UNFIT: tl.constexpr = False, PDL: tl.constexpr = False, PTX_STORES: tl.constexpr = False,
-    STEP_SUMS: tl.constexpr = 0, SPLIT_ENTRIES: tl.constexpr = 4,
+    STEP_SUMS: tl.constexpr = 0, SPLIT_ENTRIES: tl.constexpr = 4, REGIONS: tl.constexpr = 0,
+    LAYOUT_BLOCK: tl.constexpr = 1024,
 ):
     # Copy the keys in [lo, hi) of a not-yet-compacted row into its candidate scratch when they
     # fit. The pass just before counted them per chunk (part word CHOSEN), so each program knows
@@ -998,6 +1048,11 @@ def _compact_kernel(
     # knows the exact mass below the range once it has reduced the masses), so the next attempt needs
     # no pass of its own. STEP_SUMS: _copy_in_range's (MASSES). SPLIT_ENTRIES: the split's entries a thread
     # a step. Both change how many registers a thread holds, so how many programs an SM runs at once.
+    # REGIONS > 0 (top-p's first attempt after the probe, impl/kernels/renorm/probe.py): no pass counted the
+    # candidates, so chunk c copies its own into row c of the finish's row layout (REGIONS rows of
+    # LAYOUT_BLOCK // REGIONS slots a step), as many as the row holds, and stores how many it had; the last
+    # program checks the probe's guess (the pivot >= lo: the exact mass below lo under the target, or lo 0)
+    # and that every chunk's keys fitted. A row failing either is left to the passes that follow.
     _after_the_launch_before(PDL)
     chunk, row = _chunk_and_row(REVERSED)
     srow, frow = _row_words(state_ptr, fstate_ptr, row)
@@ -1012,8 +1067,13 @@ def _compact_kernel(
         chosen = tl.load(srow + CHOSEN).to(tl.int32)
         c = tl.arange(0, CHUNKS_P2)
         rows_of = _partials(part_ptr, row, c, num_chunks)
-        earlier = tl.load(rows_of + chosen, mask=c < chunk, other=0.0)
-        slot = tl.sum(earlier, axis=0).to(tl.int64)  # candidates of the earlier chunks come first
+        room = tl.zeros([], tl.int32)
+        if REGIONS > 0:
+            slot = tl.zeros([], tl.int64)  # a row of its own
+            room += _region_room(cap, REGIONS, LAYOUT_BLOCK)
+        else:
+            earlier = tl.load(rows_of + chosen, mask=c < chunk, other=0.0)
+            slot = tl.sum(earlier, axis=0).to(tl.int64)  # candidates of the earlier chunks come first
         start = chunk * chunk_len
         copy_hi = tl.where(fits, hi, lo)  # [lo, lo) copies nothing
         src, dst = probs_ptr + row.to(tl.int64) * V, cand_ptr + row.to(tl.int64) * cap
@@ -1021,8 +1081,9 @@ def _compact_kernel(
         below = tl.zeros([], tl.float64)
         rest = tl.zeros([], tl.float64)
         if MASSES or not SEG_MAP:  # every key is read (and, MASSES, weighed)
-            _, above, kmin, kmax, below, rest = _copy_in_range(src, start, end, lo, copy_hi, dst, slot, not TOP_P,
-                                                               ADAPT, MASSES, BLOCK, PREFETCH, PTX_STORES, STEP_SUMS)
+            taken, above, kmin, kmax, below, rest = _copy_in_range(
+                src, start, end, lo, copy_hi, dst, slot, not TOP_P, ADAPT, MASSES, BLOCK, PREFETCH, PTX_STORES,
+                STEP_SUMS, chunk, room, REGIONS, LAYOUT_BLOCK)
         else:  # only the segments that may hold a key >= lo
             seg_row = row.to(tl.int64) * tl.cdiv(V, SEG)
             _, above, kmin, kmax = _copy_from_segments(src, seg_ptr + seg_row, list_ptr + seg_row + start // SEG,
@@ -1043,6 +1104,9 @@ def _compact_kernel(
         if MASSES:
             tl.store(prow + BELOW_SLOT, below)
             tl.store(prow + REST_SLOT, rest)
+        if REGIONS > 0:
+            tl.store(prow + RANGE_SLOT, taken.to(tl.float64))
+            tl.store(prow + MAX_KEY_SLOT, kmax.to(tl.float64))  # keys are exact in fp64
         if ADAPT:  # keys are exact in fp64
             tl.store(prow + MIN_KEY_SLOT, kmin.to(tl.float64))
             tl.store(prow + MAX_KEY_SLOT, kmax.to(tl.float64))
@@ -1061,7 +1125,23 @@ def _compact_kernel(
                     if split:
                         _reduce_and_choose(srow, frow, rows_of, live, lo, hi, _split_shift(lo, hi, UNFIT_SPLIT),
                                            below, target, TOP_P, UNFIT_SPLIT)
-            if fits:
+            if REGIONS > 0:
+                copied = tl.load(rows_of + RANGE_SLOT, mask=live, other=0.0, cache_modifier=".cg")
+                highest = tl.max(tl.load(rows_of + MAX_KEY_SLOT, mask=live, other=0.0, cache_modifier=".cg"),
+                                 axis=0).to(tl.int32)
+                hi = tl.minimum(hi, tl.maximum(highest + 1, lo + 1))  # no key above the row's largest
+                holds = (lo == 0) | (below < target)  # the pivot is >= lo
+                if holds & (tl.max(copied, axis=0) <= _region_room(cap, REGIONS, LAYOUT_BLOCK)):
+                    tl.store(srow + HI, hi.to(tl.int64))
+                    tl.store(srow + NCAND, tl.sum(copied, axis=0).to(tl.int64))
+                    tl.store(srow + COMPACTED_FROM, lo.to(tl.int64))
+                    tl.store(srow + COMPACTED, ATTEMPT)
+                else:  # the passes that follow take the row: below lo, or the keys >= lo that did not fit
+                    tl.store(srow + LO, tl.where(holds, lo, 0).to(tl.int64))
+                    tl.store(srow + HI, tl.where(holds, hi, lo).to(tl.int64))
+                    tl.store(frow + BELOW_MASS, tl.where(holds, below, 0.0))
+                    tl.store(srow + CHOSEN_COUNT, cap + 1)
+            elif fits:
                 _compacted(srow, frow, rows_of, live, lo, hi, n, TOP_P, ATTEMPT, ADAPT)
     if NARROW:  # the last attempt, on the capped scratch: a row still overflowing it is narrowed
         if (tl.load(srow + COMPACTED) == 0) & (n > cap):
@@ -1215,10 +1295,10 @@ def _mass_at_or_above(src, n, lo, BLOCK: tl.constexpr):
 
 @triton.jit
 def _finish_kernel(
-    probs_ptr, param_ptr, param_scalar, cand_ptr, state_ptr, fstate_ptr, V, cap, TOP_P: tl.constexpr,
-    PARAM_IS_TENSOR: tl.constexpr, NB: tl.constexpr, SORT_CAP: tl.constexpr, BLOCK: tl.constexpr,
+    probs_ptr, param_ptr, param_scalar, cand_ptr, part_ptr, state_ptr, fstate_ptr, V, cap, num_chunks,
+    TOP_P: tl.constexpr, PARAM_IS_TENSOR: tl.constexpr, NB: tl.constexpr, SORT_CAP: tl.constexpr, BLOCK: tl.constexpr,
     PREFETCH: tl.constexpr, ROW_BLOCK: tl.constexpr, FIRST_SPLIT: tl.constexpr = False, PDL: tl.constexpr = False,
-    PTX_STORES: tl.constexpr = False, ROWS: tl.constexpr = 1,
+    PTX_STORES: tl.constexpr = False, ROWS: tl.constexpr = 1, REGIONS: tl.constexpr = False,
 ):
     # One program per row runs the remaining passes back to back over the row's candidates
     # (cache-resident), moving the ones still in range to the front each pass so the scans shrink
@@ -1231,7 +1311,9 @@ def _finish_kernel(
     # ROWS > 1: the passes keep the candidates as ROWS rows, one a warp (_range_loop).
     # FIRST_SPLIT: the first pass over more than SORT_CAP candidates moves nothing (every candidate
     # is in range, so a moving pass would move them all); CHOSEN and CHOSEN_COUNT then name the
-    # sub-range it kept and its keys.
+    # sub-range it kept and its keys. REGIONS (after top-p's probe): a row the first compaction took holds
+    # its candidates in the row layout of ROWS rows, row c holding chunk c's (partial word RANGE_SLOT).
+    tl.static_assert(not (REGIONS and FIRST_SPLIT), "the first split reads the candidates in natural order")
     _after_the_launch_before(PDL)
     row = tl.program_id(0)
     srow, frow = _row_words(state_ptr, fstate_ptr, row)
@@ -1268,8 +1350,19 @@ def _finish_kernel(
             tl.store(srow + CHOSEN, best.to(tl.int64))
             tl.store(srow + CHOSEN_COUNT, n_in.to(tl.int64))
     stop = tl.where(compacted, SORT_CAP, 0)
-    lo, hi, level, n, above = _range_loop(src, n, lo, hi, level, goal, compacted.to(tl.int32), stop, TOP_P, NB, BLOCK,
-                                          PREFETCH, PTX_STORES, ROWS)
+    rows_n = _row_counts(n, ROWS, BLOCK)
+    laid_out = tl.zeros([], tl.int32)
+    first_end = hi
+    if REGIONS:
+        if tl.load(srow + COMPACTED) == 1:  # the probed compaction's row layout, and the probe's split
+            r = tl.arange(0, ROWS)
+            rows_n = tl.load(_partials(part_ptr, row, r, num_chunks) + RANGE_SLOT, mask=r < num_chunks,
+                             other=0.0, cache_modifier=".cg").to(tl.int32)
+            laid_out += 1
+            first_end = tl.minimum(tl.maximum(tl.load(srow + SPLIT_END).to(tl.int32), lo + 1), hi)
+    lo, hi, level, n, above = _range_loop(src, n, rows_n, laid_out, first_end, lo, hi, level, goal,
+                                          compacted.to(tl.int32), stop, TOP_P, NB, BLOCK, PREFETCH, PTX_STORES, ROWS,
+                                          REGIONS and ROWS > 1)
     kept = tl.zeros([], tl.float64)
     sorted_ = hi - lo > 1  # the loop stopped at <= SORT_CAP candidates, all at the front of src
     if SORT_CAP > 0:
@@ -1318,8 +1411,8 @@ def _pivot_of_gathered(dst, srow, frow, param_ptr, param_scalar, row, V, lo, hi,
         kept = at_or_above
         tl.store(srow + FINISHED_BY, SORTED)
     else:
-        lo, hi, level, n, moved = _range_loop(dst, n, lo, hi, level, goal, tl.full([], 1, tl.int32), 0,
-                                              TOP_P, NB, BLOCK, False, PTX)
+        lo, hi, level, n, moved = _range_loop(dst, n, _row_counts(n, 1, BLOCK), 0, hi, lo, hi, level, goal,
+                                              tl.full([], 1, tl.int32), 0, TOP_P, NB, BLOCK, False, PTX)
         tl.store(srow + LO, lo.to(tl.int64))
         tl.store(srow + HI, hi.to(tl.int64))
         if TOP_P:

@@ -20,6 +20,11 @@ every launch is a programmatic dependent launch: it may start while the one befo
 programs wait at their top until that one has finished (top-p's write loads its chunk first:
 write_preload). Kernels: impl/kernels/renorm/kernels.py.
 
+Top-p's probe (RenormTuning.probe_range, from large_batch_rows rows): a sample of each chunk guesses the
+range's start in place of the first pass (impl/kernels/renorm/probe.py); the first compaction copies every
+key at or above it, chunk c into row c of the finish's row layout, and checks the guess with its exact
+masses; a row it misses takes the pass and second attempt that follow.
+
 Candidate compaction: a row whose current range holds few enough keys copies them
 into a per-row scratch, and its later passes read only those. The pass before
 counted the keys per chunk, so every program knows where its candidates go: no
@@ -63,6 +68,7 @@ from dataclasses import dataclass, field
 
 from impl.kernels._backend import cdiv, next_pow2
 from impl.kernels.renorm import kernels as rk
+from impl.kernels.renorm import probe as rprobe
 from impl.kernels.renorm.tuning import WRITE_PRELOAD_MAX, RenormTuning
 
 
@@ -110,6 +116,15 @@ def _first_compaction_splits(bs: int, top_p: bool, t: RenormTuning) -> bool:
             and bs < t.large_batch_rows[top_p])
 
 
+def _probe_regions(bs: int, chunks: int, top_p: bool, t: RenormTuning) -> int:
+    """The rows of the finish's layout (one a chunk) when top-p's probe replaces the first pass, else 0: from
+    large_batch_rows rows (where a pass precedes the second attempt), with at least 32 slots a row a step."""
+    if not (top_p and t.probe_range[1] and bs >= t.large_batch_rows[1] and bs >= t.finish_min_rows[1]):
+        return 0
+    regions = next_pow2(chunks)
+    return regions if t.finish[1][0] // regions >= 32 else 0
+
+
 def _split(bs: int, vocab: int, t: RenormTuning, top_p: bool, most_chunks: int | None = None) -> tuple[int, int]:
     """(chunk length, chunks): enough (chunk, row) programs to fill the GPU, at most most_chunks, and
     chunks the first pass covers in at most first_pass_steps_max steps (its per-lane counters) and
@@ -132,7 +147,8 @@ def _plan(bs: int, vocab: int, top_p: bool, param_is_tensor: bool, t: RenormTuni
     dependent_launch_ok: the device takes programmatic dependent launches (then the tuning decides);
     ptx_ok: the kernels compile for CUDA, so their scattered stores may be inline PTX (t.ptx_stores)."""
     chunk_len, chunks = _split(bs, vocab, t, top_p)
-    steps = [("first pass", 4)] + _steps(bs, top_p, t)
+    regions = _probe_regions(bs, chunks, top_p, t)
+    steps = [("probe", 0) if regions else ("first pass", 4)] + _steps(bs, top_p, t)
     # Small batches compact once, so their scratch holds a whole row (a few MiB at most): every
     # row fits. Large batches cap it and retry as the range narrows.
     small = bs < t.finish_min_rows[top_p]
@@ -153,7 +169,11 @@ def _plan(bs: int, vocab: int, top_p: bool, param_is_tensor: bool, t: RenormTuni
         if kind in ("pass", "gather"):  # small-batch steps after the compaction
             grid, sizes, chunks_p2 = (small_chunks, bs), (vocab, small_len, small_chunks, cap), next_pow2(small_chunks)
         common = dict(TICKET=ticket, CHUNKS_P2=chunks_p2)
-        if kind == "first pass":
+        if kind == "probe":
+            meta = dict(PARAM_IS_TENSOR=param_is_tensor, **launch_kw, TICKET=ticket, CHUNKS_P2=chunks_p2,
+                        SAMPLE=min(t.probe_sample, next_pow2(chunk_len)), BUDGET=t.probe_budget, num_warps=8)
+            launches.append(_Launch(rprobe._probe_kernel, (bs,), "probe", sizes[:3], meta))
+        elif kind == "first pass":
             block, warps = t.large_batch_first_pass[top_p] if bs >= t.large_batch_rows[top_p] else t.first_pass
             meta = dict(**param, **common, SEG_MAP=seg_map, BLOCK=block, PREFETCH=t.prefetch_first_pass[top_p],
                         REVERSED="first pass" in reversed_launches, ONE_REDUCTION=t.first_pass_one_reduction[top_p],
@@ -185,17 +205,19 @@ def _plan(bs: int, vocab: int, top_p: bool, param_is_tensor: bool, t: RenormTuni
                         NARROW=narrow, LANES=32 * warps, BLOCK=block, PREFETCH=t.prefetch_compact[top_p],
                         REVERSED="compact" in reversed_launches, SPLIT_UNFIT=split_unfit, PTX_STORES=ptx,
                         STEP_SUMS=t.compact_step_sums[warps > 1] if masses else 0,
+                        REGIONS=regions if attempt == 1 else 0, LAYOUT_BLOCK=t.finish[top_p][0],
                         SPLIT_ENTRIES=t.unfit_split_entries[bs >= t.target_programs_rows], num_warps=warps)
             if ptx_ok and max_registers:  # CUDA: a register cap (a compile option)
                 meta["maxnreg"] = max_registers
             launches.append(_Launch(rk._compact_kernel, grid, "compact", sizes, meta))
         else:  # "finish"
             block, warps = t.finish[top_p]
-            launches.append(_Launch(rk._finish_kernel, (bs,), "finish", (vocab, cap),
+            rows = regions or (warps if t.finish_warp_rows[top_p] else 1)
+            launches.append(_Launch(rk._finish_kernel, (bs,), "finish", (vocab, cap, chunks),
                                     dict(**param, NB=nb, SORT_CAP=t.finish_sort[top_p], BLOCK=block,
                                          PREFETCH=t.prefetch_finish[top_p], ROW_BLOCK=t.finish_row_block,
-                                         FIRST_SPLIT=bs < t.finish_first_split[top_p], PTX_STORES=ptx,
-                                         ROWS=warps if t.finish_warp_rows[top_p] else 1, num_warps=warps)))
+                                         FIRST_SPLIT=not regions and bs < t.finish_first_split[top_p],
+                                         PTX_STORES=ptx, ROWS=rows, REGIONS=bool(regions), num_warps=warps)))
         ticket += kind != "finish"
     block, warps = t.write
     preload = next_pow2(cdiv(chunk_len, block))

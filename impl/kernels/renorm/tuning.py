@@ -14,7 +14,7 @@ from impl.kernels.renorm import kernels as rk
 _Shape = tuple[int, int]  # (BLOCK, warps)
 # The fields that are a (top-k, top-p) pair of bools, or one bool for both ops.
 _BOOLS_BY_OP = ("segment_maxima", "prefetch_first_pass", "prefetch_compact", "prefetch_write", "prefetch_finish",
-                "write_evict_first", "write_preload", "first_pass_one_reduction", "finish_warp_rows")
+                "write_evict_first", "write_preload", "first_pass_one_reduction", "finish_warp_rows", "probe_range")
 REVERSIBLE_LAUNCHES = ("first pass", "compact", "write")  # the (chunk, row) launches that read whole rows
 WRITE_PRELOAD_MAX = 8192  # entries a preloading write program holds (32 a thread in 8 warps)
 
@@ -103,6 +103,14 @@ class RenormTuning:
     # the block-wide scan paid five), then put the survivors back in order once. Needs that op's
     # finish_split to be 4 (the 1-D accumulators); top-k's is 16 (renorm v28, docs/performance.md).
     finish_warp_rows: bool | tuple[bool, bool] = (False, True)
+    # By op (top-p only): from large_batch_rows rows, a probe reading probe_sample entries of each chunk guesses
+    # the pivot's range in place of the first pass (impl/kernels/renorm/probe.py); the first compaction checks
+    # the guess with its exact masses and copies each chunk's candidates into a row of the finish's row layout
+    # (one row a chunk: the chunks' count rounded up to a power of two, at most finish BLOCK / 32 of them). A
+    # row the guess misses takes the passes after it.
+    probe_range: bool | tuple[bool, bool] = (False, False)
+    probe_sample: int = 512
+    probe_budget: int = 256  # estimated candidates a row may take when a lower start allows it (probe.py)
     # By op: batches below this many rows take a finish whose first pass over a row's candidates moves
     # nothing (renorm v19: every candidate is in range, so a first moving pass moved them all); 0:
     # never. Top-p at 32 / 64 rows 71.3 / 98.9 -> 65.4 / 92.9 us (p = 0.9); at 256 rows, two finish
@@ -314,6 +322,16 @@ class RenormTuning:
                 refuse(name, "must be a bool or a (top-k, top-p) pair of them")
         if any(rows and nb != 4 for rows, nb in zip(self.finish_warp_rows, self.finish_split)):
             refuse("finish_warp_rows", f"needs that op's finish_split to be 4 (finish_split is {self.finish_split})")
+        if self.probe_range[0]:
+            refuse("probe_range", "is top-p's alone (a (False, bool) pair, or False)")
+        if self.probe_range[1] and (self.finish_split[1] != 4 or self.compact_attempts[1] < 2):
+            refuse("probe_range", "needs top-p's finish_split 4 (its row layout) and compact_attempts >= 2 (a row "
+                   f"the probe misses takes a pass and a second attempt); finish_split is {self.finish_split}, "
+                   f"compact_attempts {self.compact_attempts}")
+        if not pow2(self.probe_sample) or self.probe_sample < 32:
+            refuse("probe_sample", "must be a power of two >= 32")
+        if not isinstance(self.probe_budget, int) or isinstance(self.probe_budget, bool) or self.probe_budget < 0:
+            refuse("probe_budget", "must be an int >= 0")
         if not isinstance(self.ptx_stores, bool):
             refuse("ptx_stores", "must be a bool")
         if not isinstance(self.sat_clamps, bool):

@@ -85,9 +85,9 @@ class _Workspace:
         tensors = (self.state, self.part, self.cand, self.gath, self.seg, self.listed)
         state, part, cand, gath, seg, listed = tuple(t.data_ptr() for t in tensors) if ints else tensors
         fstate = state if ints else self.state.view(torch.float64)
-        bufs = {"first": (seg, part, state, fstate), "pass": (cand, part, state, fstate),
+        bufs = {"probe": (state, fstate), "first": (seg, part, state, fstate), "pass": (cand, part, state, fstate),
                 "compact": (cand, seg, listed, part, state, fstate), "gather": (cand, gath, part, state, fstate),
-                "finish": (cand, state, fstate), "write": (seg, state, fstate)}[step.args]
+                "finish": (cand, part, state, fstate), "write": (seg, state, fstate)}[step.args]
         return (*bufs, *step.sizes)
 
     def bind(self, compiled: tuple, stream: int) -> None:

@@ -1,0 +1,45 @@
+"""impl.bench.renorm_probe_guess: the real probe and first pass over row families, what the first compaction
+would find, and a model of the finish's reads. The model must land where the kernels do (the pivot inside its
+final range), and the table's shares must be consistent with each other."""
+from __future__ import annotations
+
+import torch
+
+from ci.registration import register
+from impl.bench.renorm_probe_guess import finish_reads, measure
+
+
+def _pivot_key(x: torch.Tensor, p: float) -> int:
+    """Top-p's pivot by the sort-based rule (docs/design.md §3.9), as an int key."""
+    ascending = x.sort().values
+    at = int((ascending.cumsum(0) < (1 - p) * x.sum()).sum().clamp(max=len(x) - 1))
+    return int(ascending[at].float().view(torch.int32))
+
+
+@register(suite="components", hardware=["cpu"], schedule="per-commit", est_time=2)
+def test_the_finish_model_ends_on_a_range_holding_the_pivot():
+    g = torch.Generator().manual_seed(4)
+    x = torch.softmax(3 * torch.randn(5000, generator=g), 0).double()
+    keys = x.float().view(torch.int32).to(torch.int64)
+    for p in (0.5, 0.9, 0.95):
+        pivot, target = _pivot_key(x, p), (1 - p) * float(x.sum())
+        top = int(keys.max()) + 1
+        for first_end in (top, pivot + 1, int(keys.min()) + 4):
+            reads, lo, hi = finish_reads(keys, x, 0, top, first_end, 0.0, target, 16)
+            assert lo <= pivot < hi, (p, first_end, lo, pivot, hi)
+            assert reads >= len(x), "the first pass reads every candidate"
+            assert int(((keys >= lo) & (keys < hi)).sum()) <= 16 or hi - lo == 1
+    assert finish_reads(keys, x, 0, int(keys.max()) + 1, 1 << 30, 0.0, 0.5, len(x)) == (0, 0, int(keys.max()) + 1)
+
+
+@register(suite="components", hardware=["cpu"], schedule="per-commit", est_time=25)
+def test_the_table_is_consistent_on_small_rows():
+    results = measure(rows=2, batch=256, ps=(0.9,), families=["softmax3", "uniform"], vocab=4096)
+    by = {r["family"]: r for r in results}
+    for r in results:
+        assert r["taken"] <= min(r["held"], r["fit"]), r
+        assert r["cands_median"] >= r["kept_median"] or r["taken"] < 1, r
+        assert r["regions"] >= 2 and r["room"] > 0, r
+    assert by["softmax3"]["taken"] == 1.0, by["softmax3"]
+    # a uniform row (every key one value): every key is kept, so every key is a candidate
+    assert by["uniform"]["kept_median"] == by["uniform"]["cands_median"] == 4096, by["uniform"]

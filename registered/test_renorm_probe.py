@@ -1,0 +1,184 @@
+"""Top-p's probe (RenormTuning.probe_range, impl/kernels/renorm/probe.py): a sampled guess of the pivot's range
+in place of the first pass, checked by the first compaction.
+
+A guess may only change how fast a row finishes, never its result. So every test runs rows whose route is
+known by construction, reads the route off the select's state (COMPACTED: 1 when the probed compaction took
+the row, else the passes after it did), and holds the output to the oracle and, bit for bit, to the default
+path's. The routes: a guess that holds and fits; a guess too high (a row weighing less than 1, whose floor
+holds the pivot: the probe takes a row's mass as at least 1); candidates overflowing a chunk's row of the
+layout (a flat row); and rows with no mass, NaNs, p = 0 and p = 1.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+import impl.kernels as K
+import impl.kernels.renorm as renorm
+import impl.kernels.renorm.kernels as rk
+import impl.kernels.renorm.plan as rplan
+import reference as R
+from ci.registration import register
+from impl.kernels._backend import tl, triton
+from impl.kernels.renorm import api
+from impl.platform import default_device
+from impl.testing.op_table import RENORM, mismatch
+from registered.renorm_tunings import PATH_VOCAB, SMALL_SHAPES
+
+DEV = default_device()
+VOCAB = PATH_VOCAB  # three chunks: the layout has rows from several programs
+ROWS = 8
+
+
+def _tuning(**changes) -> renorm.RenormTuning:
+    """The probe from ROWS rows on, with a scratch whose chunk rows hold about half a chunk (flat rows overflow)."""
+    base = dataclasses.replace(renorm.DEFAULT_TUNING, **SMALL_SHAPES)
+    layout_block = base.finish[1][0]
+    return dataclasses.replace(base, **{"probe_range": (False, True), "large_batch_rows": (64, ROWS),
+                                        "finish_min_rows": (1, 2), "huge_batch_rows": (256, 1 << 20),
+                                        "candidate_capacity": 2 * layout_block, "probe_sample": 64,
+                                        "probe_budget": 16, **changes})
+
+
+def _spread(g: torch.Generator, n: int, mean: float) -> torch.Tensor:
+    return mean * (0.5 + torch.rand(n, generator=g))  # distinct values around mean: no ties at the pivot
+
+
+def _rows(seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    probs = torch.empty(ROWS, VOCAB)
+    where = int(torch.randint(VOCAB, (1,), generator=g))
+    probs[0] = _spread(g, VOCAB, 0.1 / VOCAB)  # HOLDS: one key of 0.9 over a light floor, p = 0.5
+    probs[0, where] = 0.9
+    probs[1] = _spread(g, VOCAB, 0.15 / VOCAB)  # TOO HIGH: a row of mass 0.2, its pivot in the floor
+    probs[1, where] = 0.05
+    probs[2] = _spread(g, VOCAB, 1.0 / VOCAB)  # OVERFLOWS: flat, p = 0.9 keeps most keys
+    probs[3] = 0.0  # no mass
+    probs[4] = torch.softmax(3 * torch.randn(VOCAB, generator=g), 0)  # the bench's kind, NaNs on every 7th entry
+    probs[4, ::7] = float("nan")
+    probs[5] = torch.softmax(3 * torch.randn(VOCAB, generator=g), 0)  # p = 0
+    probs[6] = torch.softmax(3 * torch.randn(VOCAB, generator=g), 0)  # p = 1
+    probs[7] = 1e3 * torch.softmax(3 * torch.randn(VOCAB, generator=g), 0)  # mass 1000
+    return probs, torch.tensor([0.5, 0.5, 0.9, 0.9, 0.9, 0.0, 1.0, 0.9])
+
+
+HOLDS, TOO_HIGH, OVERFLOWS = 0, 1, 2
+
+
+def _state(probs: torch.Tensor, p: torch.Tensor, tuning: renorm.RenormTuning) -> torch.Tensor:
+    plan = rplan._plan(probs.shape[0], probs.shape[1], True, True, tuning)
+    assert plan.launches[0].args == "probe", [launch.args for launch in plan.launches]
+    return api._select(probs, None, p, plan)[0]
+
+
+@register(suite="kernels", hardware=["cpu", "h200-1"], schedule="per-commit", est_time=30)
+@pytest.mark.parametrize("seed", [1, 2])
+def test_a_probed_row_takes_its_route_and_every_row_matches_the_oracle(seed):
+    tuning = _tuning()
+    probs, p = _rows(seed)
+    probs, p = probs.to(DEV), p.to(DEV)
+    state = _state(probs, p, tuning).cpu()
+    by = state[:, int(rk.COMPACTED)].tolist()
+    assert by[HOLDS] == 1, f"a guess that holds and fits is the probed compaction's: {by}"
+    assert state[HOLDS, int(rk.NCAND)] == 1, f"the 0.9 key alone is a candidate: {state[HOLDS].tolist()}"
+    assert by[TOO_HIGH] != 1, f"a guess above the pivot must fall back: {by}"
+    assert by[OVERFLOWS] != 1, f"a flat row overflows its chunk rows: {by}"
+    assert by[3] != 1, f"a row with no mass has no pivot above any cut: {by}"
+    out = K.top_p_renorm(probs, p, tuning=tuning)
+    problem = mismatch(RENORM, out, R.top_p_renorm(probs.cpu(), p.cpu()))
+    assert problem is None, f"routes {by}: {problem}"
+    default = dataclasses.replace(tuning, probe_range=False)
+    assert rplan._plan(ROWS, VOCAB, True, True, default).launches[0].args == "first"
+    same = K.top_p_renorm(probs, p, tuning=default)
+    assert torch.equal(out, same), f"routes {by}: the probe changed a result bit, rows " \
+        f"{(out != same).any(1).nonzero().flatten().tolist()}"
+
+
+@register(suite="kernels", hardware=["cpu", "h200-1"], schedule="per-commit", est_time=15)
+def test_a_scalar_p_takes_the_probe_too():
+    tuning = _tuning()
+    probs, _ = _rows(3)
+    probs = probs.to(DEV)
+    out = K.top_p_renorm(probs, 0.93, tuning=tuning)
+    problem = mismatch(RENORM, out, R.top_p_renorm(probs.cpu(), 0.93))
+    assert problem is None, problem
+
+
+@register(suite="kernels", hardware="cpu", schedule="per-commit", est_time=2)
+def test_the_plan_probes_top_p_from_large_batch_rows_in_one_layout_row_a_chunk():
+    tuning = _tuning()
+    plan = rplan._plan(ROWS, VOCAB, True, True, tuning)
+    regions = 1 << (plan.chunks - 1).bit_length()
+    assert [launch.args for launch in plan.launches] == ["probe", "compact", "pass", "compact", "finish"]
+    first, second, finish = plan.launches[1], plan.launches[3], plan.launches[4]
+    assert first.meta["REGIONS"] == regions and first.meta["MASSES"] and second.meta["REGIONS"] == 0
+    assert first.meta["LAYOUT_BLOCK"] == finish.meta["BLOCK"] == tuning.finish[1][0]
+    assert finish.meta["ROWS"] == regions and finish.meta["REGIONS"] and not finish.meta["FIRST_SPLIT"]
+    assert plan.launches[0].meta["SAMPLE"] == tuning.probe_sample and plan.launches[0].grid == (ROWS,)
+    for bs, top_p, changes in ((ROWS - 1, True, {}), (ROWS, False, {}), (ROWS, True, {"probe_range": False}),
+                               (ROWS, True, {"finish": ((256, 4), (32 * regions // 2, 4))})):
+        other = rplan._plan(bs, VOCAB, top_p, True, dataclasses.replace(tuning, **changes))
+        assert other.launches[0].args == "first", (bs, top_p, changes)
+        assert all(launch.meta.get("REGIONS", 0) in (0, False) for launch in other.launches), (bs, top_p, changes)
+
+
+@register(suite="kernels", hardware="cpu", schedule="per-commit", est_time=1)
+@pytest.mark.parametrize("changes, word", [
+    ({"probe_range": True}, "top-p's alone"),
+    ({"probe_range": (False, True), "finish_split": (16, 16), "finish_warp_rows": False}, "finish_split 4"),
+    ({"probe_range": (False, True), "compact_attempts": 1}, "compact_attempts >= 2"),
+    ({"probe_range": (False, 1)}, "bool"),
+    ({"probe_sample": 48}, "power of two"),
+    ({"probe_sample": 16}, ">= 32"),
+    ({"probe_budget": -1}, ">= 0"),
+    ({"probe_budget": True}, ">= 0"),
+])
+def test_the_tuning_refuses_a_probe_it_cannot_run(changes, word):
+    with pytest.raises(ValueError, match="probe") as err:
+        dataclasses.replace(renorm.DEFAULT_TUNING, **changes)
+    assert word in str(err.value), err.value
+
+
+@triton.jit
+def _range_loop_kernel(src, out, n, lo, hi, first_end, masses, STOP: tl.constexpr, ROWS: tl.constexpr,
+                       BLOCK: tl.constexpr):
+    # the finish's passes over src[0:n) in natural order, the first split ending at first_end; masses: the fp64
+    # level (mass below lo) and goal (target)
+    level = tl.load(masses)
+    goal = tl.load(masses + 1)
+    rows_n = rk._row_counts(n, ROWS, BLOCK)
+    lo, hi, level, n, _ = rk._range_loop(src, n, rows_n, 0, first_end, lo, hi, level, goal, tl.full([], 1, tl.int32),
+                                         STOP, True, 4, BLOCK, False, False, ROWS, True)
+    tl.store(out + tl.arange(0, 2), tl.where(tl.arange(0, 2) == 0, lo, hi).to(tl.int64))
+
+
+@register(suite="kernels", hardware=["cpu", "h200-1"], schedule="per-commit", est_time=5)
+@pytest.mark.parametrize("seed", [0, 1])
+def test_a_first_split_ending_below_the_range_counts_the_keys_past_it_in_its_last_sub_range(seed):
+    """The probe's split ends where it guesses the pivot: keys past it belong to the last sub-range. Here they
+    hold the pivot and the last sub-range proper holds no key: counted nowhere, the pass would see no mass above
+    its second sub-range and keep a range without the pivot."""
+    g = torch.Generator().manual_seed(seed)
+    light = 2.0 ** -20 * (1 + 0.2 * torch.rand(48, generator=g))  # within the first two of the 4 sub-ranges
+    heavy = 0.05 * (1 + torch.rand(16, generator=g))  # far past the split's end
+    x = torch.cat([light, heavy])[torch.randperm(64, generator=g)].float()
+    keys = x.view(torch.int32).to(torch.int64)
+    lo, hi = int(light.float().view(torch.int32).min()), int(keys.max()) + 1
+    first_end = lo + 4 * (int(light.float().view(torch.int32).max()) + 1 - lo)  # light keys: sub-ranges 0 and 1
+    p = 0.5
+    pivot = _pivot_key(x.double(), p)
+    assert pivot >= first_end, "the pivot must lie past the split's end"
+    out = torch.zeros(2, dtype=torch.int64, device=DEV)
+    masses = torch.tensor([0.0, (1 - p) * float(x.double().sum())], dtype=torch.float64, device=DEV)
+    _range_loop_kernel[(1,)](x.to(DEV), out, 64, lo, hi, first_end, masses, STOP=2, ROWS=2, BLOCK=64, num_warps=2)
+    got_lo, got_hi = out.tolist()
+    assert got_lo <= pivot < got_hi, (got_lo, pivot, got_hi)
+
+
+def _pivot_key(x: torch.Tensor, p: float) -> int:
+    """Top-p's pivot by the sort-based rule (docs/design.md §3.9), as an int key."""
+    ascending = x.sort().values
+    at = int((ascending.cumsum(0) < (1 - p) * x.sum()).sum().clamp(max=len(x) - 1))
+    return int(ascending[at].float().view(torch.int32))
