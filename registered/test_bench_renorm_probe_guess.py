@@ -30,6 +30,17 @@ def test_the_finish_model_ends_on_a_range_holding_the_pivot():
             assert reads >= len(x), "the first pass reads every candidate"
             assert int(((keys >= lo) & (keys < hi)).sum()) <= 16 or hi - lo == 1
     assert finish_reads(keys, x, 0, int(keys.max()) + 1, 1 << 30, 0.0, 0.5, len(x)) == (0, 0, int(keys.max()) + 1)
+    # a first split ending far below the pivot, its last sub-range proper empty: the keys past its end count there
+    light = 2.0 ** -20 * (1 + 0.2 * torch.rand(48, generator=g, dtype=torch.float64))
+    heavy = 0.05 * (1 + torch.rand(16, generator=g, dtype=torch.float64))
+    x = torch.cat([light, heavy]).float().double()
+    keys = x.float().view(torch.int32).to(torch.int64)
+    lo = int(keys[:48].min())
+    first_end = lo + 4 * (int(keys[:48].max()) + 1 - lo)
+    pivot = _pivot_key(x, 0.5)
+    assert pivot >= first_end
+    reads, got_lo, got_hi = finish_reads(keys, x, lo, int(keys.max()) + 1, first_end, 0.0, 0.5 * float(x.sum()), 2)
+    assert got_lo <= pivot < got_hi, (got_lo, pivot, got_hi)
 
 
 @register(suite="components", hardware=["cpu"], schedule="per-commit", est_time=25)
