@@ -15,7 +15,8 @@ def renorm_tunings() -> dict[str, RenormTuning]:
     """By path: small batches (passes, then a sorted gather, or range passes when 4 sort slots are too few),
     or compaction + finish (roomy scratch: the finish sorts the candidates at once, or after range passes
     when it may sort only 2; 4 slots: rows narrowed by the last compaction, or finishing from their full
-    row; one-warp compaction programs; the segment maxima at any batch; the loads a step ahead)."""
+    row; one-warp compaction programs; the segment maxima at any batch; the loads a step ahead; top-p's
+    probe in place of the first pass)."""
     return {
         "small-batch": RenormTuning(finish_min_rows=SMALL_BATCH),
         "small-batch, 4 sort slots": RenormTuning(finish_min_rows=SMALL_BATCH, sort_capacity=4),
@@ -39,6 +40,14 @@ def renorm_tunings() -> dict[str, RenormTuning]:
         "finish, segment maxima, prefetch": RenormTuning(finish_min_rows=1, segment_maxima=True, segment_maxima_rows=1,
                                                          prefetch_first_pass=True, prefetch_compact=True,
                                                          prefetch_finish=True),
+        # top-p's probe in place of the first pass at every batch (top-k takes its finish path): a budget of 16
+        # estimated candidates, so the mass rule picks most starts on small rows; with 1024 slots a row's chunk
+        # rows hold a few hundred keys, so flat rows overflow them and fall back
+        "finish, probe": RenormTuning(finish_min_rows=1, large_batch_rows=(64, 1), probe_range=(False, True),
+                                      probe_budget=16),
+        "finish, probe, 1024-slot scratch": RenormTuning(finish_min_rows=1, large_batch_rows=(64, 1),
+                                                         probe_range=(False, True), probe_budget=16,
+                                                         candidate_capacity=1024),
     }
 
 
@@ -54,8 +63,5 @@ def top_k_variants() -> dict[str, dict[str, RenormTuning]]:
 
 def top_p_variants() -> dict[str, dict[str, RenormTuning]]:
     """top_p_renorm's op-table variants: every tuning but "small-batch", the path its small samples
-    (< 32 rows) already take with the default tuning; and top-p's own, the probe in place of the first pass
-    at every batch (impl/kernels/renorm/probe.py): a roomy scratch, and 4 slots, where most rows fall back."""
-    probe = dict(finish_min_rows=1, large_batch_rows=(64, 1), probe_range=(False, True))
-    return {**_variants_but("small-batch"), "probe": {"tuning": RenormTuning(**probe)},
-            "probe, 1024-slot scratch": {"tuning": RenormTuning(**probe, candidate_capacity=1024)}}
+    (< 32 rows) already take with the default tuning."""
+    return _variants_but("small-batch")
