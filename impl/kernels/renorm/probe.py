@@ -7,8 +7,8 @@ The first pass reads every entry to bound the pivot's range; the first compactio
 again for the exact fp64 masses. The probe reads a sample instead (SAMPLE entries from the middle of each
 chunk, a few percent of the row) and guesses a start lo with every key >= lo a candidate. The compaction
 checks the guess exactly, with the masses it sums anyway: the pivot is >= lo when the mass below lo stays
-under (1 - p) x the row's mass, and the candidates fit when no chunk copied more than its region holds. A
-row that fails either falls back to the passes after the compaction (slower, still exact). A guess never
+under (1 - p) x the row's mass, and the candidates fit when no chunk copied more than its row of the finish's
+layout holds. A row that fails either falls back to the passes after the compaction (slower, still exact). A guess never
 decides a result, only how fast it comes.
 
 The guess: lo is the highest cut (half an octave apart, key i << 22) whose estimated mass below stays under
@@ -41,7 +41,8 @@ def _probe_kernel(
 ):
     # One program a row: sample, guess lo, and write every state word a call reads (as the first pass's
     # last program does, its ticket reset): [lo, KEY_END), CHOSEN_COUNT 0 (the compaction's copies are
-    # bounded by their regions, not by a count), and SPLIT_END.
+    # bounded by their rows of the finish's layout, not by a count), and SPLIT_END.
+    tl.static_assert(TICKET == FIRST_TICKET, "the probe is a call's first launch")
     _after_the_launch_before(PDL)
     row = tl.program_id(0)
     srow, frow = _row_words(state_ptr, fstate_ptr, row)
@@ -98,4 +99,3 @@ def _probe_kernel(
     words = tl.where(w == CHOSEN_COUNT, 0, words)
     words = tl.where(w == SPLIT_END, split_end.to(tl.int64), words)
     tl.store(srow + w, words, mask=w <= TICKET)  # TICKET is FIRST_TICKET: words [0, FIRST_TICKET]
-    tl.static_assert(TICKET == FIRST_TICKET, "the probe is a call's first launch")
