@@ -200,6 +200,10 @@ def test_e2e_table_runs_a_before_tree_beside_this_one(tmp_path):
     ("impl.bench.renorm_kernel_profile", ["--sweep", "--rounds", "0"]),
     ("impl.bench.host_cost", ["--batches", "8;64"]),
     ("impl.bench.host_cost", ["--calls", "0"]),
+    ("impl.bench.renorm_probe_guess", ["--families", "softmax3,nope"]),
+    ("impl.bench.renorm_probe_guess", ["--probe-sample", "48"]),
+    ("impl.bench.renorm_probe_guess", ["--p", "0.9,1.5"]),
+    ("impl.bench.renorm_probe_guess", ["--rows", "0"]),
 ], ids=lambda v: v if isinstance(v, str) else " ".join(v)[:60])
 def test_renorm_bench_arguments_are_checked_before_any_work(module, argv):
     """A wrong argument to a renorm benchmark is one line and exit 2 (before the GPU check, so on any
