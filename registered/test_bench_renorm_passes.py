@@ -95,3 +95,21 @@ def test_without_the_segment_maxima_the_compaction_and_the_write_read_whole_rows
     assert launch_bytes(plan, state, vocab, seg_max) == [
         ("first pass", 2 * row, 0), ("compact (try 1)", 2 * row, 2 * 4 * 10), ("finish", 2 * 4 * 10, 0),
         ("write", 2 * row, 2 * row)]
+
+
+@register(suite="kernels", hardware=["cpu"], schedule="per-commit", est_time=1)
+def test_top_ps_probe_is_charged_its_sample_and_the_compaction_every_row():
+    """With top-p's probe in place of the first pass: the probe reads SAMPLE entries of each chunk (the last
+    chunk's, what it holds), and the first compaction still reads every row in full."""
+    vocab = 800
+    tuning = renorm.RenormTuning(probe_range=(False, True), large_batch_rows=(64, 1), finish_min_rows=1,
+                                 probe_sample=64, chunk_align=256, large_batch_programs=8)
+    plan = rplan._plan(2, vocab, True, True, tuning)
+    probe = plan.launches[0]
+    assert probe.args == "probe" and probe.sizes[1:] == (256, 4), probe.sizes  # chunks of 256, the last 32
+    state = torch.zeros(2, int(rk.STATE_W), dtype=torch.int64)
+    state[:, int(rk.COMPACTED)] = 1
+    state[:, int(rk.NCAND)] = 10
+    got = launch_bytes(plan, state, vocab, torch.zeros(2, 32, dtype=torch.int32))
+    assert got[0] == ("probe", 2 * 4 * (3 * 64 + 32), 0)
+    assert got[1] == ("compact (try 1)", 2 * 4 * vocab, 2 * 4 * 10)

@@ -64,6 +64,10 @@ def launch_bytes(plan, state, vocab: int, seg_max) -> list[tuple[str, int, int]]
         kind = launch.args
         if kind == "first":
             out.append(("first pass", rows * row, rows * map_bytes if launch.meta["SEG_MAP"] else 0))
+        elif kind == "probe":  # top-p's probe: SAMPLE entries of each chunk
+            _, chunk_len, chunks = launch.sizes
+            sampled = sum(min(launch.meta["SAMPLE"], vocab - c * chunk_len) for c in range(chunks))
+            out.append(("probe", rows * 4 * sampled, 0))
         elif kind == "compact":
             tries += 1
             live = [r for r, done in enumerate(compacted_before(tries)) if not done]
