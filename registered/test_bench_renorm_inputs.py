@@ -59,6 +59,9 @@ def test_each_family_is_the_row_it_describes():
     # zipf: the largest entry is 1 / H(vocab, 1.1) of the row, the same in every row (permuted ranks)
     weights = torch.arange(1, vocab + 1, dtype=torch.float64) ** -1.1
     assert torch.allclose(rows["zipf1.1"].max(1).values.double(), (weights[0] / weights.sum()).expand(4), rtol=1e-6)
+    # sorted3: the control's kind of row, largest entry first: non-increasing, keeping what the control keeps
+    assert bool((rows["sorted3"][:, 1:] <= rows["sorted3"][:, :-1]).all())
+    assert kept("sorted3", 0.9) > 4 * kept("softmax6", 0.9) and kept("softmax1", 0.9) > 4 * kept("sorted3", 0.9)
 
 
 @register(suite="kernels", hardware=["cpu", "h200-1"], schedule="per-commit", est_time=20)

@@ -6,7 +6,9 @@ known by construction, reads the route off the select's state (COMPACTED: 1 when
 the row, else the passes after it did), and holds the output to the oracle and, bit for bit, to the default
 path's. The routes: a guess that holds and fits; a guess too high (a row weighing less than 1, whose floor
 holds the pivot: the probe takes a row's mass as at least 1); candidates overflowing a chunk's row of the
-layout (a flat row); and rows with no mass, NaNs, p = 0 and p = 1.
+layout (a flat row); and rows with no mass, NaNs, p = 0 and p = 1. Two layouts a vocabulary ordered by
+frequency gives: candidates crowded into one chunk's span (the compaction deals its programs blocks spread over
+the row) and mass away from each chunk's middle (the probe samples lines spread over each chunk).
 """
 from __future__ import annotations
 
@@ -182,3 +184,74 @@ def _pivot_key(x: torch.Tensor, p: float) -> int:
     ascending = x.sort().values
     at = int((ascending.cumsum(0) < (1 - p) * x.sum()).sum().clamp(max=len(x) - 1))
     return int(ascending[at].float().view(torch.int32))
+
+
+def _front_loaded(seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rows whose candidates all sit in the first chunk's span, as a vocabulary ordered by frequency puts them:
+    more heavy keys than one chunk's row of the layout holds, fewer than the rows of all chunks hold. Heavy keys
+    lie within one half-octave (between two of the probe's cuts), so its lo is their cut and they are the
+    candidates, all of them."""
+    g = torch.Generator().manual_seed(seed)
+    probs = _spread(g, ROWS * VOCAB, 0.1 / VOCAB).view(ROWS, VOCAB)
+    heavy = int(1.5 * _room())
+    probs[:, :heavy] = 2.0 ** -8 * (1 + 0.3 * torch.rand(ROWS, heavy, generator=g))
+    probs[1::2] = probs[1::2].flip(1)  # and in the last chunk's span (a vocabulary ordered the other way)
+    return probs, torch.full((ROWS,), 0.5)
+
+
+def _room() -> int:
+    tuning = _tuning()
+    plan = rplan._plan(ROWS, VOCAB, True, True, tuning)
+    meta = plan.launches[1].meta
+    return (plan.cap // meta["LAYOUT_BLOCK"]) * (meta["LAYOUT_BLOCK"] // meta["REGIONS"])
+
+
+@register(suite="kernels", hardware=["cpu", "h200-1"], schedule="per-commit", est_time=15)
+@pytest.mark.parametrize("seed", [4])
+def test_candidates_crowded_into_one_chunks_span_still_fit_the_probed_layout(seed):
+    """The probed compaction deals each program blocks spread over the whole row, not one contiguous chunk, so a
+    row whose candidates crowd one span of it (token ids ordered by frequency) spreads them over every program's
+    row of the layout and is taken; contiguous chunks would overflow the first chunk's row and fall back."""
+    tuning = _tuning(large_batch_compact=((128, 1), (64, 1)))  # blocks of 64: several to each program
+    probs, p = _front_loaded(seed)
+    probs, p = probs.to(DEV), p.to(DEV)
+    heavy = int(1.5 * _room())
+    state = _state(probs, p, tuning).cpu()
+    by = state[:, int(rk.COMPACTED)].tolist()
+    assert by == [1] * ROWS, f"every row is the probed compaction's: {by}"
+    assert state[:, int(rk.NCAND)].tolist() == [heavy] * ROWS, state[:, int(rk.NCAND)].tolist()
+    out = K.top_p_renorm(probs, p, tuning=tuning)
+    problem = mismatch(RENORM, out, R.top_p_renorm(probs.cpu(), p.cpu()))
+    assert problem is None, problem
+
+
+def _mass_off_centre(seed: int, window: int) -> torch.Tensor:
+    """One row a window start: in every chunk, 64 large keys from `window` on hold 0.4 of the mass and smaller
+    keys everywhere else 0.6, so at p = 0.5 the pivot lies among the smaller keys. A sample that sees only the
+    large keys guesses lo at their cut, above the pivot."""
+    g = torch.Generator().manual_seed(seed)
+    chunk_len = rplan._plan(ROWS, VOCAB, True, True, _tuning()).launches[0].sizes[1]
+    within = torch.arange(VOCAB) % chunk_len  # each entry's place in its chunk
+    large = (within >= window) & (within < window + 64)
+    row = torch.where(large, 0.4 / int(large.sum()), 0.6 / int((~large).sum())).double()
+    return (row * (0.95 + 0.1 * torch.rand(VOCAB, generator=g, dtype=torch.float64))).float()
+
+
+@register(suite="kernels", hardware=["cpu", "h200-1"], schedule="per-commit", est_time=5)
+@pytest.mark.parametrize("seed", [5])
+def test_the_probes_sample_spans_each_chunk_so_mass_off_its_centre_is_seen(seed):
+    """The probe samples lines spread over each chunk: wherever in it the large keys sit, it sees smaller keys
+    too, and its lo stays at or below the pivot (the exact mass below lo under the target). A sample from one
+    block of the chunk's middle sees the large keys alone when they sit there, and guesses too high."""
+    from impl.bench.renorm_probe_guess import first_launch
+
+    chunk_len = rplan._plan(ROWS, VOCAB, True, True, _tuning()).launches[0].sizes[1]
+    windows = list(range(0, chunk_len - 64 + 1, 32))[:ROWS]
+    probs = torch.stack([_mass_off_centre(seed, w) for w in windows])
+    p = torch.full((len(windows),), 0.5)
+    state, _ = first_launch(probs.to(DEV), p.to(DEV), _tuning(probe_sample=128), ROWS)  # 4 lines of each chunk
+    lo = state[:, int(rk.LO)].cpu()
+    x = probs.double()
+    below = torch.where(probs.view(torch.int32) < lo[:, None], x, torch.zeros_like(x)).sum(1)
+    held = below < 0.5 * x.sum(1)
+    assert held.all(), f"guesses above the pivot at windows {[w for w, h in zip(windows, held) if not h]}"

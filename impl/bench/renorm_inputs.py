@@ -72,6 +72,16 @@ def _bf16_rounded(rows: int, vocab: int, gen):
     return torch.softmax(torch.randn(rows, vocab, generator=gen) * 3, -1).bfloat16().float()
 
 
+def _sorted(rows: int, vocab: int, gen):
+    # softmax(3 x randn) sorted from the largest entry down: token ids ordered by frequency, at the extreme. Every
+    # candidate sits in the row's first entries, so a kernel that shares a row out in contiguous chunks hands
+    # them all to its first program.
+    import torch
+
+    return torch.softmax(torch.randn(rows, vocab, generator=gen, dtype=torch.float64) * 3, -1).float().sort(
+        1, descending=True).values
+
+
 def _uniform(rows: int, vocab: int, gen):
     # Every entry 1 / vocab: constant logits (an untrained or zero-initialised head). One tie spans the row.
     import torch
@@ -89,6 +99,7 @@ FAMILIES = {
     "zipf1.1": ("p ~ rank^-1.1 over permuted ranks: a power-law tail", _zipf),
     "one-token": ("3 x randn logits, one token raised to 85-95% of the mass", _one_token),
     "bf16-rounded": ("softmax(3 randn) through bf16: ties", _bf16_rounded),
+    "sorted3": ("softmax(3 x randn) sorted largest first: ids ordered by frequency", _sorted),
 }
 
 

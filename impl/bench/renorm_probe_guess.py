@@ -10,7 +10,8 @@ under the default tuning, each on the plan of a ``--batch``-row call (its chunks
 compaction would find:
 
   held      the pivot is >= the probe's lo (the exact mass below lo under (1 - p) x the row's mass, or lo 0);
-  fit       every chunk's keys >= lo fit its row of the finish's layout (the scratch's slots / chunks);
+  fit       every program's keys >= lo fit its row of the finish's layout (the scratch's slots / chunks; a
+            program reads the blocks of the compaction's BLOCK entries dealt to it in turn);
   taken     both: the probed compaction takes the row; any other row falls back to the passes after it;
   cands     keys >= lo in a row (the finish's work), median and largest over the rows;
   first     the first pass's candidates (keys in its range, CHOSEN_COUNT), median, and the share of rows
@@ -37,7 +38,7 @@ from impl.cli_args import CliParser, bounded_int, float_list
 VOCAB = 129280
 
 
-def _first_launch(probs, p, tuning, batch: int):
+def first_launch(probs, p, tuning, batch: int):
     """Run the plan's first launch (probe or first pass) over ``probs``; returns (state, plan)."""
     import torch
 
@@ -98,7 +99,7 @@ def measure(rows: int = 32, batch: int = 256, ps=(0.9, 0.95), families=None, see
         keys = probs.cpu().view(torch.int32)
         for pv in ps:
             p = torch.full((rows,), pv, device=device)
-            state, plan = _first_launch(probs, p, probe_tuning, batch)
+            state, plan = first_launch(probs, p, probe_tuning, batch)
             compact = plan.launches[1].meta
             regions, layout = compact["REGIONS"], compact["LAYOUT_BLOCK"]
             room = (plan.cap // layout) * (layout // regions)
@@ -109,12 +110,11 @@ def measure(rows: int = 32, batch: int = 256, ps=(0.9, 0.95), families=None, see
             below = torch.where(keys < lo[:, None], clean, torch.zeros_like(clean)).sum(1)
             held = (lo == 0) | (below < (1 - p32) * total)
             at_or_above = (keys >= lo[:, None]) & (clean > 0) | (lo[:, None] == 0)
-            chunk_len = plan.launches[0].sizes[1]
-            per_chunk = torch.stack([at_or_above[:, c * chunk_len:(c + 1) * chunk_len].sum(1)
-                                     for c in range(plan.chunks)], 1)
-            fit = per_chunk.max(1).values <= room
+            owner = (torch.arange(vocab) // compact["BLOCK"]) % plan.chunks  # the compaction's dealt blocks
+            per_program = torch.stack([at_or_above[:, owner == c].sum(1) for c in range(plan.chunks)], 1)
+            fit = per_program.max(1).values <= room
             cands = at_or_above.sum(1)
-            first_state, first_plan = _first_launch(probs, p, DEFAULT_TUNING, batch)
+            first_state, first_plan = first_launch(probs, p, DEFAULT_TUNING, batch)
             first_cands = first_state[:, int(rk.CHOSEN_COUNT)].cpu()
             ascending = clean.sort(1).values
             at = (ascending.cumsum(1) < ((1 - p32) * total)[:, None]).sum(1, keepdim=True).clamp(max=vocab - 1)

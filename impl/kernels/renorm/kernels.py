@@ -246,7 +246,7 @@ def _below_and_rest(x, key, lo):
 def _copy_in_range(src, start, end, lo, hi, dst, slot, SUM_ABOVE: tl.constexpr, KEY_SPAN: tl.constexpr,
                    SUM_BELOW: tl.constexpr, BLOCK: tl.constexpr, PREFETCH: tl.constexpr = False,
                    PTX: tl.constexpr = False, STEP_SUMS: tl.constexpr = 0, region=0, room=0,
-                   REGIONS: tl.constexpr = 0, LAYOUT_BLOCK: tl.constexpr = 1024):
+                   REGIONS: tl.constexpr = 0, LAYOUT_BLOCK: tl.constexpr = 1024, programs=1):
     # Append the values of src[start:end) whose keys lie in [lo, hi) to dst, from slot on, in
     # order (a block's cumsum places them: no atomics; a block holding none skips it). Returns the
     # next free slot and, when asked, the fp64 mass of the keys >= hi (SUM_ABOVE), the smallest and
@@ -262,6 +262,14 @@ def _copy_in_range(src, start, end, lo, hi, dst, slot, SUM_ABOVE: tl.constexpr, 
     # REGIONS > 0 (top-p's probed compaction): the copies go to row `region` of the finish's row layout
     # (_region_slots), at most `room` of them; the returned slot still counts every key in range, and the
     # largest key returned is the largest read (one max a key: the probed range [lo, KEY_END) ends there).
+    # It also reads dealt blocks instead of src[start:end): the blocks of BLOCK entries from start on, every
+    # `programs`-th (start: the program's first block), so candidates crowded into one span of the row (token
+    # ids ordered by frequency) spread over every program's row of the layout.
+    idx = tl.arange(0, BLOCK)
+    if REGIONS > 0:
+        step = programs * BLOCK
+    else:
+        step: tl.constexpr = BLOCK
     above = tl.zeros([BLOCK], tl.float64)
     below = tl.zeros([1 if STEP_SUMS > 0 else BLOCK], tl.float64)
     rest = tl.zeros([1 if STEP_SUMS > 0 else BLOCK], tl.float64)
@@ -270,13 +278,13 @@ def _copy_in_range(src, start, end, lo, hi, dst, slot, SUM_ABOVE: tl.constexpr, 
     top = tl.full([], -1, tl.int32)  # REGIONS with STEP_SUMS 1: the largest key, a step's at a time
     ahead = tl.zeros([BLOCK], tl.float32)
     if PREFETCH:
-        ahead = tl.load(src + start + tl.arange(0, BLOCK), mask=start + tl.arange(0, BLOCK) < end, other=0.0)
-    for off in range(start, end, BLOCK):
-        offs = off + tl.arange(0, BLOCK)
+        ahead = tl.load(src + start + idx, mask=start + idx < end, other=0.0)
+    for off in range(start, end, step):
+        offs = off + idx
         ok = offs < end
         if PREFETCH:
             x, key = _clean(ahead)
-            ahead = tl.load(src + offs + BLOCK, mask=offs + BLOCK < end, other=0.0)
+            ahead = tl.load(src + offs + step, mask=offs + step < end, other=0.0)
         else:
             x, key = _load_keys(src + offs, ok)
         take = ok & (key >= lo) & (key < hi)
@@ -1049,7 +1057,8 @@ def _compact_kernel(
     # no pass of its own. STEP_SUMS: _copy_in_range's (MASSES). SPLIT_ENTRIES: the split's entries a thread
     # a step. Both change how many registers a thread holds, so how many programs an SM runs at once.
     # REGIONS > 0 (top-p's first attempt after the probe, impl/kernels/renorm/probe.py): no pass counted the
-    # candidates, so chunk c copies its own into row c of the finish's row layout (REGIONS rows of
+    # candidates, so program c reads every num_chunks-th block of BLOCK entries from block c (_copy_in_range's
+    # dealt blocks, not its chunk) and copies its candidates into row c of the finish's row layout (REGIONS rows of
     # LAYOUT_BLOCK // REGIONS slots a step), as many as the row holds, and stores how many it had; the last
     # program checks the probe's guess (the pivot >= lo: the exact mass below lo under the target, or lo 0)
     # and that every chunk's keys fitted. A row failing either is left to the passes that follow.
@@ -1080,10 +1089,14 @@ def _compact_kernel(
         end = tl.minimum(start + chunk_len, V)
         below = tl.zeros([], tl.float64)
         rest = tl.zeros([], tl.float64)
-        if MASSES or not SEG_MAP:  # every key is read (and, MASSES, weighed)
+        if REGIONS > 0:  # every key is read, in blocks dealt to the programs in turn (_copy_in_range)
+            taken, above, kmin, kmax, below, rest = _copy_in_range(
+                src, chunk * BLOCK, V, lo, copy_hi, dst, slot, not TOP_P, ADAPT, MASSES, BLOCK, PREFETCH,
+                PTX_STORES, STEP_SUMS, chunk, room, REGIONS, LAYOUT_BLOCK, num_chunks)
+        elif MASSES or not SEG_MAP:  # every key is read (and, MASSES, weighed)
             taken, above, kmin, kmax, below, rest = _copy_in_range(
                 src, start, end, lo, copy_hi, dst, slot, not TOP_P, ADAPT, MASSES, BLOCK, PREFETCH, PTX_STORES,
-                STEP_SUMS, chunk, room, REGIONS, LAYOUT_BLOCK)
+                STEP_SUMS)
         else:  # only the segments that may hold a key >= lo
             seg_row = row.to(tl.int64) * tl.cdiv(V, SEG)
             _, above, kmin, kmax = _copy_from_segments(src, seg_ptr + seg_row, list_ptr + seg_row + start // SEG,

@@ -4,12 +4,12 @@ Imports the kernels' helpers and state words (impl/kernels/renorm/kernels.py); t
 (impl/kernels/renorm/plan.py, RenormTuning.probe_range).
 
 The first pass reads every entry to bound the pivot's range; the first compaction then reads every entry
-again for the exact fp64 masses. The probe reads a sample instead (SAMPLE entries from the middle of each
-chunk, a few percent of the row) and guesses a start lo with every key >= lo a candidate. The compaction
-checks the guess exactly, with the masses it sums anyway: the pivot is >= lo when the mass below lo stays
-under (1 - p) x the row's mass, and the candidates fit when no chunk copied more than its row of the finish's
-layout holds. A row that fails either falls back to the passes after the compaction (slower, still exact). A guess never
-decides a result, only how fast it comes.
+again for the exact fp64 masses. The probe reads a sample instead (SAMPLE entries of each chunk, in lines of
+32 spread evenly over it, a few percent of the row) and guesses a start lo with every key >= lo a candidate.
+The compaction checks the guess exactly, with the masses it sums anyway: the pivot is >= lo when the mass
+below lo stays under (1 - p) x the row's mass, and the candidates fit when no program copied more than its row
+of the finish's layout holds. A row that fails either falls back to the passes after the compaction (slower,
+still exact). A guess never decides a result, only how fast it comes.
 
 The guess: lo is the highest cut (half an octave apart, key i << 22) whose estimated mass below stays under
 PROBE_MARGIN x (1 - p) x the row's estimated mass; and no higher than the lowest cut whose estimated keys at
@@ -31,6 +31,7 @@ PROBE_MARGIN = tl.constexpr(0.8)  # the share of the target mass the estimated m
 CUT_SHIFT = tl.constexpr(22)  # cut i is key i << 22: half an octave apart (an octave is 1 << 23)
 CUTS = tl.constexpr(512)  # cuts 0 .. 511 cover every key (+inf's is 510 << 22)
 CUTS_LOG2 = tl.constexpr(9)
+SAMPLE_LINE = tl.constexpr(32)  # the sample's lines: 32 entries (128 bytes) read together
 
 
 @triton.jit
@@ -50,10 +51,15 @@ def _probe_kernel(
     start = c * chunk_len
     length = tl.maximum(tl.minimum(chunk_len, V - start), 0)
     taken = tl.minimum(length, SAMPLE)
-    first = start + (length - taken) // 2  # the middle of the chunk
+    # A chunk longer than the sample gives SAMPLE // SAMPLE_LINE whole lines, one from the middle of each equal
+    # stratum of its lines (rows with a trend along the vocabulary, as ids ordered by frequency give them, are
+    # sampled across it); a shorter chunk gives every entry.
     j = tl.arange(0, SAMPLE)
+    LINES: tl.constexpr = SAMPLE // SAMPLE_LINE
+    stratum = ((2 * (j // SAMPLE_LINE) + 1)[None, :] * (length // SAMPLE_LINE)[:, None]) // (2 * LINES)
+    at = tl.where((length > SAMPLE)[:, None], stratum * SAMPLE_LINE + (j % SAMPLE_LINE)[None, :], j[None, :])
     live = (c[:, None] < num_chunks) & (j[None, :] < taken[:, None])
-    x, key = _load_keys(probs_ptr + row.to(tl.int64) * V + first[:, None] + j[None, :], live)
+    x, key = _load_keys(probs_ptr + row.to(tl.int64) * V + start[:, None] + at, live)
     weight = tl.where(c < num_chunks, length.to(tl.float32) / tl.maximum(taken, 1).to(tl.float32), 0.0)
     # The row's estimated mass, each chunk's sample capped at twice the mean of the others but the largest.
     sums = tl.sum(x, axis=1)

@@ -103,11 +103,12 @@ class RenormTuning:
     # the block-wide scan paid five), then put the survivors back in order once. Needs that op's
     # finish_split to be 4 (the 1-D accumulators); top-k's is 16 (renorm v28, docs/performance.md).
     finish_warp_rows: bool | tuple[bool, bool] = (False, True)
-    # By op (top-p only): from large_batch_rows rows, a probe reading probe_sample entries of each chunk guesses
-    # the pivot's range in place of the first pass (impl/kernels/renorm/probe.py); the first compaction checks
-    # the guess with its exact masses and copies each chunk's candidates into a row of the finish's row layout
-    # (one row a chunk: the chunks' count rounded up to a power of two, at most finish BLOCK / 32 of them). A
-    # row the guess misses takes the passes after it.
+    # By op (top-p only): from large_batch_rows rows, a probe reading probe_sample entries of each chunk (lines
+    # of 32 spread over it) guesses the pivot's range in place of the first pass (impl/kernels/renorm/probe.py);
+    # the first compaction checks the guess with its exact masses and copies each program's candidates (from
+    # blocks dealt in turn, not one contiguous chunk) into a row of the finish's row layout (one row a
+    # program: the chunks' count rounded up to a power of two, at most finish BLOCK / 32 of them). A row the
+    # guess misses takes the passes after it.
     probe_range: bool | tuple[bool, bool] = (False, False)
     probe_sample: int = 512
     probe_budget: int = 256  # estimated candidates a row may take when a lower start allows it (probe.py)
