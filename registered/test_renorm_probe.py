@@ -136,6 +136,7 @@ def test_the_plan_probes_top_p_from_large_batch_rows_in_one_layout_row_a_chunk()
     ({"probe_sample": 16}, ">= 32"),
     ({"probe_budget": -1}, ">= 0"),
     ({"probe_budget": True}, ">= 0"),
+    ({"probe_trim": 1}, "bool"),
 ])
 def test_the_tuning_refuses_a_probe_it_cannot_run(changes, word):
     with pytest.raises(ValueError, match="probe") as err:
@@ -255,3 +256,66 @@ def test_the_probes_sample_spans_each_chunk_so_mass_off_its_centre_is_seen(seed)
     below = torch.where(probs.view(torch.int32) < lo[:, None], x, torch.zeros_like(x)).sum(1)
     held = below < 0.5 * x.sum(1)
     assert held.all(), f"guesses above the pivot at windows {[w for w, h in zip(windows, held) if not h]}"
+
+
+def _sampled(length: int, sample: int) -> torch.Tensor:
+    """The places in a chunk of `length` entries the probe samples (probe.py): every entry of a chunk no longer
+    than the sample, else one line of 32 from the middle of each of sample / 32 equal strata of its whole lines."""
+    if length <= sample:
+        return torch.arange(length)
+    lines = sample // 32
+    strata = torch.tensor([((2 * i + 1) * (length // 32)) // (2 * lines) for i in range(lines)])
+    return (strata[:, None] * 32 + torch.arange(32)[None, :]).flatten()
+
+
+def _trim_misses(seed: int) -> torch.Tensor:
+    """A row whose sample over-weights its small keys: every sampled entry but two a chunk holds a small key (0.3
+    of the mass), large keys (0.7) sit mostly where the probe does not look. Its estimate puts the pivot's end
+    just past the small keys, with more than the budget's keys (estimated) past it, so the probe trims there,
+    while the pivot lies among the large keys."""
+    g = torch.Generator().manual_seed(seed)
+    tuning = _tuning()
+    chunk_len = rplan._plan(ROWS, VOCAB, True, True, tuning).launches[0].sizes[1]
+    seen = torch.cat([start + _sampled(min(chunk_len, VOCAB - start), tuning.probe_sample)
+                      for start in range(0, VOCAB, chunk_len)])
+    large_seen = seen[torch.randperm(len(seen), generator=g)[:2 * len(range(0, VOCAB, chunk_len))]]
+    unseen = torch.ones(VOCAB, dtype=torch.bool)
+    unseen[seen] = False
+    large_unseen = unseen.nonzero().flatten()[torch.randperm(int(unseen.sum()), generator=g)[:22]]
+    row = torch.zeros(VOCAB, dtype=torch.float64)
+    small = seen[~torch.isin(seen, large_seen)]
+    row[small] = 0.3 / len(small) * (1 + 0.1 * torch.rand(len(small), generator=g, dtype=torch.float64))
+    large = torch.cat([large_seen, large_unseen])
+    row[large] = 0.7 / len(large) * (1 + 0.1 * torch.rand(len(large), generator=g, dtype=torch.float64))
+    return row.float()
+
+
+@register(suite="kernels", hardware=["cpu", "h200-1"], schedule="per-commit", est_time=20)
+@pytest.mark.parametrize("seed", [6])
+def test_a_trimmed_range_is_taken_when_the_pivot_lies_below_its_end_and_falls_back_when_not(seed):
+    """probe_trim: the probe ends the range where it guesses the pivot ends when many keys lie past that; the
+    compaction copies [lo, end) only and checks the exact mass below the end reaches the target. Rows 0-3
+    (softmax(2 x randn), p = 0.9) are trimmed and taken with fewer candidates than keys >= lo; rows 4-7 are
+    trimmed below their pivot (_trim_misses) and must fall back: accepting them would end the finish's search
+    below the pivot."""
+    from impl.bench.renorm_probe_guess import first_launch
+
+    g = torch.Generator().manual_seed(seed)
+    tuning = _tuning()
+    probs = torch.cat([torch.softmax(2 * torch.randn(4, VOCAB, generator=g), 1),
+                       torch.stack([_trim_misses(seed + r) for r in range(4)])])
+    p = torch.tensor([0.9] * 4 + [0.5] * 4)
+    probs, p = probs.to(DEV), p.to(DEV)
+    probed, _ = first_launch(probs, p, tuning, ROWS)
+    lo, end = probed[:, int(rk.LO)].cpu(), probed[:, int(rk.HI)].cpu()
+    assert bool((end < int(rk.KEY_END)).all()), f"every row's range is trimmed: {end.tolist()}"
+    state = _state(probs, p, tuning).cpu()
+    by = state[:, int(rk.COMPACTED)].tolist()
+    assert by[:4] == [1] * 4 and 1 not in by[4:], f"routes {by}"
+    at_or_above = (probs.cpu().view(torch.int32) >= lo[:, None]).sum(1)
+    assert bool((state[:4, int(rk.NCAND)] < at_or_above[:4]).all()), (state[:4, int(rk.NCAND)], at_or_above[:4])
+    out = K.top_p_renorm(probs, p, tuning=tuning)
+    problem = mismatch(RENORM, out, R.top_p_renorm(probs.cpu(), p.cpu()))
+    assert problem is None, f"routes {by}: {problem}"
+    same = K.top_p_renorm(probs, p, tuning=dataclasses.replace(tuning, probe_range=False))
+    assert torch.equal(out, same), f"routes {by}: rows {(out != same).any(1).nonzero().flatten().tolist()}"

@@ -1,7 +1,8 @@
 """How often top-p's probe guesses a range the compaction keeps, per row family, against the first pass's range.
 
     python -m impl.bench.renorm_probe_guess [--rows 32] [--batch 256] [--p 0.9,0.95] [--families NAMES]
-                                            [--vocab 129280] [--probe-budget N] [--probe-sample N] [--json FILE]
+                                            [--vocab 129280] [--probe-budget N] [--probe-sample N] [--no-trim]
+                                            [--json FILE]
 
 Runs the real kernels (compiled on a GPU, Triton's interpreter on CPU: ``TRITON_INTERPRET=1``), only the
 launch that picks the range: the probe (impl/kernels/renorm/probe.py) under ``probe_range``, the first pass
@@ -9,11 +10,15 @@ under the default tuning, each on the plan of a ``--batch``-row call (its chunks
 ``--rows`` rows of each family of impl/bench/renorm_inputs.py. Then, in fp64 on the host, what the first
 compaction would find:
 
+  trim      the share of rows whose range the probe ends at its guess of the pivot's end (probe_trim), not
+            at the row's end;
   held      the pivot is >= the probe's lo (the exact mass below lo under (1 - p) x the row's mass, or lo 0);
-  fit       every program's keys >= lo fit its row of the finish's layout (the scratch's slots / chunks; a
-            program reads the blocks of the compaction's BLOCK entries dealt to it in turn);
-  taken     both: the probed compaction takes the row; any other row falls back to the passes after it;
-  cands     keys >= lo in a row (the finish's work), median and largest over the rows;
+  ends      the pivot is below the range's end (the exact mass below it reaches the target with the
+            compaction's margin, kernels.py TRIM_MARGIN), or the range is not trimmed;
+  fit       every program's keys in [lo, end) fit its row of the finish's layout (the scratch's slots / chunks;
+            a program reads the blocks of the compaction's BLOCK entries dealt to it in turn);
+  taken     all three: the probed compaction takes the row; any other row falls back to the passes after it;
+  cands     keys in [lo, end) in a row (the finish's work), median and largest over the rows;
   first     the first pass's candidates (keys in its range, CHOSEN_COUNT), median, and the share of rows
             whose range fits the scratch;
   kept      keys >= the pivot (the least any exact range holds), median.
@@ -103,17 +108,20 @@ def measure(rows: int = 32, batch: int = 256, ps=(0.9, 0.95), families=None, see
             compact = plan.launches[1].meta
             regions, layout = compact["REGIONS"], compact["LAYOUT_BLOCK"]
             room = (plan.cap // layout) * (layout // regions)
-            lo = state[:, int(rk.LO)].cpu()
+            lo, hi = state[:, int(rk.LO)].cpu(), state[:, int(rk.HI)].cpu()
             p32 = float(torch.tensor(pv, dtype=torch.float32))
             clean = torch.where(torch.isfinite(x) & (x > 0), x, torch.zeros_like(x))
             total = clean.sum(1)
             below = torch.where(keys < lo[:, None], clean, torch.zeros_like(clean)).sum(1)
             held = (lo == 0) | (below < (1 - p32) * total)
-            at_or_above = (keys >= lo[:, None]) & (clean > 0) | (lo[:, None] == 0)
+            trimmed = hi < int(rk.KEY_END)
+            below_end = torch.where(keys < hi[:, None], clean, torch.zeros_like(clean)).sum(1)
+            ends = ~trimmed | (below_end >= (1 - p32) * total + total * rk.TRIM_MARGIN.value)
+            in_range = ((keys >= lo[:, None]) & (clean > 0) | (lo[:, None] == 0)) & (keys < hi[:, None])
             owner = (torch.arange(vocab) // compact["BLOCK"]) % plan.chunks  # the compaction's dealt blocks
-            per_program = torch.stack([at_or_above[:, owner == c].sum(1) for c in range(plan.chunks)], 1)
+            per_program = torch.stack([in_range[:, owner == c].sum(1) for c in range(plan.chunks)], 1)
             fit = per_program.max(1).values <= room
-            cands = at_or_above.sum(1)
+            cands = in_range.sum(1)
             first_state, first_plan = first_launch(probs, p, DEFAULT_TUNING, batch)
             first_cands = first_state[:, int(rk.CHOSEN_COUNT)].cpu()
             ascending = clean.sort(1).values
@@ -125,7 +133,7 @@ def measure(rows: int = 32, batch: int = 256, ps=(0.9, 0.95), families=None, see
                 level, goal = float(below[r]), (1 - p32) * float(total[r])
                 row_keys = keys[r].to(torch.int64)
                 top_key = int(row_keys.max())
-                probe_reads.append(finish_reads(row_keys, clean[r], int(lo[r]), top_key + 1,
+                probe_reads.append(finish_reads(row_keys, clean[r], int(lo[r]), min(int(hi[r]), top_key + 1),
                                                 int(state[r, int(rk.SPLIT_END)]), level, goal, stop)[0])
                 f_lo, f_hi = int(first_state[r, int(rk.LO)]), int(first_state[r, int(rk.HI)])
                 f_level = float(torch.where(row_keys < f_lo, clean[r], torch.zeros_like(clean[r])).sum())
@@ -134,8 +142,9 @@ def measure(rows: int = 32, batch: int = 256, ps=(0.9, 0.95), families=None, see
                 "family": name, "p": pv, "rows": rows, "batch": batch, "vocab": vocab, "room": room,
                 "probe_budget": probe_tuning.probe_budget, "probe_sample": probe_tuning.probe_sample,
                 "regions": regions,
-                "held": float(held.double().mean()), "fit": float(fit.double().mean()),
-                "taken": float((held & fit).double().mean()),
+                "probe_trim": probe_tuning.probe_trim, "trimmed": float(trimmed.double().mean()),
+                "held": float(held.double().mean()), "ends": float(ends.double().mean()),
+                "fit": float(fit.double().mean()), "taken": float((held & ends & fit).double().mean()),
                 "cands_median": statistics.median(cands.tolist()), "cands_max": int(cands.max()),
                 "first_median": statistics.median(first_cands.tolist()),
                 "first_fit": float((first_cands <= first_plan.cap).double().mean()),
@@ -146,10 +155,11 @@ def measure(rows: int = 32, batch: int = 256, ps=(0.9, 0.95), families=None, see
 
 
 def _table(results: list[dict]) -> str:
-    lines = [f"{'family':13s} {'p':>5s} {'held':>6s} {'fit':>6s} {'taken':>6s} {'cands':>8s} {'max':>7s} "
-             f"{'first':>7s} {'fits':>6s} {'kept':>7s} {'reads':>7s} {'first':>7s}"]
+    lines = [f"{'family':13s} {'p':>5s} {'trim':>6s} {'held':>6s} {'ends':>6s} {'fit':>6s} {'taken':>6s} "
+             f"{'cands':>8s} {'max':>7s} {'first':>7s} {'fits':>6s} {'kept':>7s} {'reads':>7s} {'first':>7s}"]
     for r in results:
-        lines.append(f"{r['family']:13s} {r['p']:5.2f} {r['held']:6.0%} {r['fit']:6.0%} {r['taken']:6.0%} "
+        lines.append(f"{r['family']:13s} {r['p']:5.2f} {r['trimmed']:6.0%} {r['held']:6.0%} {r['ends']:6.0%} "
+                     f"{r['fit']:6.0%} {r['taken']:6.0%} "
                      f"{r['cands_median']:8.0f} {r['cands_max']:7d} {r['first_median']:7.0f} {r['first_fit']:6.0%} "
                      f"{r['kept_median']:7.0f} {r['reads_probe_median']:7.0f} {r['reads_first_median']:7.0f}")
     return "\n".join(lines)
@@ -166,6 +176,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="RenormTuning.probe_budget (default: the tuning's)")
     parser.add_argument("--probe-sample", type=bounded_int(32, 1 << 16), default=None,
                         help="RenormTuning.probe_sample, a power of two (default: the tuning's)")
+    parser.add_argument("--no-trim", action="store_true", help="RenormTuning.probe_trim False")
     parser.add_argument("--families", default=None, help=f"comma-separated, of {', '.join(FAMILIES)}")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
@@ -175,6 +186,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--families: unknown {unknown}; expected names from {list(FAMILIES)}")
     probe = {name: value for name, value in (("probe_budget", args.probe_budget), ("probe_sample", args.probe_sample))
              if value is not None}
+    if args.no_trim:
+        probe["probe_trim"] = False
     try:
         results = measure(args.rows, args.batch, args.p, families, vocab=args.vocab, **probe)
     except ValueError as err:  # a tuning the probe refuses (a sample not a power of two)

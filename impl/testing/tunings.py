@@ -41,13 +41,14 @@ def renorm_tunings() -> dict[str, RenormTuning]:
                                                          prefetch_first_pass=True, prefetch_compact=True,
                                                          prefetch_finish=True),
         # top-p's probe in place of the first pass at every batch (top-k takes its finish path): a budget of 16
-        # estimated candidates, so the mass rule picks most starts on small rows; with 1024 slots a row's chunk
-        # rows hold a few hundred keys, so flat rows overflow them and fall back
+        # estimated candidates, so the mass rule picks most starts on small rows, and rows with more keys than that
+        # past the guessed end of the pivot end their range there (probe_trim); with 1024 slots a row's chunk rows
+        # hold a few hundred keys, so flat rows overflow them and fall back, and the range runs to the row's end
         "finish, probe": RenormTuning(finish_min_rows=1, large_batch_rows=(64, 1), probe_range=(False, True),
                                       probe_budget=16),
-        "finish, probe, 1024-slot scratch": RenormTuning(finish_min_rows=1, large_batch_rows=(64, 1),
-                                                         probe_range=(False, True), probe_budget=16,
-                                                         candidate_capacity=1024),
+        "finish, probe, 1024-slot scratch, untrimmed": RenormTuning(finish_min_rows=1, large_batch_rows=(64, 1),
+                                                                    probe_range=(False, True), probe_budget=16,
+                                                                    candidate_capacity=1024, probe_trim=False),
     }
 
 

@@ -73,6 +73,11 @@ ABOVE_SLOT = tl.constexpr(31)
 FLT_MAX_BITS = tl.constexpr(0x7F7FFFFF)  # the largest finite fp32's bits: +inf weighs 0 like NaN
 KEY_NONE = tl.constexpr(0x7FFFFFFF)  # above every key (+inf's is 0x7F800000): "no key" for a minimum
 KEY_END = tl.constexpr(0x7F800001)  # one past +inf's key
+# Top-p's trimmed range (probe.py TRIM): the share of the row's mass its check keeps spare. The mass past the range
+# is summed in fp32 (cheaper in the compaction's step reduction than a third fp64 sum): a sum of positive terms
+# through k roundings errs by at most k x 2^-24 of it, k about 40 on a 129280-entry row and under 200 at 2^20
+# entries, far below 2^-12; the finish's fp64 sums of the same masses err far less. A row within it falls back.
+TRIM_MARGIN = tl.constexpr(2.0 ** -12)
 # The first pass splits every key at fixed boundaries instead of evenly: probability rows hold their
 # mass, and their pivots, within a few octaves around 1/vocab. Bucket of a key: clamp((key -
 # FIRST_BASE) >> shift, 0, buckets - 1), FIRST_BASE the key of 2^-26; one octave is 1 << 23 in key
@@ -234,6 +239,11 @@ def _add_three_max_one(a0, b0, c0, d0, a1, b1, c1, d1):
 
 
 @triton.jit
+def _add_four_max_one(a0, b0, c0, d0, e0, a1, b1, c1, d1, e1):
+    return a0 + a1, b0 + b1, c0 + c1, d0 + d1, tl.maximum(e0, e1)
+
+
+@triton.jit
 def _below_and_rest(x, key, lo):
     # x in fp64, split into the part below the range (keys < lo) and the rest: one select, then rest = x - below,
     # which is x or 0 exactly (two selects on the integer pipe fewer than selecting each part).
@@ -261,10 +271,12 @@ def _copy_in_range(src, start, end, lo, hi, dst, slot, SUM_ABOVE: tl.constexpr, 
     # reduction (in a one-warp program, shuffles alone); 2, in a reduction of their own after the copy.
     # REGIONS > 0 (top-p's probed compaction): the copies go to row `region` of the finish's row layout
     # (_region_slots), at most `room` of them; the returned slot still counts every key in range, and the
-    # largest key returned is the largest read (one max a key: the probed range [lo, KEY_END) ends there).
-    # It also reads dealt blocks instead of src[start:end): the blocks of BLOCK entries from start on, every
-    # `programs`-th (start: the program's first block), so candidates crowded into one span of the row (token
-    # ids ordered by frequency) spread over every program's row of the layout.
+    # largest key returned is the largest read (one max a key: the probed range may end at KEY_END), and, in
+    # place of SUM_ABOVE's mass, the mass of the keys >= hi, summed in fp32 (with SUM_BELOW: the check that the
+    # pivot lies below a trimmed range's end, TRIM_MARGIN). It also reads dealt blocks instead of src[start:end):
+    # the blocks of BLOCK entries from start on, every `programs`-th (start: the program's first block), so
+    # candidates crowded into one span of the row (token ids ordered by frequency) spread over every program's
+    # row of the layout.
     idx = tl.arange(0, BLOCK)
     if REGIONS > 0:
         step = programs * BLOCK
@@ -273,6 +285,7 @@ def _copy_in_range(src, start, end, lo, hi, dst, slot, SUM_ABOVE: tl.constexpr, 
     above = tl.zeros([BLOCK], tl.float64)
     below = tl.zeros([1 if STEP_SUMS > 0 else BLOCK], tl.float64)
     rest = tl.zeros([1 if STEP_SUMS > 0 else BLOCK], tl.float64)
+    past = tl.zeros([1 if STEP_SUMS > 0 else BLOCK], tl.float32)  # REGIONS: the mass of the keys >= hi (fp32)
     kmin = tl.full([BLOCK], KEY_NONE, tl.int32)
     kmax = tl.full([BLOCK], -1, tl.int32)
     top = tl.full([], -1, tl.int32)  # REGIONS with STEP_SUMS 1: the largest key, a step's at a time
@@ -294,10 +307,11 @@ def _copy_in_range(src, start, end, lo, hi, dst, slot, SUM_ABOVE: tl.constexpr, 
             counted += big.to(tl.int32) << 16
         if SUM_BELOW and STEP_SUMS == 1:  # the masses in the same reduction (masked lanes load 0)
             x_below, x_rest = _below_and_rest(x, key, lo)
-            if REGIONS > 0:  # and the step's largest key (a register, where a lane's maxima took 16)
-                both, block_below, block_rest, block_max = tl.reduce((counted, x_below, x_rest, key), 0,
-                                                                     _add_three_max_one)
+            if REGIONS > 0:  # and the mass past hi, and the step's largest key (one register; a lane's maxima: 16)
+                both, block_below, block_rest, block_past, block_max = tl.reduce(
+                    (counted, x_below, x_rest, tl.where(big, x, 0.0), key), 0, _add_four_max_one)
                 top = tl.maximum(top, block_max)
+                past += block_past
             else:
                 both, block_below, block_rest = tl.reduce((counted, x_below, x_rest), 0, _add_three)
             below += block_below
@@ -325,12 +339,23 @@ def _copy_in_range(src, start, end, lo, hi, dst, slot, SUM_ABOVE: tl.constexpr, 
             x_below, x_rest = _below_and_rest(x, key, lo)
             below += x_below
             rest += x_rest
+            if REGIONS > 0:
+                past += tl.where(big, x, 0.0)
         if SUM_BELOW and STEP_SUMS == 2:  # a reduction of their own, after the copy
             x_below, x_rest = _below_and_rest(x, key, lo)
-            block_below, block_rest = tl.reduce((x_below, x_rest), 0, _add_two)
+            if REGIONS > 0:
+                block_below, block_rest, block_past = tl.reduce((x_below, x_rest, tl.where(big, x, 0.0)), 0,
+                                                                _add_three)
+                past += block_past
+            else:
+                block_below, block_rest = tl.reduce((x_below, x_rest), 0, _add_two)
             below += block_below
             rest += block_rest
-    return (slot, tl.sum(above, axis=0), tl.min(kmin, axis=0), tl.maximum(tl.max(kmax, axis=0), top),
+    if REGIONS > 0:
+        above_mass = tl.sum(past, axis=0).to(tl.float64)
+    else:
+        above_mass = tl.sum(above, axis=0)
+    return (slot, above_mass, tl.min(kmin, axis=0), tl.maximum(tl.max(kmax, axis=0), top),
             tl.sum(below, axis=0), tl.sum(rest, axis=0))
 
 
@@ -1114,6 +1139,8 @@ def _compact_kernel(
                 tl.store(prow + MASS_AT + bins, sub_mass)
         if not TOP_P:
             tl.store(prow + ABOVE_SLOT, above)
+        if REGIONS > 0:  # top-p's: the mass of the keys past the range
+            tl.store(prow + ABOVE_SLOT, above)
         if MASSES:
             tl.store(prow + BELOW_SLOT, below)
             tl.store(prow + REST_SLOT, rest)
@@ -1142,16 +1169,22 @@ def _compact_kernel(
                 copied = tl.load(rows_of + RANGE_SLOT, mask=live, other=0.0, cache_modifier=".cg")
                 highest = tl.max(tl.load(rows_of + MAX_KEY_SLOT, mask=live, other=0.0, cache_modifier=".cg"),
                                  axis=0).to(tl.int32)
-                hi = tl.minimum(hi, tl.maximum(highest + 1, lo + 1))  # no key above the row's largest
+                whole = tl.maximum(highest + 1, lo + 1)  # no key above the row's largest
+                hi = tl.minimum(hi, whole)  # the range copied: to the probe's trimmed end, or the row's
                 holds = (lo == 0) | (below < target)  # the pivot is >= lo
-                if holds & (tl.max(copied, axis=0) <= _region_room(cap, REGIONS, LAYOUT_BLOCK)):
+                # The pivot is below a trimmed end when the mass below it reaches the target, by a margin (TRIM_MARGIN)
+                # that neither the fp32 sum of the mass past it nor the finish's own sums can round away.
+                past = tl.sum(tl.load(rows_of + ABOVE_SLOT, mask=live, other=0.0, cache_modifier=".cg"), axis=0)
+                ends = (hi >= whole) | (total - past >= target + total * TRIM_MARGIN)
+                if holds & ends & (tl.max(copied, axis=0) <= _region_room(cap, REGIONS, LAYOUT_BLOCK)):
                     tl.store(srow + HI, hi.to(tl.int64))
                     tl.store(srow + NCAND, tl.sum(copied, axis=0).to(tl.int64))
                     tl.store(srow + COMPACTED_FROM, lo.to(tl.int64))
                     tl.store(srow + COMPACTED, ATTEMPT)
-                else:  # the passes that follow take the row: below lo, or the keys >= lo that did not fit
+                else:  # the passes that follow take the row: below lo, or every key >= lo (past a trimmed end, or
+                    # more than fitted)
                     tl.store(srow + LO, tl.where(holds, lo, 0).to(tl.int64))
-                    tl.store(srow + HI, tl.where(holds, hi, lo).to(tl.int64))
+                    tl.store(srow + HI, tl.where(holds, whole, lo).to(tl.int64))
                     tl.store(frow + BELOW_MASS, tl.where(holds, below, 0.0))
                     tl.store(srow + CHOSEN_COUNT, cap + 1)
             elif fits:

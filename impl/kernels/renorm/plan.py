@@ -172,7 +172,8 @@ def _plan(bs: int, vocab: int, top_p: bool, param_is_tensor: bool, t: RenormTuni
         common = dict(TICKET=ticket, CHUNKS_P2=chunks_p2)
         if kind == "probe":
             meta = dict(PARAM_IS_TENSOR=param_is_tensor, **launch_kw, TICKET=ticket, CHUNKS_P2=chunks_p2,
-                        SAMPLE=min(t.probe_sample, next_pow2(chunk_len)), BUDGET=t.probe_budget, num_warps=8)
+                        SAMPLE=min(t.probe_sample, next_pow2(chunk_len)), BUDGET=t.probe_budget, TRIM=t.probe_trim,
+                        num_warps=8)
             launches.append(_Launch(rprobe._probe_kernel, (bs,), "probe", sizes[:3], meta))
         elif kind == "first pass":
             block, warps = t.large_batch_first_pass[top_p] if bs >= t.large_batch_rows[top_p] else t.first_pass

@@ -38,11 +38,11 @@ SAMPLE_LINE = tl.constexpr(32)  # the sample's lines: 32 entries (128 bytes) rea
 def _probe_kernel(
     probs_ptr, param_ptr, param_scalar, state_ptr, fstate_ptr, V, chunk_len, num_chunks,
     PARAM_IS_TENSOR: tl.constexpr, TICKET: tl.constexpr, CHUNKS_P2: tl.constexpr, SAMPLE: tl.constexpr,
-    BUDGET: tl.constexpr, PDL: tl.constexpr = False,
+    BUDGET: tl.constexpr, TRIM: tl.constexpr = False, PDL: tl.constexpr = False,
 ):
     # One program a row: sample, guess lo, and write every state word a call reads (as the first pass's
-    # last program does, its ticket reset): [lo, KEY_END), CHOSEN_COUNT 0 (the compaction's copies are
-    # bounded by their rows of the finish's layout, not by a count), and SPLIT_END.
+    # last program does, its ticket reset): [lo, hi) (hi KEY_END, or with TRIM the guessed end), CHOSEN_COUNT 0
+    # (the compaction's copies are bounded by their rows of the finish's layout, not by a count), and SPLIT_END.
     tl.static_assert(TICKET == FIRST_TICKET, "the probe is a call's first launch")
     _after_the_launch_before(PDL)
     row = tl.program_id(0)
@@ -98,9 +98,14 @@ def _probe_kernel(
     lo = tl.minimum(mass_lo, count_hi) << CUT_SHIFT
     lo = tl.where(target > 0.0, lo, 0)  # p = 1 keeps every key
     split_end = tl.maximum(tl.minimum(end_hi, CUTS - 1) << CUT_SHIFT, lo + 1)  # the first cut past the pivot's estimate
+    # TRIM: the range ends at split_end too when the keys past it are many (estimated above the budget), so the
+    # compaction copies [lo, split_end) only and checks that the pivot lies below its end; few keys past it cost
+    # little to copy, and on peaked rows (few keys near the pivot) the estimate of that end is the noisiest.
+    past = tl.sum(tl.sum((live & (key >= split_end)).to(tl.float32), axis=1) * weight, axis=0)
+    hi = tl.where(TRIM & (target > 0.0) & (past > BUDGET), split_end, KEY_END)
     w = tl.arange(0, 16)
     words = tl.where(w == LO, lo.to(tl.int64), 0)
-    words = tl.where(w == HI, KEY_END, words)
+    words = tl.where(w == HI, hi.to(tl.int64), words)
     words = tl.where(w == CHOSEN, RANGE_SLOT, words)
     words = tl.where(w == CHOSEN_COUNT, 0, words)
     words = tl.where(w == SPLIT_END, split_end.to(tl.int64), words)

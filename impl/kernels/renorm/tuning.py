@@ -112,6 +112,9 @@ class RenormTuning:
     probe_range: bool | tuple[bool, bool] = (False, False)
     probe_sample: int = 512
     probe_budget: int = 256  # estimated candidates a row may take when a lower start allows it (probe.py)
+    # The probe's range also ends where it guesses the pivot's end when more than probe_budget keys (estimated)
+    # lie past it; the compaction checks that end with one more exact sum (probe.py TRIM).
+    probe_trim: bool = True
     # By op: batches below this many rows take a finish whose first pass over a row's candidates moves
     # nothing (renorm v19: every candidate is in range, so a first moving pass moved them all); 0:
     # never. Top-p at 32 / 64 rows 71.3 / 98.9 -> 65.4 / 92.9 us (p = 0.9); at 256 rows, two finish
@@ -333,6 +336,8 @@ class RenormTuning:
             refuse("probe_sample", "must be a power of two >= 32")
         if not isinstance(self.probe_budget, int) or isinstance(self.probe_budget, bool) or self.probe_budget < 0:
             refuse("probe_budget", "must be an int >= 0")
+        if not isinstance(self.probe_trim, bool):
+            refuse("probe_trim", "must be a bool")
         if not isinstance(self.ptx_stores, bool):
             refuse("ptx_stores", "must be a bool")
         if not isinstance(self.sat_clamps, bool):
