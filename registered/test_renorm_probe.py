@@ -116,6 +116,9 @@ def test_the_plan_probes_top_p_from_large_batch_rows_in_one_layout_row_a_chunk()
     assert [launch.args for launch in plan.launches] == ["probe", "compact", "pass", "compact", "finish"]
     first, second, finish = plan.launches[1], plan.launches[3], plan.launches[4]
     assert first.meta["REGIONS"] == regions and first.meta["MASSES"] and second.meta["REGIONS"] == 0
+    assert first.meta["TRIM"] and not second.meta["TRIM"] and plan.launches[0].meta["TRIM"]
+    untrimmed = rplan._plan(ROWS, VOCAB, True, True, dataclasses.replace(tuning, probe_trim=False))
+    assert not untrimmed.launches[0].meta["TRIM"] and not untrimmed.launches[1].meta["TRIM"]
     assert first.meta["LAYOUT_BLOCK"] == finish.meta["BLOCK"] == tuning.finish[1][0]
     assert finish.meta["ROWS"] == regions and finish.meta["REGIONS"] and not finish.meta["FIRST_SPLIT"]
     assert plan.launches[0].meta["SAMPLE"] == tuning.probe_sample and plan.launches[0].grid == (ROWS,)

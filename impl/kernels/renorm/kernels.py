@@ -256,7 +256,8 @@ def _below_and_rest(x, key, lo):
 def _copy_in_range(src, start, end, lo, hi, dst, slot, SUM_ABOVE: tl.constexpr, KEY_SPAN: tl.constexpr,
                    SUM_BELOW: tl.constexpr, BLOCK: tl.constexpr, PREFETCH: tl.constexpr = False,
                    PTX: tl.constexpr = False, STEP_SUMS: tl.constexpr = 0, region=0, room=0,
-                   REGIONS: tl.constexpr = 0, LAYOUT_BLOCK: tl.constexpr = 1024, programs=1):
+                   REGIONS: tl.constexpr = 0, LAYOUT_BLOCK: tl.constexpr = 1024, programs=1,
+                   SUM_PAST: tl.constexpr = False):
     # Append the values of src[start:end) whose keys lie in [lo, hi) to dst, from slot on, in
     # order (a block's cumsum places them: no atomics; a block holding none skips it). Returns the
     # next free slot and, when asked, the fp64 mass of the keys >= hi (SUM_ABOVE), the smallest and
@@ -271,12 +272,12 @@ def _copy_in_range(src, start, end, lo, hi, dst, slot, SUM_ABOVE: tl.constexpr, 
     # reduction (in a one-warp program, shuffles alone); 2, in a reduction of their own after the copy.
     # REGIONS > 0 (top-p's probed compaction): the copies go to row `region` of the finish's row layout
     # (_region_slots), at most `room` of them; the returned slot still counts every key in range, and the
-    # largest key returned is the largest read (one max a key: the probed range may end at KEY_END), and, in
-    # place of SUM_ABOVE's mass, the mass of the keys >= hi, summed in fp32 (with SUM_BELOW: the check that the
-    # pivot lies below a trimmed range's end, TRIM_MARGIN). It also reads dealt blocks instead of src[start:end):
-    # the blocks of BLOCK entries from start on, every `programs`-th (start: the program's first block), so
-    # candidates crowded into one span of the row (token ids ordered by frequency) spread over every program's
-    # row of the layout.
+    # largest key returned is the largest read (one max a key: the probed range may end at KEY_END), and, with
+    # SUM_PAST (and SUM_BELOW) in place of SUM_ABOVE's mass, the mass of the keys >= hi, summed in fp32 (the check
+    # that the pivot lies below a trimmed range's end, TRIM_MARGIN). It also reads dealt blocks instead of
+    # src[start:end): the blocks of BLOCK entries from start on, every `programs`-th (start: the program's first
+    # block), so candidates crowded into one span of the row (token ids ordered by frequency) spread over every
+    # program's row of the layout.
     idx = tl.arange(0, BLOCK)
     if REGIONS > 0:
         step = programs * BLOCK
@@ -307,11 +308,15 @@ def _copy_in_range(src, start, end, lo, hi, dst, slot, SUM_ABOVE: tl.constexpr, 
             counted += big.to(tl.int32) << 16
         if SUM_BELOW and STEP_SUMS == 1:  # the masses in the same reduction (masked lanes load 0)
             x_below, x_rest = _below_and_rest(x, key, lo)
-            if REGIONS > 0:  # and the mass past hi, and the step's largest key (one register; a lane's maxima: 16)
+            if SUM_PAST:  # and the mass past hi, and the step's largest key (one register; a lane's maxima: 16)
                 both, block_below, block_rest, block_past, block_max = tl.reduce(
                     (counted, x_below, x_rest, tl.where(big, x, 0.0), key), 0, _add_four_max_one)
                 top = tl.maximum(top, block_max)
                 past += block_past
+            elif REGIONS > 0:  # and the step's largest key
+                both, block_below, block_rest, block_max = tl.reduce((counted, x_below, x_rest, key), 0,
+                                                                     _add_three_max_one)
+                top = tl.maximum(top, block_max)
             else:
                 both, block_below, block_rest = tl.reduce((counted, x_below, x_rest), 0, _add_three)
             below += block_below
@@ -339,11 +344,11 @@ def _copy_in_range(src, start, end, lo, hi, dst, slot, SUM_ABOVE: tl.constexpr, 
             x_below, x_rest = _below_and_rest(x, key, lo)
             below += x_below
             rest += x_rest
-            if REGIONS > 0:
+            if SUM_PAST:
                 past += tl.where(big, x, 0.0)
         if SUM_BELOW and STEP_SUMS == 2:  # a reduction of their own, after the copy
             x_below, x_rest = _below_and_rest(x, key, lo)
-            if REGIONS > 0:
+            if SUM_PAST:
                 block_below, block_rest, block_past = tl.reduce((x_below, x_rest, tl.where(big, x, 0.0)), 0,
                                                                 _add_three)
                 past += block_past
@@ -351,7 +356,7 @@ def _copy_in_range(src, start, end, lo, hi, dst, slot, SUM_ABOVE: tl.constexpr, 
                 block_below, block_rest = tl.reduce((x_below, x_rest), 0, _add_two)
             below += block_below
             rest += block_rest
-    if REGIONS > 0:
+    if SUM_PAST:
         above_mass = tl.sum(past, axis=0).to(tl.float64)
     else:
         above_mass = tl.sum(above, axis=0)
@@ -1063,7 +1068,7 @@ def _compact_kernel(
     PREFETCH: tl.constexpr, NARROW: tl.constexpr, LANES: tl.constexpr = 32, REVERSED: tl.constexpr = False,
     SPLIT_UNFIT: tl.constexpr = False, PDL: tl.constexpr = False, PTX_STORES: tl.constexpr = False,
     STEP_SUMS: tl.constexpr = 0, SPLIT_ENTRIES: tl.constexpr = 4, REGIONS: tl.constexpr = 0,
-    LAYOUT_BLOCK: tl.constexpr = 1024,
+    LAYOUT_BLOCK: tl.constexpr = 1024, TRIM: tl.constexpr = False,
 ):
     # Copy the keys in [lo, hi) of a not-yet-compacted row into its candidate scratch when they
     # fit. The pass just before counted them per chunk (part word CHOSEN), so each program knows
@@ -1086,7 +1091,9 @@ def _compact_kernel(
     # dealt blocks, not its chunk) and copies its candidates into row c of the finish's row layout (REGIONS rows of
     # LAYOUT_BLOCK // REGIONS slots a step), as many as the row holds, and stores how many it had; the last
     # program checks the probe's guess (the pivot >= lo: the exact mass below lo under the target, or lo 0)
-    # and that every chunk's keys fitted. A row failing either is left to the passes that follow.
+    # and that every chunk's keys fitted; with TRIM (the probe's range may end at its guess of the pivot's end,
+    # probe.py) also that the pivot lies below that end (the mass past it, _copy_in_range's SUM_PAST). A row
+    # failing any is left to the passes that follow.
     _after_the_launch_before(PDL)
     chunk, row = _chunk_and_row(REVERSED)
     srow, frow = _row_words(state_ptr, fstate_ptr, row)
@@ -1117,7 +1124,7 @@ def _compact_kernel(
         if REGIONS > 0:  # every key is read, in blocks dealt to the programs in turn (_copy_in_range)
             taken, above, kmin, kmax, below, rest = _copy_in_range(
                 src, chunk * BLOCK, V, lo, copy_hi, dst, slot, not TOP_P, ADAPT, MASSES, BLOCK, PREFETCH,
-                PTX_STORES, STEP_SUMS, chunk, room, REGIONS, LAYOUT_BLOCK, num_chunks)
+                PTX_STORES, STEP_SUMS, chunk, room, REGIONS, LAYOUT_BLOCK, num_chunks, TRIM)
         elif MASSES or not SEG_MAP:  # every key is read (and, MASSES, weighed)
             taken, above, kmin, kmax, below, rest = _copy_in_range(
                 src, start, end, lo, copy_hi, dst, slot, not TOP_P, ADAPT, MASSES, BLOCK, PREFETCH, PTX_STORES,
@@ -1139,7 +1146,7 @@ def _compact_kernel(
                 tl.store(prow + MASS_AT + bins, sub_mass)
         if not TOP_P:
             tl.store(prow + ABOVE_SLOT, above)
-        if REGIONS > 0:  # top-p's: the mass of the keys past the range
+        if TRIM:  # top-p's, after a probe that may trim the range: the mass of the keys past it
             tl.store(prow + ABOVE_SLOT, above)
         if MASSES:
             tl.store(prow + BELOW_SLOT, below)
@@ -1174,8 +1181,10 @@ def _compact_kernel(
                 holds = (lo == 0) | (below < target)  # the pivot is >= lo
                 # The pivot is below a trimmed end when the mass below it reaches the target, by a margin (TRIM_MARGIN)
                 # that neither the fp32 sum of the mass past it nor the finish's own sums can round away.
-                past = tl.sum(tl.load(rows_of + ABOVE_SLOT, mask=live, other=0.0, cache_modifier=".cg"), axis=0)
-                ends = (hi >= whole) | (total - past >= target + total * TRIM_MARGIN)
+                ends = hi >= whole
+                if TRIM:
+                    past = tl.sum(tl.load(rows_of + ABOVE_SLOT, mask=live, other=0.0, cache_modifier=".cg"), axis=0)
+                    ends = ends | (total - past >= target + total * TRIM_MARGIN)
                 if holds & ends & (tl.max(copied, axis=0) <= _region_room(cap, REGIONS, LAYOUT_BLOCK)):
                     tl.store(srow + HI, hi.to(tl.int64))
                     tl.store(srow + NCAND, tl.sum(copied, axis=0).to(tl.int64))

@@ -207,7 +207,8 @@ def _plan(bs: int, vocab: int, top_p: bool, param_is_tensor: bool, t: RenormTuni
                         NARROW=narrow, LANES=32 * warps, BLOCK=block, PREFETCH=t.prefetch_compact[top_p],
                         REVERSED="compact" in reversed_launches, SPLIT_UNFIT=split_unfit, PTX_STORES=ptx,
                         STEP_SUMS=t.compact_step_sums[warps > 1] if masses else 0,
-                        REGIONS=regions if attempt == 1 else 0, LAYOUT_BLOCK=t.finish[top_p][0],
+                        REGIONS=regions if attempt == 1 else 0, TRIM=bool(regions) and attempt == 1 and t.probe_trim,
+                        LAYOUT_BLOCK=t.finish[top_p][0],
                         SPLIT_ENTRIES=t.unfit_split_entries[bs >= t.target_programs_rows], num_warps=warps)
             if ptx_ok and max_registers:  # CUDA: a register cap (a compile option)
                 meta["maxnreg"] = max_registers
