@@ -23,8 +23,9 @@ write_preload). Kernels: impl/kernels/renorm/kernels.py.
 Top-p's probe (RenormTuning.probe_range, from large_batch_rows rows): a sample of each chunk guesses the
 range's start in place of the first pass (impl/kernels/renorm/probe.py); the first compaction copies every
 key at or above it, program c's (every chunks-th block of its BLOCK entries from block c) into row c of the finish's
-row layout, and checks the guess with its exact masses; a row it misses takes the pass and second attempt
-that follow.
+row layout, and checks the guess with its exact masses; with probe_trim the range may also end at the
+probe's guess of the pivot's end (TRIM: the compaction checks that end too); a row it misses takes the pass and
+second attempt that follow.
 
 Candidate compaction: a row whose current range holds few enough keys copies them
 into a per-row scratch, and its later passes read only those. The pass before
