@@ -286,7 +286,7 @@ def _copy_in_range(src, start, end, lo, hi, dst, slot, SUM_ABOVE: tl.constexpr, 
     above = tl.zeros([BLOCK], tl.float64)
     below = tl.zeros([1 if STEP_SUMS > 0 else BLOCK], tl.float64)
     rest = tl.zeros([1 if STEP_SUMS > 0 else BLOCK], tl.float64)
-    past = tl.zeros([1 if STEP_SUMS > 0 else BLOCK], tl.float32)  # REGIONS: the mass of the keys >= hi (fp32)
+    past = tl.zeros([1 if STEP_SUMS > 0 else BLOCK], tl.float32)  # SUM_PAST: the mass of the keys >= hi (fp32)
     kmin = tl.full([BLOCK], KEY_NONE, tl.int32)
     kmax = tl.full([BLOCK], -1, tl.int32)
     top = tl.full([], -1, tl.int32)  # REGIONS with STEP_SUMS 1: the largest key, a step's at a time
@@ -1091,7 +1091,7 @@ def _compact_kernel(
     # dealt blocks, not its chunk) and copies its candidates into row c of the finish's row layout (REGIONS rows of
     # LAYOUT_BLOCK // REGIONS slots a step), as many as the row holds, and stores how many it had; the last
     # program checks the probe's guess (the pivot >= lo: the exact mass below lo under the target, or lo 0)
-    # and that every chunk's keys fitted; with TRIM (the probe's range may end at its guess of the pivot's end,
+    # and that every program's keys fitted; with TRIM (the probe's range may end at its guess of the pivot's end,
     # probe.py) also that the pivot lies below that end (the mass past it, _copy_in_range's SUM_PAST). A row
     # failing any is left to the passes that follow.
     _after_the_launch_before(PDL)
