@@ -13,6 +13,7 @@ the row) and mass away from each chunk's middle (the probe samples lines spread 
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import pytest
 import torch
@@ -56,7 +57,9 @@ def _rows(seed: int) -> tuple[torch.Tensor, torch.Tensor]:
     probs[0, where] = 0.9
     probs[1] = _spread(g, VOCAB, 0.15 / VOCAB)  # TOO HIGH: a row of mass 0.2, its pivot in the floor
     probs[1, where] = 0.05
-    probs[2] = _spread(g, VOCAB, 1.0 / VOCAB)  # OVERFLOWS: flat, p = 0.9 keeps most keys
+    # OVERFLOWS: flat within one of the probe's cuts ([1, 1.5) x 2^-11), so its range holds every key however it
+    # trims: more than a chunk's row of the layout holds (about half a chunk) at any chunk length
+    probs[2] = 2.0 ** -11 * (1.1 + 0.2 * torch.rand(VOCAB, generator=g))
     probs[3] = 0.0  # no mass
     probs[4] = torch.softmax(3 * torch.randn(VOCAB, generator=g), 0)  # the bench's kind, NaNs on every 7th entry
     probs[4, ::7] = float("nan")
@@ -229,14 +232,14 @@ def test_candidates_crowded_into_one_chunks_span_still_fit_the_probed_layout(see
     assert problem is None, problem
 
 
-def _mass_off_centre(seed: int, window: int) -> torch.Tensor:
-    """One row a window start: in every chunk, 64 large keys from `window` on hold 0.4 of the mass and smaller
-    keys everywhere else 0.6, so at p = 0.5 the pivot lies among the smaller keys. A sample that sees only the
-    large keys guesses lo at their cut, above the pivot."""
+def _mass_off_centre(seed: int, window: int, width: int) -> torch.Tensor:
+    """One row a window start: in every chunk, `width` large keys from `window` on hold 0.4 of the mass and
+    smaller keys everywhere else 0.6, so at p = 0.5 the pivot lies among the smaller keys. A sample that sees
+    mostly large keys guesses lo at their cut, above the pivot."""
     g = torch.Generator().manual_seed(seed)
     chunk_len = rplan._plan(ROWS, VOCAB, True, True, _tuning()).launches[0].sizes[1]
     within = torch.arange(VOCAB) % chunk_len  # each entry's place in its chunk
-    large = (within >= window) & (within < window + 64)
+    large = (within >= window) & (within < window + width)
     row = torch.where(large, 0.4 / int(large.sum()), 0.6 / int((~large).sum())).double()
     return (row * (0.95 + 0.1 * torch.rand(VOCAB, generator=g, dtype=torch.float64))).float()
 
@@ -246,14 +249,20 @@ def _mass_off_centre(seed: int, window: int) -> torch.Tensor:
 def test_the_probes_sample_spans_each_chunk_so_mass_off_its_centre_is_seen(seed):
     """The probe samples lines spread over each chunk: wherever in it the large keys sit, it sees smaller keys
     too, and its lo stays at or below the pivot (the exact mass below lo under the target). A sample from one
-    block of the chunk's middle sees the large keys alone when they sit there, and guesses too high."""
+    block of the chunk's middle sees the large keys alone when they sit there, and guesses too high.
+
+    The large keys span a quarter of each chunk, the stride of the sample's 4 lines, so a full chunk's sample
+    holds them in the share the chunk does wherever they sit (a narrower span can cover a whole line and be
+    over-sampled: the sample is spread, not dense)."""
     from impl.bench.renorm_probe_guess import first_launch
 
-    chunk_len = rplan._plan(ROWS, VOCAB, True, True, _tuning()).launches[0].sizes[1]
-    windows = list(range(0, chunk_len - 64 + 1, 32))[:ROWS]
-    probs = torch.stack([_mass_off_centre(seed, w) for w in windows])
+    tuning = _tuning(probe_sample=128)  # 4 lines of each chunk
+    chunk_len = rplan._plan(ROWS, VOCAB, True, True, tuning).launches[0].sizes[1]
+    width = chunk_len * 32 // tuning.probe_sample
+    windows = [i * (chunk_len - width) // (ROWS - 1) for i in range(ROWS)]
+    probs = torch.stack([_mass_off_centre(seed, w, width) for w in windows])
     p = torch.full((len(windows),), 0.5)
-    state, _ = first_launch(probs.to(DEV), p.to(DEV), _tuning(probe_sample=128), ROWS)  # 4 lines of each chunk
+    state, _ = first_launch(probs.to(DEV), p.to(DEV), tuning, ROWS)
     lo = state[:, int(rk.LO)].cpu()
     x = probs.double()
     below = torch.where(probs.view(torch.int32) < lo[:, None], x, torch.zeros_like(x)).sum(1)
@@ -273,8 +282,10 @@ def _sampled(length: int, sample: int) -> torch.Tensor:
 
 def _trim_misses(seed: int) -> torch.Tensor:
     """A row whose sample over-weights its small keys: every sampled entry but two a chunk holds a small key (0.3
-    of the mass), large keys (0.7) sit mostly where the probe does not look. Its estimate puts the pivot's end
-    just past the small keys, with more than the budget's keys (estimated) past it, so the probe trims there,
+    of the mass in all), large keys (0.7) sit mostly where the probe does not look. The two seen a chunk are the
+    lightest large keys (3 x a small one: above the small keys' cut), so the estimate puts nine tenths of the
+    row's mass in the small keys and the pivot's end at their cut, with more than the budget's keys (estimated:
+    the seen large ones, each weighing a chunk's length over the sample) past it, so the probe trims there,
     while the pivot lies among the large keys."""
     g = torch.Generator().manual_seed(seed)
     tuning = _tuning()
@@ -288,9 +299,29 @@ def _trim_misses(seed: int) -> torch.Tensor:
     row = torch.zeros(VOCAB, dtype=torch.float64)
     small = seen[~torch.isin(seen, large_seen)]
     row[small] = 0.3 / len(small) * (1 + 0.1 * torch.rand(len(small), generator=g, dtype=torch.float64))
-    large = torch.cat([large_seen, large_unseen])
-    row[large] = 0.7 / len(large) * (1 + 0.1 * torch.rand(len(large), generator=g, dtype=torch.float64))
+    row[large_seen] = 0.9 / len(small) * (1 + 0.1 * torch.rand(len(large_seen), generator=g, dtype=torch.float64))
+    rest = 0.7 - float(row[large_seen].sum())
+    row[large_unseen] = rest / len(large_unseen) * (1 + 0.1 * torch.rand(len(large_unseen), generator=g,
+                                                                             dtype=torch.float64))
     return row.float()
+
+
+def _three_tiers(seed: int) -> torch.Tensor:
+    """A row the probe trims and the compaction takes at any chunk length: keys in three of the probe's cuts,
+    shuffled. Half the entries hold about 4% of the mass (the floor), a fifth about 24% (the pivot's tier: at p =
+    0.9 the pivot is among them) and the rest about 72% (kept), each tier one octave or more above the one below.
+    Estimated from the sample, the mass below the pivot's tier stays under PROBE_MARGIN x (1 - p) and the mass
+    below the next cut passes (1 - p) / PROBE_MARGIN, so lo and the end bound that tier alone; past it lie many
+    keys (the kept tier), so the range is trimmed, and a fifth of each program's keys fit its row of the layout.
+    Values sit in the middle of their cuts, the unit a power of two at least 1 / VOCAB (row mass >= 1)."""
+    g = torch.Generator().manual_seed(seed)
+    unit = 2.0 ** math.ceil(math.log2(1 / VOCAB))
+    tier = torch.full((VOCAB,), 2)
+    order = torch.randperm(VOCAB, generator=g)
+    tier[order[: VOCAB // 2]] = 0
+    tier[order[VOCAB // 2: VOCAB // 2 + VOCAB // 5]] = 1
+    scale = torch.tensor([unit / 16, unit, 2 * unit], dtype=torch.float64)[tier]
+    return (scale * (1.2 + 0.1 * torch.rand(VOCAB, generator=g, dtype=torch.float64))).float()
 
 
 @register(suite="kernels", hardware=["cpu", "h200-1"], schedule="per-commit", est_time=20)
@@ -298,14 +329,13 @@ def _trim_misses(seed: int) -> torch.Tensor:
 def test_a_trimmed_range_is_taken_when_the_pivot_lies_below_its_end_and_falls_back_when_not(seed):
     """probe_trim: the probe ends the range where it guesses the pivot ends when many keys lie past that; the
     compaction copies [lo, end) only and checks the exact mass below the end reaches the target. Rows 0-3
-    (softmax(2 x randn), p = 0.9) are trimmed and taken with fewer candidates than keys >= lo; rows 4-7 are
+    (_three_tiers, p = 0.9) are trimmed and taken with fewer candidates than keys >= lo; rows 4-7 are
     trimmed below their pivot (_trim_misses) and must fall back: accepting them would end the finish's search
     below the pivot."""
     from impl.bench.renorm_probe_guess import first_launch
 
-    g = torch.Generator().manual_seed(seed)
     tuning = _tuning()
-    probs = torch.cat([torch.softmax(2 * torch.randn(4, VOCAB, generator=g), 1),
+    probs = torch.cat([torch.stack([_three_tiers(seed + r) for r in range(4)]),
                        torch.stack([_trim_misses(seed + r) for r in range(4)])])
     p = torch.tensor([0.9] * 4 + [0.5] * 4)
     probs, p = probs.to(DEV), p.to(DEV)

@@ -108,7 +108,8 @@ class RenormTuning:
     # the first compaction checks the guess with its exact masses and copies each program's candidates (from
     # blocks dealt in turn, not one contiguous chunk) into a row of the finish's row layout (one row a
     # program: the chunks' count rounded up to a power of two, at most finish BLOCK / 32 of them). A row the
-    # guess misses takes the passes after it.
+    # guess misses takes the passes after it. Off: on the H200 one missed row in 256 costs about 130 µs and at
+    # 128 rows the probe loses even when it misses none (docs/performance.md, "Top-p's probe").
     probe_range: bool | tuple[bool, bool] = (False, False)
     probe_sample: int = 512
     probe_budget: int = 256  # estimated candidates a row may take when a lower start allows it (probe.py)
