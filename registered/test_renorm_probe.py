@@ -14,6 +14,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -352,3 +356,21 @@ def test_a_trimmed_range_is_taken_when_the_pivot_lies_below_its_end_and_falls_ba
     assert problem is None, f"routes {by}: {problem}"
     same = K.top_p_renorm(probs, p, tuning=dataclasses.replace(tuning, probe_range=False))
     assert torch.equal(out, same), f"routes {by}: rows {(out != same).any(1).nonzero().flatten().tolist()}"
+
+
+ROUTE_TESTS = "takes_its_route or crowded or off_its_centre or trimmed_range"
+
+
+@register(suite="kernels", hardware="cpu", schedule="per-commit", est_time=240)
+def test_the_route_tests_take_their_routes_at_the_compiled_shapes_too():
+    """The route tests above, rerun in a subprocess at the shapes and vocabulary they have compiled
+    (registered/compiled_shapes.py): rows built at the interpreter's quarter shapes alone took other routes on
+    the GPU, where no CPU job looked."""
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
+    run = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "registered.compiled_shapes",
+                          "-q", "-k", ROUTE_TESTS, str(Path(__file__).resolve())],
+                         cwd=root, env=env, capture_output=True, text=True, timeout=900)
+    tail = (run.stdout + run.stderr)[-3000:]
+    assert run.returncode == 0, tail
+    assert "5 passed" in run.stdout, tail  # every route test ran: two route seeds, crowded, windows, trim
