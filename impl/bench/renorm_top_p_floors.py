@@ -140,9 +140,10 @@ def measure(rows: int = 256, vocab: int = 129280, p: float = 0.9, seed: int = 0,
                                                                num_warps=first.meta["num_warps"]), first)
     launch(first, probs, ps, 0.0)
     bounds = ws.state[:, [int(rk.LO), int(rk.HI)]].to(torch.int32).contiguous()  # the range the compaction reads
-    launch(compact, probs, ps, 0.0)
     chunks = compact.grid[0]
     part = ws.part.view(torch.float64).view(rows, chunks, -1)
+    part[:, :, [int(rk.BELOW_SLOT), int(rk.REST_SLOT)]] = float("nan")  # poisoned: the compaction must rewrite them
+    launch(compact, probs, ps, 0.0)
     masses = part[:, :, [int(rk.BELOW_SLOT), int(rk.REST_SLOT)]].clone()
     timed("first pass + compaction", lambda: (launch(first, probs, ps, 0.0), launch(compact, probs, ps, 0.0)),
           compact)
