@@ -129,6 +129,32 @@ def test_top_p_first_compaction_splits_like_the_pass_it_replaces(seed):
     assert problem is None, problem
 
 
+@register(suite="kernels", hardware=["cpu", "h200-1"], schedule="per-commit", est_time=20)
+@pytest.mark.parametrize("seed", [1, 2])
+def test_top_p_single_compaction_narrows_the_rows_that_do_not_fit(seed):
+    """With one compaction attempt (compact_attempts 1), top-p's first compaction, which weighs every key, is
+    also the last: the rows that do not fit its scratch are narrowed in that launch (16 weighed sub-ranges, the
+    finish then copying the kept one from the row), on a ticket word of their own drawn after the masses' ticket,
+    since the narrowing's last program needs the exact mass below the range the masses' last program stores.
+    Every row must match the oracle, twice on the same workspace (both tickets reset), and each row that did not
+    fit must have been narrowed: its chosen sub-range is one of _narrow's, at LOW_AT and above."""
+    probs, param = _rows(seed).to(DEV), _params(True).to(DEV)
+    single = _tuning(candidate_capacity=CAP, finish_min_rows=2, compact_attempts=1)
+    plan = rplan._plan(len(probs), VOCAB, True, True, single)
+    assert [launch.args for launch in plan.launches] == ["first", "compact", "finish"]
+    compact = plan.launches[1].meta
+    assert compact["MASSES"] and compact["NARROW"] and compact["NARROW_TICKET"] == compact["TICKET"] + 1, compact
+    state = _state(probs, param, True, single)
+    by, chosen = state[:, int(rk.COMPACTED)].tolist(), state[:, int(rk.CHOSEN)].tolist()
+    assert by[0] == 1 and all(b == 0 for b in by[1:]), f"row 0 alone fits {CAP} slots: {by}"
+    assert all(c >= int(rk.LOW_AT) for c in chosen[1:]), f"rows 1-6 narrowed in the compaction: chosen {chosen}"
+    assert not state[:, int(rk.FIRST_TICKET):].any(), "every ticket word back at 0 for the next call"
+    want = R.top_p_renorm(probs.cpu(), param.cpu())
+    for call in range(2):
+        problem = mismatch(RENORM, K.top_p_renorm(probs, param, tuning=single), want)
+        assert problem is None, f"call {call}: {problem}"
+
+
 TOP_K_TOP_P = [pytest.param(False, id="top_k"), pytest.param(True, id="top_p")]
 
 

@@ -1068,7 +1068,7 @@ def _compact_kernel(
     PREFETCH: tl.constexpr, NARROW: tl.constexpr, LANES: tl.constexpr = 32, REVERSED: tl.constexpr = False,
     SPLIT_UNFIT: tl.constexpr = False, PDL: tl.constexpr = False, PTX_STORES: tl.constexpr = False,
     STEP_SUMS: tl.constexpr = 0, SPLIT_ENTRIES: tl.constexpr = 4, REGIONS: tl.constexpr = 0,
-    LAYOUT_BLOCK: tl.constexpr = 1024, TRIM: tl.constexpr = False,
+    LAYOUT_BLOCK: tl.constexpr = 1024, TRIM: tl.constexpr = False, NARROW_TICKET: tl.constexpr = -1,
 ):
     # Copy the keys in [lo, hi) of a not-yet-compacted row into its candidate scratch when they
     # fit. The pass just before counted them per chunk (part word CHOSEN), so each program knows
@@ -1079,7 +1079,10 @@ def _compact_kernel(
     # largest key copied. With SEG_MAP (not MASSES) only the segments whose largest key is >= lo are
     # read (_copy_from_segments; list_ptr: per row, one word per segment, each program's at its own).
     # PREFETCH: _copy_in_range's, or with the map _copy_from_segments'. NARROW (the last attempt of
-    # the finish path, never top-p's first): a row that still does not fit is narrowed (_narrow).
+    # the finish path): a row that still does not fit is narrowed (_narrow), its programs drawing the ticket
+    # NARROW_TICKET (-1: TICKET's). Top-p's first attempt narrows when it is the only one (compact_attempts 1):
+    # then on a ticket word of its own, drawn after the masses' ticket, so the narrowing's last program reads the
+    # exact mass below the range and the target that the masses' last program stored.
     # LANES: the program's threads (32 x warps). REVERSED: _chunk_and_row's. SPLIT_UNFIT (top-p's
     # first attempt when another follows, in programs of several warps): a row that does not fit is
     # also split UNFIT_SPLIT ways in the same launch, as _pass_kernel would split it (its last program
@@ -1201,7 +1204,8 @@ def _compact_kernel(
     if NARROW:  # the last attempt, on the capped scratch: a row still overflowing it is narrowed
         if (tl.load(srow + COMPACTED) == 0) & (n > cap):
             _narrow(probs_ptr, param_ptr, param_scalar, part_ptr, srow, frow, row, chunk, V, chunk_len, num_chunks,
-                    TOP_P, PARAM_IS_TENSOR, ATTEMPT, TICKET, CHUNKS_P2, LANES)
+                    TOP_P, PARAM_IS_TENSOR, ATTEMPT, TICKET if NARROW_TICKET < 0 else NARROW_TICKET, CHUNKS_P2,
+                    LANES)
 
 
 @triton.jit

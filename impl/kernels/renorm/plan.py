@@ -202,7 +202,11 @@ def _plan(bs: int, vocab: int, top_p: bool, param_is_tensor: bool, t: RenormTuni
                 block, warps = (t.huge_batch_compact if huge else t.large_batch_compact)[top_p]
                 max_registers = 0 if huge else t.large_batch_compact_registers[top_p]
             masses = top_p and attempt == 1
-            narrow = not small and not masses and attempt == t.compact_attempts[top_p]
+            # The last attempt narrows the rows that still do not fit; top-p's first (compact_attempts 1) on a
+            # ticket of its own, after the one on which its masses are reduced (not after the probe, whose misses
+            # the passes that follow take).
+            narrow = not small and attempt == t.compact_attempts[top_p] and not (masses and regions)
+            narrow_ticket = ticket + 1 if masses and narrow else ticket
             split_unfit = masses and _first_compaction_splits(bs, top_p, t)
             meta = dict(**param, **common, ATTEMPT=attempt, ADAPT=small, MASSES=masses, SEG_MAP=seg_map,
                         NARROW=narrow, LANES=32 * warps, BLOCK=block, PREFETCH=t.prefetch_compact[top_p],
@@ -210,10 +214,12 @@ def _plan(bs: int, vocab: int, top_p: bool, param_is_tensor: bool, t: RenormTuni
                         STEP_SUMS=t.compact_step_sums[warps > 1] if masses else 0,
                         REGIONS=regions if attempt == 1 else 0, TRIM=bool(regions) and attempt == 1 and t.probe_trim,
                         LAYOUT_BLOCK=t.finish[top_p][0],
-                        SPLIT_ENTRIES=t.unfit_split_entries[bs >= t.target_programs_rows], num_warps=warps)
+                        SPLIT_ENTRIES=t.unfit_split_entries[bs >= t.target_programs_rows],
+                        NARROW_TICKET=narrow_ticket, num_warps=warps)
             if ptx_ok and max_registers:  # CUDA: a register cap (a compile option)
                 meta["maxnreg"] = max_registers
             launches.append(_Launch(rk._compact_kernel, grid, "compact", sizes, meta))
+            ticket = narrow_ticket  # and one more below
         else:  # "finish"
             block, warps = t.finish[top_p]
             rows = regions or (warps if t.finish_warp_rows[top_p] else 1)

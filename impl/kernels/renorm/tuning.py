@@ -41,7 +41,11 @@ class RenormTuning:
     # (docs/performance.md). Top-k's candidates (the pivot's octaves) fit at once on probability
     # rows; a flatter row that does not fit finishes from its full row (slower, still exact).
     # Below large_batch_rows, top-p's first compaction splits the rows that did not fit itself, so its
-    # second attempt has no pass before it (renorm v21).
+    # second attempt has no pass before it (renorm v21). Top-p at 1: its first compaction, which weighs every
+    # key, also narrows the rows that do not fit, and the pass and second compaction go (6.9 us at 256 rows on
+    # the bench's rows, renorm v28's profile); built 2026-12-05 and not yet timed, so 2 stays: under triton 3.6
+    # the narrowing takes the compaction from 96 to 109 registers (docs/performance.md, "Top-p's first
+    # compaction, offline").
     compact_attempts: int | tuple[int, int] = (1, 2)
     # Small batches: this many 16-way passes over the candidates, then the keys still in range are
     # gathered and sorted if at most sort_capacity (a power of two; short_sort slots first when they
