@@ -129,17 +129,22 @@ def test_top_p_first_compaction_splits_like_the_pass_it_replaces(seed):
     assert problem is None, problem
 
 
+ONE_ATTEMPT = [pytest.param(1, {"compact_attempts": 1}, id="1-compact_attempts"),
+               pytest.param(2, {"one_attempt_rows": (1 << 30, 7)}, id="2-one_attempt_rows")]
+
+
 @register(suite="kernels", hardware=["cpu", "h200-1"], schedule="per-commit", est_time=20)
-@pytest.mark.parametrize("seed", [1, 2])
-def test_top_p_single_compaction_narrows_the_rows_that_do_not_fit(seed):
-    """With one compaction attempt (compact_attempts 1), top-p's first compaction, which weighs every key, is
-    also the last: the rows that do not fit its scratch are narrowed in that launch (16 weighed sub-ranges, the
-    finish then copying the kept one from the row), on a ticket word of their own drawn after the masses' ticket,
-    since the narrowing's last program needs the exact mass below the range the masses' last program stores.
-    Every row must match the oracle, twice on the same workspace (both tickets reset), and each row that did not
-    fit must have been narrowed: its chosen sub-range is one of _narrow's, at LOW_AT and above."""
+@pytest.mark.parametrize("seed, one", ONE_ATTEMPT)
+def test_top_p_single_compaction_narrows_the_rows_that_do_not_fit(seed, one):
+    """With one compaction attempt (compact_attempts 1, or a batch from one_attempt_rows), top-p's first
+    compaction, which weighs every key, is also the last: the rows that do not fit its scratch are narrowed in
+    that launch (16 weighed sub-ranges, the finish then copying the kept one from the row), on a ticket word of
+    their own drawn after the masses' ticket, since the narrowing's last program needs the exact mass below the
+    range the masses' last program stores. Every row must match the oracle, twice on the same workspace (both
+    tickets reset), and each row that did not fit must have been narrowed: its chosen sub-range is one of
+    _narrow's, at LOW_AT and above."""
     probs, param = _rows(seed).to(DEV), _params(True).to(DEV)
-    single = _tuning(candidate_capacity=CAP, finish_min_rows=2, compact_attempts=1)
+    single = _tuning(candidate_capacity=CAP, finish_min_rows=2, **one)
     plan = rplan._plan(len(probs), VOCAB, True, True, single)
     assert [launch.args for launch in plan.launches] == ["first", "compact", "finish"]
     compact = plan.launches[1].meta
@@ -153,6 +158,26 @@ def test_top_p_single_compaction_narrows_the_rows_that_do_not_fit(seed):
     for call in range(2):
         problem = mismatch(RENORM, K.top_p_renorm(probs, param, tuning=single), want)
         assert problem is None, f"call {call}: {problem}"
+
+
+@register(suite="kernels", hardware=["cpu"], schedule="per-commit", est_time=1)
+def test_one_attempt_rows_takes_one_attempt_from_its_batch_on():
+    """one_attempt_rows is by rows and by op: on the bench's vocabulary, top-p below it keeps compact_attempts'
+    pass and second compaction, from it one compaction that narrows (and draws its own ticket word); top-k,
+    whose setting stays out of reach, keeps its plan at every batch."""
+    tuning = dataclasses.replace(renorm.DEFAULT_TUNING, compact_attempts=(1, 2), one_attempt_rows=(1 << 30, 128))
+    kinds = lambda bs, top_p, t: [launch.args for launch in rplan._plan(bs, 129280, top_p, True, t).launches]  # noqa: E731
+    for bs in (64, 128, 256):
+        assert kinds(bs, False, tuning) == kinds(bs, False, renorm.DEFAULT_TUNING), bs
+        assert tuning.attempts(bs, True) == (1 if bs >= 128 else 2), bs
+        launches = rplan._plan(bs, 129280, True, True, tuning).launches
+        compacts = [launch.meta for launch in launches if launch.args == "compact"]
+        if bs < 128:
+            assert kinds(bs, True, tuning) == kinds(bs, True, renorm.DEFAULT_TUNING), bs
+            assert len(compacts) == 2 and not compacts[0]["NARROW"] and compacts[1]["NARROW"], bs
+        else:
+            assert [launch.args for launch in launches] == ["first", "compact", "finish"], bs
+            assert compacts[0]["NARROW"] and compacts[0]["NARROW_TICKET"] == compacts[0]["TICKET"] + 1, bs
 
 
 TOP_K_TOP_P = [pytest.param(False, id="top_k"), pytest.param(True, id="top_p")]
@@ -335,7 +360,8 @@ def test_top_p_first_pass_widens_its_range_near_the_target():
                                          ("target_programs", True), ("target_programs_rows", 0),
                                          ("write_evict_first", (True, "no")), ("dependent_launch_rows", (128, -1)),
                                          ("dependent_launch_rows", True), ("write_preload", (True, "no")),
-                                         ("finish_warp_rows", (True, True)), ("finish_warp_rows", (False, 1))])
+                                         ("finish_warp_rows", (True, True)), ("finish_warp_rows", (False, 1)),
+                                         ("one_attempt_rows", (1 << 30, 0)), ("one_attempt_rows", "256")])
 def test_tuning_refuses_bad_settings(name, value):
     """The gather places its keys by the last pass's per-chunk counts (a plan needs a pass), tl.sort
     sizes and launch shapes are powers of two, passes split at most NB_MAX ways, the launches that read

@@ -142,6 +142,7 @@ def test_the_plan_probes_top_p_from_large_batch_rows_in_one_layout_row_a_chunk()
     ({"probe_range": True}, "top-p's alone"),
     ({"probe_range": (False, True), "finish_split": (16, 16), "finish_warp_rows": False}, "finish_split 4"),
     ({"probe_range": (False, True), "compact_attempts": 1}, "compact_attempts >= 2"),
+    ({"probe_range": (False, True), "one_attempt_rows": (1 << 30, 256)}, "no one_attempt_rows"),
     ({"probe_range": (False, 1)}, "bool"),
     ({"probe_sample": 48}, "power of two"),
     ({"probe_sample": 16}, ">= 32"),

@@ -39,7 +39,7 @@ which weighs every key), and the write reads only the segments reaching the pivo
 zeros for the rest without reading them.
 Every knob below lives in the frozen RenormTuning (impl/kernels/renorm/tuning.py; DEFAULT_TUNING
 is the H200 tuning); tests and benchmarks pass their own with ``tuning=``.
-  >= finish_min_rows rows: compact_attempts attempts, after the first pass and after each
+  >= finish_min_rows rows: compact_attempts attempts (1 from one_attempt_rows), after the first pass and after each
     full 4-way pass that follows (those skip compacted rows), into candidate_capacity slots
     (below large_batch_rows, top-p's first compaction, which reads every key, splits the rows that
     did not fit 4 ways itself, so its second attempt follows it without a pass);
@@ -102,7 +102,7 @@ def _steps(bs: int, top_p: bool, t: RenormTuning) -> list[tuple[str, int]]:
     ("compact", 0), ("finish", NB), ("gather", NB) (top-k's gather also sums the kept mass)."""
     if bs >= t.finish_min_rows[top_p]:
         steps = [("compact", 0)]
-        for attempt in range(2, t.compact_attempts[top_p] + 1):
+        for attempt in range(2, t.attempts(bs, top_p) + 1):
             split_by_compaction = attempt == 2 and _first_compaction_splits(bs, top_p, t)
             steps += [("compact", 0)] if split_by_compaction else [("skip-compacted pass", 4), ("compact", 0)]
         return steps + [("finish", t.finish_split[top_p])]
@@ -114,7 +114,7 @@ def _first_compaction_splits(bs: int, top_p: bool, t: RenormTuning) -> bool:
     that did not fit 4 ways (the pass a second attempt needs), instead of a pass launch doing it. Not in
     the one-warp compaction of large batches: there the split's small steps cost more than the launch
     (renorm v21, docs/performance.md)."""
-    return (top_p and bs >= t.finish_min_rows[top_p] and t.compact_attempts[top_p] > 1
+    return (top_p and bs >= t.finish_min_rows[top_p] and t.attempts(bs, top_p) > 1
             and bs < t.large_batch_rows[top_p])
 
 
@@ -205,7 +205,7 @@ def _plan(bs: int, vocab: int, top_p: bool, param_is_tensor: bool, t: RenormTuni
             # The last attempt narrows the rows that still do not fit; top-p's first (compact_attempts 1) on a
             # ticket of its own, after the one on which its masses are reduced (not after the probe, whose misses
             # the passes that follow take).
-            narrow = not small and attempt == t.compact_attempts[top_p] and not (masses and regions)
+            narrow = not small and attempt == t.attempts(bs, top_p) and not (masses and regions)
             narrow_ticket = ticket + 1 if masses and narrow else ticket
             split_unfit = masses and _first_compaction_splits(bs, top_p, t)
             meta = dict(**param, **common, ATTEMPT=attempt, ADAPT=small, MASSES=masses, SEG_MAP=seg_map,

@@ -47,6 +47,12 @@ class RenormTuning:
     # the narrowing takes the compaction from 96 to 109 registers (docs/performance.md, "Top-p's first
     # compaction, offline").
     compact_attempts: int | tuple[int, int] = (1, 2)
+    # From this many rows (by op; one int sets both; 1 << 30: no batch), compaction is tried once whatever
+    # compact_attempts says, so top-p's first compaction narrows the rows that do not fit (the attempts
+    # above, at 1). A by-rows choice, since the narrowing's registers may pay where the second attempt's two
+    # launches cost most (256 rows) and lose where the four-warp compaction takes them (64 rows: 89 -> 118
+    # registers offline). Not yet timed on a GPU, so no batch by default.
+    one_attempt_rows: int | tuple[int, int] = 1 << 30
     # Small batches: this many 16-way passes over the candidates, then the keys still in range are
     # gathered and sorted if at most sort_capacity (a power of two; short_sort slots first when they
     # fit: sorting 1024 keys costs several us more), else one program runs range passes over them.
@@ -235,9 +241,15 @@ class RenormTuning:
     eager_graph_after: int = 2
     eager_graphs_kept: int = 4
 
+    def attempts(self, rows: int, top_p: bool) -> int:
+        """Compaction attempts a batch of ``rows`` rows makes (finish path): 1 from one_attempt_rows, else
+        compact_attempts."""
+        return 1 if rows >= self.one_attempt_rows[top_p] else self.compact_attempts[top_p]
+
     def __post_init__(self) -> None:
         for name in ("finish_min_rows", "compact_attempts", "large_batch_rows", "huge_batch_rows",
-                     "target_programs", "dependent_launch_rows", "large_batch_compact_registers"):  # one int: both
+                     "target_programs", "dependent_launch_rows", "large_batch_compact_registers",
+                     "one_attempt_rows"):  # one int: both
             value = getattr(self, name)
             if isinstance(value, int) and not isinstance(value, bool):
                 object.__setattr__(self, name, (value, value))
@@ -273,7 +285,7 @@ class RenormTuning:
                         for names in self.reversed_launches)):
             refuse("reversed_launches", f"must be a tuple of names from {REVERSIBLE_LAUNCHES} or a (top-k, top-p) "
                    "pair of them")
-        for name in ("finish_min_rows", "compact_attempts", "large_batch_rows", "huge_batch_rows"):
+        for name in ("finish_min_rows", "compact_attempts", "large_batch_rows", "huge_batch_rows", "one_attempt_rows"):
             pair = getattr(self, name)
             if not (isinstance(pair, tuple) and len(pair) == 2 and all(isinstance(r, int) and r >= 1 for r in pair)):
                 refuse(name, "must be an int >= 1 or a (top-k, top-p) pair of them")
@@ -333,10 +345,12 @@ class RenormTuning:
             refuse("finish_warp_rows", f"needs that op's finish_split to be 4 (finish_split is {self.finish_split})")
         if self.probe_range[0]:
             refuse("probe_range", "is top-p's alone (a (False, bool) pair, or False)")
-        if self.probe_range[1] and (self.finish_split[1] != 4 or self.compact_attempts[1] < 2):
-            refuse("probe_range", "needs top-p's finish_split 4 (its row layout) and compact_attempts >= 2 (a row "
-                   f"the probe misses takes a pass and a second attempt); finish_split is {self.finish_split}, "
-                   f"compact_attempts {self.compact_attempts}")
+        if self.probe_range[1] and (self.finish_split[1] != 4 or self.compact_attempts[1] < 2
+                                    or self.one_attempt_rows[1] < 1 << 30):
+            refuse("probe_range", "needs top-p's finish_split 4 (its row layout), compact_attempts >= 2 and no "
+                   "one_attempt_rows (a row the probe misses takes a pass and a second attempt); finish_split is "
+                   f"{self.finish_split}, compact_attempts {self.compact_attempts}, one_attempt_rows "
+                   f"{self.one_attempt_rows}")
         if not pow2(self.probe_sample) or self.probe_sample < 32:
             refuse("probe_sample", "must be a power of two >= 32")
         if not isinstance(self.probe_budget, int) or isinstance(self.probe_budget, bool) or self.probe_budget < 0:
