@@ -361,7 +361,8 @@ def test_top_p_first_pass_widens_its_range_near_the_target():
                                          ("write_evict_first", (True, "no")), ("dependent_launch_rows", (128, -1)),
                                          ("dependent_launch_rows", True), ("write_preload", (True, "no")),
                                          ("finish_warp_rows", (True, True)), ("finish_warp_rows", (False, 1)),
-                                         ("one_attempt_rows", (1 << 30, 0)), ("one_attempt_rows", "256")])
+                                         ("one_attempt_rows", (1 << 30, 0)), ("one_attempt_rows", "256"),
+                                         ("first_pass_group_sums", 1)])
 def test_tuning_refuses_bad_settings(name, value):
     """The gather places its keys by the last pass's per-chunk counts (a plan needs a pass), tl.sort
     sizes and launch shapes are powers of two, passes split at most NB_MAX ways, the launches that read

@@ -66,21 +66,25 @@ def _rows(vocab: int, top_p: bool) -> torch.Tensor:
     return torch.stack([top, first, mixed, torch.zeros(vocab), half_top])
 
 
-@register(suite="kernels", hardware=["cpu", "h200-1", "mi35x-1"], schedule="per-commit", est_time=20)
-@pytest.mark.parametrize("top_p", [False, True], ids=["top_k", "top_p"])
+@register(suite="kernels", hardware=["cpu", "h200-1", "mi35x-1"], schedule="per-commit", est_time=30)
+@pytest.mark.parametrize("top_p, grouped", [(False, False), (True, False), (True, True)],
+                         ids=["top_k", "top_p", "top_p-grouped"])
 @pytest.mark.parametrize("one_reduction", [False, True], ids=["a-reduction-each", "one-reduction"])
-def test_first_pass_counts_fill_every_counter_field_exactly(top_p, one_reduction):
-    """Both ways of adding the lanes' counts and sums across a program (first_pass_one_reduction); top-p's
+def test_first_pass_counts_fill_every_counter_field_exactly(top_p, grouped, one_reduction):
+    """Both ways of adding the lanes' counts and sums across a program (first_pass_one_reduction), and top-p's
+    grouped first pass (first_pass_group_sums: a field counts GROUP keys a step, so fewer steps fill it); top-p's
     fp32 sums (the chunk's mass, its entries clamped at each bucket's start) against an fp64 loop too."""
-    steps = rk.first_pass_steps_max(top_p)
-    assert steps == (255 if top_p else 15)
+    steps = rk.first_pass_steps_max(top_p, grouped)
+    assert steps == ((255 // int(rk.GROUP) if grouped else 255) if top_p else 15)
     chunk_len = steps * BLOCK  # a multiple of the 32-entry segment
     # two full chunks and a partial one (its padding is taken off bucket 0); the tuning's chunk_align
-    # (at most 15 x BLOCK, either op's limit) divides chunk_len, and 12 programs over 5 rows make 3 chunks a row
-    vocab = 2 * chunk_len + (chunk_len * 6 // 7 if top_p else 17)
-    tuning = dataclasses.replace(renorm.DEFAULT_TUNING, chunk_align=15 * BLOCK, first_pass=(BLOCK, 1),
-                                 large_batch_first_pass=(BLOCK, 1), target_programs=12, segment_maxima=True,
-                                 segment_maxima_rows=1, first_pass_one_reduction=one_reduction)
+    # (at most 15 x BLOCK, either op's limit) divides chunk_len (3 x 21 x BLOCK when grouped), and 12 programs over
+    # 5 rows make 3 chunks a row. Grouping needs the first pass without the segment maxima.
+    vocab = 2 * chunk_len + (chunk_len - 17 if grouped else chunk_len * 6 // 7 if top_p else 17)
+    tuning = dataclasses.replace(renorm.DEFAULT_TUNING, chunk_align=(3 if grouped else 15) * BLOCK,
+                                 first_pass=(BLOCK, 1), large_batch_first_pass=(BLOCK, 1), target_programs=12,
+                                 segment_maxima=not grouped, segment_maxima_rows=1,
+                                 first_pass_one_reduction=one_reduction, first_pass_group_sums=grouped)
     probs = _rows(vocab, top_p)
     rows = probs.shape[0]
     plan = rplan._plan(rows, vocab, top_p, True, tuning)
@@ -100,6 +104,7 @@ def test_first_pass_counts_fill_every_counter_field_exactly(top_p, one_reduction
                 for b, (s, w) in enumerate(zip(sums, want_sums)):
                     assert abs(s - w) <= 1e-5 * w + 1e-30, (row, chunk, b, s, w)
     assert plan.launches[0].meta["ONE_REDUCTION"] is one_reduction
+    assert plan.launches[0].meta["GROUPED"] is grouped
     assert got[0, 0].long().tolist()[-1] == chunk_len, "row 0 fills the top bucket's field in every lane"
     assert got[4, 0].long().tolist()[buckets // 2 - 1] == chunk_len, "row 4 fills the lower half's last field"
 
@@ -136,4 +141,42 @@ def test_loads_a_step_ahead_change_no_bit(top_p, segment_maxima):
     assert first.meta["PREFETCH"] and first.sizes[1] >= 4 * BLOCK and vocab % first.sizes[1], "several steps"
     assert torch.equal(plain.view(torch.int32), ahead.view(torch.int32))
     problem = mismatch(RENORM, ahead, ref(probs, param))
+    assert problem is None, problem
+
+
+@register(suite="kernels", hardware=["cpu", "h200-1", "mi35x-1"], schedule="per-commit", est_time=10)
+@pytest.mark.parametrize("rows_through", ["finish", "small-batch"])
+def test_grouped_first_pass_changes_no_output_bit(rows_through):
+    """first_pass_group_sums changes the order of top-p's fp32 first-pass sums (a group's entries are added in the
+    thread first), which only widens or keeps the pivot's range within its rounding bound: the output must be the
+    ungrouped first pass's bit for bit and the oracle's, on rows with NaN, inf, negative and subnormal entries, ties
+    across groups, entries above 1, a zero row, and p of 0 and 1, through both the finish and the small-batch path."""
+    import reference as R
+    from impl.testing.op_table import RENORM, mismatch
+
+    g = torch.Generator().manual_seed(11)
+    vocab = 7 * 4 * BLOCK + 13  # several steps a program, a partial last group and block
+    probs = torch.softmax(3 * torch.randn(8, vocab, generator=g), -1)
+    probs[1, :200] = probs[1, 200:400]  # ties across groups and blocks
+    probs[2, ::5] = float("nan")
+    probs[2, 1::7] = float("inf")
+    probs[2, 2::9] = -0.5
+    probs[3] = torch.rand(vocab, generator=g) * 2.0 ** -130  # subnormal entries only
+    probs[4] = 1 + 5 * torch.rand(vocab, generator=g)  # every entry above 1 (the top bucket)
+    probs[5] = 0.0
+    probs[6, 3::11] = 2.0 ** -24  # entries exactly at a bucket start
+    param = torch.tensor([0.9, 0.5, 0.95, 0.9, 0.3, 0.9, 0.999, 1.0])
+    probs[7] = torch.softmax(torch.randn(vocab, generator=g), -1)
+    param[0] = 0.0
+    base = dataclasses.replace(renorm.DEFAULT_TUNING, chunk_align=4 * BLOCK, first_pass=(BLOCK, 1),
+                               large_batch_first_pass=(BLOCK, 1), compact=(BLOCK, 1), target_programs=8,
+                               finish_min_rows=1 if rows_through == "finish" else 10**9, segment_maxima=False,
+                               write=(BLOCK, 1), finish=(4 * BLOCK, 1))
+    grouped = dataclasses.replace(base, first_pass_group_sums=True)
+    first = rplan._plan(len(probs), vocab, True, True, grouped).launches[0]
+    assert first.meta["GROUPED"] and first.sizes[1] >= 4 * BLOCK and vocab % first.sizes[1], "several steps"
+    plain = renorm.top_p_renorm(probs.to(DEV), param.to(DEV), tuning=base).cpu()
+    got = renorm.top_p_renorm(probs.to(DEV), param.to(DEV), tuning=grouped).cpu()
+    assert torch.equal(plain.view(torch.int32), got.view(torch.int32)), (plain != got).any(1)
+    problem = mismatch(RENORM, got, R.top_p_renorm(probs, param))
     assert problem is None, problem

@@ -97,11 +97,14 @@ def test_every_plan_keeps_the_first_pass_counters_and_the_segments_whole(top_p):
     programs read at most first_pass_steps_max blocks per lane (its counter fields: 15 for top-k's
     4-bit ones, 255 for top-p's 8-bit ones) and at most FIELD_SUM_MAX entries with padding (its 16-bit
     sums), chunks are whole segments and cover the row."""
-    seg, field_max, sum_max = int(rk.SEG), rk.first_pass_steps_max(top_p), int(rk.FIELD_SUM_MAX)
-    assert field_max == (255 if top_p else 15)
+    seg, sum_max = int(rk.SEG), int(rk.FIELD_SUM_MAX)
+    assert rk.first_pass_steps_max(top_p) == (255 if top_p else 15)
+    grouped = dict(first_pass_group_sums=True, segment_maxima=False)  # top-p's fields count 4 keys a step: 63 steps
     tunings = [renorm.DEFAULT_TUNING, dataclasses.replace(renorm.DEFAULT_TUNING, **SMALL_SHAPES),
                renorm.RenormTuning(chunk_align=32, first_pass=(32, 1), large_batch_first_pass=(64, 2)),
-               renorm.RenormTuning(chunk_align=32768, first_pass=(32768, 8), large_batch_first_pass=(16384, 8))]
+               renorm.RenormTuning(chunk_align=32768, first_pass=(32768, 8), large_batch_first_pass=(16384, 8)),
+               renorm.RenormTuning(**grouped), renorm.RenormTuning(chunk_align=32, first_pass=(32, 1),
+                                                                   large_batch_first_pass=(64, 2), **grouped)]
     for tuning in tunings:
         for vocab in (1, 31, 32, 33, 1000, 129280, 151936, 1 << 20, (1 << 24) + 7):
             for bs in (1, 7, 64, 256, 4096):
@@ -112,6 +115,8 @@ def test_every_plan_keeps_the_first_pass_counters_and_the_segments_whole(top_p):
                 block = first.meta["BLOCK"]
                 where = f"{tuning} vocab {vocab} rows {bs}"
                 assert chunk_len % seg == 0 and chunks * chunk_len >= vocab > (chunks - 1) * chunk_len, where
+                field_max = rk.first_pass_steps_max(top_p, first.meta["GROUPED"])
+                assert first.meta["GROUPED"] == (top_p and tuning.first_pass_group_sums), where
                 assert -(-chunk_len // block) <= field_max, where
                 assert -(-chunk_len // block) * block <= sum_max, where
 

@@ -122,9 +122,10 @@ SPREAD_4 = tl.constexpr(0x000F000F000F000F)
 SPREAD_8 = tl.constexpr(0x00FF00FF00FF00FF)
 
 
-def first_pass_steps_max(top_p: bool) -> int:
-    """Loop steps a first-pass program may take: the largest count one of its lane's fields holds."""
-    return (1 << int(FIELD_BITS_TOP_P if top_p else FIELD_BITS_TOP_K)) - 1
+def first_pass_steps_max(top_p: bool, grouped: bool = False) -> int:
+    """Loop steps a first-pass program may take: the largest count one of its lane's fields holds, over the
+    GROUP entries a field counts a step when grouped (top-p's GROUPED sums)."""
+    return ((1 << int(FIELD_BITS_TOP_P if top_p else FIELD_BITS_TOP_K)) - 1) // (int(GROUP) if grouped else 1)
 
 
 def first_pass_buckets(top_p: bool) -> tuple[int, int]:
@@ -141,6 +142,10 @@ ABS_SLACK = tl.constexpr(2.0 ** -120)
 # compaction (keys >= lo) and the write (keys >= pivot) load only the segments at or above it: on
 # probability rows a small share of the row. Chunks and blocks are whole segments.
 SEG = tl.constexpr(32)
+# Top-p's grouped first pass (RenormTuning.first_pass_group_sums): a thread adds each GROUP adjacent entries it
+# loads (one 16-byte load) before they reach its accumulators, which are then one set a group rather than one
+# an entry.
+GROUP = tl.constexpr(4)
 
 
 @triton.jit
@@ -166,15 +171,25 @@ def _clean(raw):
 
 
 @triton.jit
+def _scaled(x, start, SAT: tl.constexpr):
+    # min(x, start) / start for a clean x >= 0 and a power-of-two start (at most 2^-12), exactly: dividing by
+    # a power of two that is at most 1 neither rounds nor underflows. SAT (CUDA only: inline PTX) as
+    # sat(x / start), sat clamping to [0, 1], on the FP32 pipe, where a min takes the integer pipe.
+    if SAT:
+        return tl.inline_asm_elementwise("mul.rn.sat.f32 $0, $1, $2;", "=f,f,f",
+                                         [x, tl.full(x.shape, 1.0 / start, tl.float32)], dtype=tl.float32,
+                                         is_pure=True, pack=1)
+    else:
+        return tl.minimum(x, start) * (1.0 / start)
+
+
+@triton.jit
 def _clamped(x, start, SAT: tl.constexpr):
     # min(x, start) for a clean x >= 0 and a power-of-two start. SAT (CUDA only: inline PTX) computes it as
-    # start * sat(x / start), sat clamping to [0, 1]: both products are exact, so the value is the same bit
-    # for bit, and both run on the FP32 pipe, where a min takes the integer pipe that bounds the first pass.
+    # start * sat(x / start): both products are exact, so the value is the same bit for bit, and both run on the
+    # FP32 pipe, where a min takes the integer pipe that bounds the first pass.
     if SAT:
-        scaled = tl.inline_asm_elementwise("mul.rn.sat.f32 $0, $1, $2;", "=f,f,f",
-                                           [x, tl.full(x.shape, 1.0 / start, tl.float32)], dtype=tl.float32,
-                                           is_pure=True, pack=1)
-        return scaled * start
+        return _scaled(x, start, SAT) * start
     else:
         return tl.minimum(x, start)
 
@@ -799,7 +814,8 @@ def _chunk_and_row(REVERSED: tl.constexpr):
 
 @triton.jit
 def _first_stats(src, seg_dst, start, end, TOP_P: tl.constexpr, SEG_MAP: tl.constexpr, BLOCK: tl.constexpr,
-                 PREFETCH: tl.constexpr, ONE_REDUCTION: tl.constexpr = False, SAT_CLAMPS: tl.constexpr = False):
+                 PREFETCH: tl.constexpr, ONE_REDUCTION: tl.constexpr = False, SAT_CLAMPS: tl.constexpr = False,
+                 GROUPED: tl.constexpr = False):
     # Scan src[start:end) (at most first_pass_steps_max steps, at most FIELD_SUM_MAX entries): per
     # first-pass bucket, the key count and (top-p) fp32 sums: mass[0] the chunk's mass, mass[b > 0] its
     # entries clamped at bucket b's start c_b, sum(min(x, c_b)), which is the mass below c_b plus c_b
@@ -812,25 +828,32 @@ def _first_stats(src, seg_dst, start, end, TOP_P: tl.constexpr, SEG_MAP: tl.cons
     # a select and an add. With SEG_MAP blocks are [BLOCK // SEG, SEG] tiles, a segment a row:
     # its maximum is a reduction along the row (reshaping a 1-D block moved it through shared
     # memory each step); without, [1, BLOCK]. PREFETCH: as _copy_in_range's.
+    # GROUPED (top-p without SEG_MAP): blocks are [BLOCK // GROUP, GROUP] tiles, a thread's 16-byte load a row,
+    # and each row's entries are added in the thread before they reach the accumulators, which are then
+    # [BLOCK // GROUP, 1]: a quarter of the registers (eight sums and a counter word an entry), so a thread may
+    # hold more entries a step at the same occupancy. A field counts GROUP keys a step (first_pass_steps_max).
+    # The sums scale by a bucket's start after the group's sum instead of before (exact: a power of two), and
+    # their rounding stays inside _first_range's bound: a term's path is a group's two levels, then the steps.
     NB: tl.constexpr = FIRST_NB_TOP_P if TOP_P else FIRST_NB_TOP_K
     SHIFT: tl.constexpr = FIRST_SHIFT_TOP_P if TOP_P else FIRST_SHIFT_TOP_K
     BITS: tl.constexpr = FIELD_BITS_TOP_P if TOP_P else FIELD_BITS_TOP_K
     bins = tl.arange(0, NB)
-    ROWS: tl.constexpr = BLOCK // SEG if SEG_MAP else 1
-    COLS: tl.constexpr = SEG if SEG_MAP else BLOCK
+    ROWS: tl.constexpr = BLOCK // SEG if SEG_MAP else (BLOCK // GROUP if GROUPED else 1)
+    COLS: tl.constexpr = SEG if SEG_MAP else (GROUP if GROUPED else BLOCK)
+    ACC: tl.constexpr = 1 if GROUPED else COLS  # the accumulators' columns
     segs = tl.arange(0, ROWS)
-    packed = tl.zeros([ROWS, COLS], tl.int64)
-    m0 = tl.zeros([ROWS, COLS], tl.float32)
-    m1 = tl.zeros([ROWS, COLS], tl.float32)
-    m2 = tl.zeros([ROWS, COLS], tl.float32)
-    m3 = tl.zeros([ROWS, COLS], tl.float32)
-    m4 = tl.zeros([ROWS, COLS], tl.float32)
-    m5 = tl.zeros([ROWS, COLS], tl.float32)
-    m6 = tl.zeros([ROWS, COLS], tl.float32)
-    m7 = tl.zeros([ROWS, COLS], tl.float32)
+    packed = tl.zeros([ROWS, ACC], tl.int64)
+    m0 = tl.zeros([ROWS, ACC], tl.float32)
+    m1 = tl.zeros([ROWS, ACC], tl.float32)
+    m2 = tl.zeros([ROWS, ACC], tl.float32)
+    m3 = tl.zeros([ROWS, ACC], tl.float32)
+    m4 = tl.zeros([ROWS, ACC], tl.float32)
+    m5 = tl.zeros([ROWS, ACC], tl.float32)
+    m6 = tl.zeros([ROWS, ACC], tl.float32)
+    m7 = tl.zeros([ROWS, ACC], tl.float32)
     # the row's largest key: with SEG_MAP from the segments' maxima the map needs anyway (a per-lane
     # maximum cost top-k's first pass 7 us at 256 rows, H200), else per lane, reduced once at the end
-    top_key = tl.zeros([ROWS, 1 if SEG_MAP else COLS], tl.int32)
+    top_key = tl.zeros([ROWS, 1 if SEG_MAP else ACC], tl.int32)
     tile = segs[:, None] * COLS + tl.arange(0, COLS)[None, :]
     ahead = tl.zeros([ROWS, COLS], tl.float32)
     if PREFETCH:
@@ -847,10 +870,23 @@ def _first_stats(src, seg_dst, start, end, TOP_P: tl.constexpr, SEG_MAP: tl.cons
             seg_max = tl.max(key, axis=1)
             tl.store(seg_dst + off // SEG + segs, seg_max, mask=off + segs * SEG < end)
             top_key = tl.maximum(top_key, seg_max[:, None])
+        elif GROUPED:
+            top_key = tl.maximum(top_key, tl.max(key, axis=1, keep_dims=True))
         else:
             top_key = tl.maximum(top_key, key)
-        packed += tl.full([ROWS, COLS], 1, tl.int64) << (t * BITS).to(tl.int64)
-        if TOP_P:  # m0: the mass; m_b: the mass clamped at bucket b's start (a min and an add a bucket)
+        if GROUPED:  # a group's sums, in the thread: the accumulators take one term a group
+            packed += tl.sum(tl.full([ROWS, COLS], 1, tl.int64) << (t * BITS).to(tl.int64), axis=1, keep_dims=True)
+            m0 += tl.sum(x, axis=1, keep_dims=True)
+            m1 += tl.sum(_scaled(x, BUCKET_START_1, SAT_CLAMPS), axis=1, keep_dims=True) * BUCKET_START_1
+            m2 += tl.sum(_scaled(x, BUCKET_START_2, SAT_CLAMPS), axis=1, keep_dims=True) * BUCKET_START_2
+            m3 += tl.sum(_scaled(x, BUCKET_START_3, SAT_CLAMPS), axis=1, keep_dims=True) * BUCKET_START_3
+            m4 += tl.sum(_scaled(x, BUCKET_START_4, SAT_CLAMPS), axis=1, keep_dims=True) * BUCKET_START_4
+            m5 += tl.sum(_scaled(x, BUCKET_START_5, SAT_CLAMPS), axis=1, keep_dims=True) * BUCKET_START_5
+            m6 += tl.sum(_scaled(x, BUCKET_START_6, SAT_CLAMPS), axis=1, keep_dims=True) * BUCKET_START_6
+            m7 += tl.sum(_scaled(x, BUCKET_START_7, SAT_CLAMPS), axis=1, keep_dims=True) * BUCKET_START_7
+        else:
+            packed += tl.full([ROWS, COLS], 1, tl.int64) << (t * BITS).to(tl.int64)
+        if TOP_P and not GROUPED:  # m0: the mass; m_b: the mass clamped at bucket b's start (a min and an add)
             m0 += x
             m1 += _clamped(x, BUCKET_START_1, SAT_CLAMPS)
             m2 += _clamped(x, BUCKET_START_2, SAT_CLAMPS)
@@ -954,20 +990,21 @@ def _first_pass_kernel(
     TOP_P: tl.constexpr, PARAM_IS_TENSOR: tl.constexpr, SEG_MAP: tl.constexpr, TICKET: tl.constexpr,
     BLOCK: tl.constexpr, CHUNKS_P2: tl.constexpr, PREFETCH: tl.constexpr, REVERSED: tl.constexpr = False,
     PDL: tl.constexpr = False, ONE_REDUCTION: tl.constexpr = False, SAT_CLAMPS: tl.constexpr = False,
+    GROUPED: tl.constexpr = False,
 ):
     # The first select pass over (chunk, row) programs: count (top-k) or weigh in fp32 (top-p) the
     # keys of each fixed bucket, then the row's last program keeps the bucket(s) holding the pivot
     # and writes each chunk's count of keys in them to its RANGE_SLOT (the compaction places its
     # candidates by them). Top-p's exact fp64 masses are the compaction's. SEG_MAP: also the
     # segment maxima (seg_ptr) the compaction and the write read. REVERSED: _chunk_and_row's.
-    # SAT_CLAMPS (CUDA): top-p's clamps as saturating multiplies (_clamped).
+    # SAT_CLAMPS (CUDA): top-p's clamps as saturating multiplies (_clamped). GROUPED: _first_stats'.
     _after_the_launch_before(PDL)
     chunk, row = _chunk_and_row(REVERSED)
     srow, frow = _row_words(state_ptr, fstate_ptr, row)
     start = chunk * chunk_len
     counts, mass, top_key = _first_stats(probs_ptr + row.to(tl.int64) * V, seg_ptr + row.to(tl.int64) * tl.cdiv(V, SEG),
                                          start, tl.minimum(start + chunk_len, V), TOP_P, SEG_MAP, BLOCK, PREFETCH,
-                                         ONE_REDUCTION, SAT_CLAMPS)
+                                         ONE_REDUCTION, SAT_CLAMPS, GROUPED)
     NB: tl.constexpr = FIRST_NB_TOP_P if TOP_P else FIRST_NB_TOP_K
     bins = tl.arange(0, NB)
     prow = _partials(part_ptr, row, chunk, num_chunks)

@@ -127,6 +127,17 @@ def _probe_regions(bs: int, chunks: int, top_p: bool, t: RenormTuning) -> int:
     return regions if t.finish[1][0] // regions >= 32 else 0
 
 
+def _seg_map(bs: int, top_p: bool, t: RenormTuning) -> bool:
+    """Whether the first pass stores the segment maxima (and the compaction and the write read them)."""
+    return t.segment_maxima[top_p] and bs >= t.segment_maxima_rows
+
+
+def _grouped(bs: int, top_p: bool, t: RenormTuning) -> bool:
+    """Whether top-p's first pass adds each thread's groups of rk.GROUP entries before its accumulators
+    (first_pass_group_sums; not with the segment maxima, whose tiles are segments)."""
+    return top_p and t.first_pass_group_sums and not _seg_map(bs, top_p, t)
+
+
 def _split(bs: int, vocab: int, t: RenormTuning, top_p: bool, most_chunks: int | None = None) -> tuple[int, int]:
     """(chunk length, chunks): enough (chunk, row) programs to fill the GPU, at most most_chunks, and
     chunks the first pass covers in at most first_pass_steps_max steps (its per-lane counters) and
@@ -136,7 +147,7 @@ def _split(bs: int, vocab: int, t: RenormTuning, top_p: bool, most_chunks: int |
     programs = t.large_batch_programs if large else t.target_programs[bs >= t.target_programs_rows]
     first_block = (t.large_batch_first_pass[top_p] if large else t.first_pass)[0]
     chunks = max(1, min(steps, cdiv(programs, bs), most_chunks or steps),
-                 cdiv(steps, rk.first_pass_steps_max(top_p) * first_block // t.chunk_align),
+                 cdiv(steps, rk.first_pass_steps_max(top_p, _grouped(bs, top_p, t)) * first_block // t.chunk_align),
                  cdiv(steps, (int(rk.FIELD_SUM_MAX) + 1 - first_block) // t.chunk_align))
     chunk_len = t.chunk_align * cdiv(steps, chunks)
     return chunk_len, cdiv(vocab, chunk_len)
@@ -164,7 +175,7 @@ def _plan(bs: int, vocab: int, top_p: bool, param_is_tensor: bool, t: RenormTuni
     launch_kw = dict(PDL=pdl, launch_pdl=True) if pdl else dict(PDL=False)  # every kernel's last constexpr
     param = dict(TOP_P=top_p, PARAM_IS_TENSOR=param_is_tensor, **launch_kw)
     ptx = ptx_ok and t.ptx_stores  # the kernels that scatter (gather, compact, finish): kernels.py, _scatter
-    seg_map = t.segment_maxima[top_p] and bs >= t.segment_maxima_rows
+    seg_map = _seg_map(bs, top_p, t)
     ticket, attempt, launches = int(rk.FIRST_TICKET), 0, []
     reversed_launches = t.reversed_launches[top_p]
     for kind, nb in steps:
@@ -180,7 +191,8 @@ def _plan(bs: int, vocab: int, top_p: bool, param_is_tensor: bool, t: RenormTuni
             block, warps = t.large_batch_first_pass[top_p] if bs >= t.large_batch_rows[top_p] else t.first_pass
             meta = dict(**param, **common, SEG_MAP=seg_map, BLOCK=block, PREFETCH=t.prefetch_first_pass[top_p],
                         REVERSED="first pass" in reversed_launches, ONE_REDUCTION=t.first_pass_one_reduction[top_p],
-                        SAT_CLAMPS=ptx_ok and t.sat_clamps and top_p, num_warps=warps)
+                        SAT_CLAMPS=ptx_ok and t.sat_clamps and top_p, GROUPED=_grouped(bs, top_p, t),
+                        num_warps=warps)
             launches.append(_Launch(rk._first_pass_kernel, grid, "first", sizes[:3], meta))
         elif kind in ("pass", "skip-compacted pass"):
             block, warps = t.narrow_pass if nb == 4 else t.wide_pass[top_p]

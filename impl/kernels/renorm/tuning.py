@@ -168,6 +168,13 @@ class RenormTuning:
     # pipe, instead of mins on the integer pipe, which the pass kept busiest (kernels.py, _clamped;
     # docs/performance.md, renorm v26).
     sat_clamps: bool = True
+    # Top-p's first pass without the segment maxima adds each thread's groups of 4 adjacent entries (one 16-byte
+    # load) before its fp32 sums and counters, which then take a quarter of the registers (kernels.py,
+    # _first_stats' GROUPED; a field counts 4 keys a step, so a chunk takes at most 63 steps). Offline (triton
+    # 3.6, sm_90, 256 rows): (256, 2) 64 -> 47 registers, 16 -> 21 programs an SM, the same 125 instructions a
+    # 4-entry step; (512, 2) 118 -> 48 registers and 31.6 -> 29.1 instructions an entry, 8 entries a thread in
+    # flight at 21 programs an SM. Not yet timed on a GPU, so off (docs/performance.md, "Top-p's grouped first pass").
+    first_pass_group_sums: bool = False
     # By op (one bool sets both): the first pass adds its lanes' bucket counts and (top-p) sums across the
     # program in one tuple reduction instead of one reduction each (kernels.py, _first_stats' ONE_REDUCTION).
     # sm_90 offline: 45 -> 18 barriers a program for top-p, 29 -> 20 for top-k, the same registers. Against
@@ -361,6 +368,8 @@ class RenormTuning:
             refuse("ptx_stores", "must be a bool")
         if not isinstance(self.sat_clamps, bool):
             refuse("sat_clamps", "must be a bool")
+        if not isinstance(self.first_pass_group_sums, bool):
+            refuse("first_pass_group_sums", "must be a bool")
         pair = self.large_batch_compact_registers
         if not (isinstance(pair, tuple) and len(pair) == 2
                 and all(isinstance(r, int) and not isinstance(r, bool) and (r == 0 or 32 <= r <= 255) for r in pair)):
@@ -372,7 +381,8 @@ class RenormTuning:
         if not (isinstance(self.compact_step_sums, tuple) and len(self.compact_step_sums) == 2
                 and all(m in (0, 1, 2) and not isinstance(m, bool) for m in self.compact_step_sums)):
             refuse("compact_step_sums", "must be a (one-warp, several-warp) pair of modes 0, 1 or 2")
-        steps_max = min(rk.first_pass_steps_max(False), rk.first_pass_steps_max(True))  # either op's shape
+        steps_max = min(rk.first_pass_steps_max(False),
+                        rk.first_pass_steps_max(True, self.first_pass_group_sums))  # either op's shape
         for name, block in (("first_pass", self.first_pass[0]),
                             *(("large_batch_first_pass", b) for b, _ in self.large_batch_first_pass)):
             if self.chunk_align + block > int(rk.FIELD_SUM_MAX) + 1:
