@@ -1,0 +1,103 @@
+"""A baseline never hides a regression or a new error, whatever the file or the workflows say.
+
+Each test copies the self-written sglang fixture tree (registered/fixtures/sglang/base: its nightly
+workflow runs the suite ``nightly-amd-8-gpu-mi35x-r1`` on a schedule), changes it, and runs the
+command line as a user does, against a baseline written by the tool (or edited as a reviewer would
+read it):
+
+- a baseline (or durations file) that names a JSON member twice is exit 2, in one line naming the
+  file and the name: JSON keeps the last one, so a reviewer and the tool would read different files;
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from ci.audit import cli as audit_cli
+from ci.registration import register
+from registered.fixture_repo import REAL_ROOT
+
+BASE = REAL_ROOT / "registered" / "fixtures" / "sglang" / "base"
+R1 = "nightly-amd-8-gpu-mi35x-r1"
+R1_CALL = f"--suite {R1} --nightly"
+
+
+def tree(dest: Path, *, exit_before_r1: bool = False, mask_r1: bool = False, extra: str = "") -> Path:
+    """The fixture tree at ``dest``. ``exit_before_r1``: the r1 step ends before the runner (r1 is dormant);
+    ``mask_r1``: its failure is ignored (``|| true``); ``extra``: text added to the nightly workflow."""
+    shutil.copytree(BASE, dest)
+    nightly = dest / ".github" / "workflows" / "nightly.yml"
+    text = nightly.read_text()
+    assert "cd test\n" in text and R1_CALL + "\n" in text
+    if exit_before_r1:
+        text = text.replace("cd test\n", "cd test\n          exit 0\n")
+    if mask_r1:
+        text = text.replace(R1_CALL + "\n", R1_CALL + " || true\n")
+    nightly.write_text(text + extra)
+    return dest
+
+
+def audit(root: Path, *args: str) -> tuple[int, str, str]:
+    """``dspark-audit --root ROOT --adapter sglang ARGS``: (exit code, stdout, stderr)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = audit_cli.main(["--root", str(root), "--adapter", "sglang", *args])
+    return code, out.getvalue(), err.getvalue()
+
+
+def written_baseline(root: Path, path: Path) -> dict:
+    code, _out, err = audit(root, "--write-baseline", str(path))
+    assert code == 0, err
+    return json.loads(path.read_text())
+
+
+# ---------------------------------------------------------------- B1: a JSON member named twice
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=2)
+def test_a_baseline_naming_a_member_twice_is_exit_2_naming_the_file_and_the_name(tmp_path):
+    """``{"suite": "brand-new", ..., "suite": "r1"}`` reads to a reviewer as debt of a new suite, while
+    JSON keeps the last member: r1's regression would be suppressed. Refused at any depth."""
+    good, bad = tree(tmp_path / "good"), tree(tmp_path / "regressed", exit_before_r1=True)
+    base = tmp_path / "baseline.json"
+    written_baseline(good, base)
+    code, out, _err = audit(bad, "--baseline", str(base))
+    assert code == 1 and f"REGRESSED nightly/amd/{R1}" in out          # the control
+    entry = ('{"rule": "dormant-suite", "hardware": "amd", "suite": "nightly-amd-8-gpu-mi35x-brand-new", '
+             f'"schedule": "nightly", "severity": "error", "state": "dormant", "suite": "{R1}"}}')
+    text = base.read_text()
+    variants = {
+        "entry": text.replace('"entries": [', '"entries": [\n    ' + entry + ",", 1),
+        "top": text.rstrip().removesuffix("}") + ',\n  "run": []\n}\n',
+        "run item": text.replace('"schedule": "nightly"}', '"schedule": "nightly", "suite": "x"}', 1),
+    }
+    for name, variant in variants.items():
+        dup = tmp_path / f"dup-{name.replace(' ', '-')}.json"
+        dup.write_text(variant)
+        code, out, err = audit(bad, "--baseline", str(dup))
+        repeated = "'run'" if name == "top" else "'suite'"
+        assert code == 2 and out == "", (name, code, out[-500:])
+        assert err.count("\n") == 1 and str(dup) in err and f"member {repeated} twice" in err, (name, err)
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
+def test_a_durations_file_naming_a_member_twice_is_refused():
+    """The same reader serves ci/durations.json (and a plan's {node_id: seconds} file): a test measured
+    twice is as ambiguous there, and the tool never writes one (``durations_file.dump``)."""
+    from ci.registry.durations_file import DurationsError, dump, parse
+
+    one = '{"hardware": {"cpu": {"registered/test_a.py::test_a": 1.0}}}'
+    assert parse(one) == {"cpu": {"registered/test_a.py::test_a": 1.0}}
+    for text in ('{"hardware": {"cpu": {"registered/test_a.py::test_a": 1.0, "registered/test_a.py::test_a": 90}}}',
+                 '{"hardware": {"cpu": {}, "cpu": {"registered/test_a.py::test_a": 1.0}}}',
+                 '{"hardware": {}, "hardware": {}}'):
+        with pytest.raises(DurationsError) as refused:
+            parse(text)
+        assert str(refused.value).startswith("ci/durations.json: an object names the member '") and "twice" in str(
+            refused.value)
+    committed = (REAL_ROOT / "ci" / "durations.json").read_text()
+    assert dump(parse(committed)) == committed or parse(dump(parse(committed))) == parse(committed)
