@@ -7,6 +7,8 @@ read it):
 
 - a baseline (or durations file) that names a JSON member twice is exit 2, in one line naming the
   file and the name: JSON keeps the last one, so a reviewer and the tool would read different files;
+- an entry about the run state of a suite that the same file lists under ``run`` is exit 2 (the
+  tool never writes both; read as given, the entry would hide the suite's regression);
 """
 from __future__ import annotations
 
@@ -101,3 +103,27 @@ def test_a_durations_file_naming_a_member_twice_is_refused():
             refused.value)
     committed = (REAL_ROOT / "ci" / "durations.json").read_text()
     assert dump(parse(committed)) == committed or parse(dump(parse(committed))) == parse(committed)
+
+
+# ---------------------------------------------------------------- B4: an entry for a suite listed as run
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=2)
+def test_a_baseline_with_a_run_state_entry_for_a_suite_it_lists_as_run_is_exit_2(tmp_path):
+    """The tool never writes both; read as given, the entry would hide the suite's regression (the
+    comparison consults ``run`` only for keys without an entry)."""
+    good, bad = tree(tmp_path / "good"), tree(tmp_path / "regressed", exit_before_r1=True)
+    base = tmp_path / "baseline.json"
+    doc = written_baseline(good, base)
+    assert {"hardware": "amd", "suite": R1, "schedule": "nightly"} in doc["run"]
+    doc["entries"].append({"rule": "dormant-suite", "hardware": "amd", "suite": R1, "schedule": "nightly",
+                           "severity": "error", "state": "dormant"})
+    base.write_text(json.dumps(doc))
+    code, out, err = audit(bad, "--baseline", str(base))
+    assert code == 2 and out == "", out[-500:]
+    assert err.count("\n") == 1 and str(base) in err, err
+    assert f"records 'dormant-suite' dormant for 'nightly/amd/{R1}', which 'run' lists as run" in err, err
+    doc["entries"][-1] = {"rule": "masked-step", "hardware": "amd", "suite": R1, "schedule": "nightly",
+                          "severity": "error"}   # not about its run state: a run suite may have a masked step too
+    base.write_text(json.dumps(doc))
+    code, out, err = audit(bad, "--baseline", str(base))
+    assert code == 1 and f"REGRESSED nightly/amd/{R1}" in out, err

@@ -203,6 +203,12 @@ def parse_baseline(text: str, where: str) -> Baseline:
             raise BaselineError(f"{where}: run[{i}] must be an object with the non-empty string fields "
                                 f"{', '.join(SUITE_FIELDS)}, got {short(raw)}")
         suites.add(tuple(raw[k] for k in SUITE_FIELDS))
+    for i, (key, entry) in enumerate(known.items()):   # dicts keep order: i is the entry's index
+        if entry.state and (key[1], key[2], key[3]) in suites:
+            raise BaselineError(f"{where}: entries[{i}] records {short(key[0], 60)} {entry.state} for "
+                                f"{short('/'.join((key[3], key[1], key[2])), 240)}, which 'run' lists as run: "
+                                "the tool never writes both, and the entry would hide the suite's regression; "
+                                "rewrite the baseline with --write-baseline FILE")
     return Baseline(adapter, known, frozenset(suites))
 
 
