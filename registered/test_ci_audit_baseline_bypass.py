@@ -9,6 +9,8 @@ read it):
   file and the name: JSON keeps the last one, so a reviewer and the tool would read different files;
 - an entry about the run state of a suite that the same file lists under ``run`` is exit 2 (the
   tool never writes both; read as given, the entry would hide the suite's regression);
+- a stale entry about a suite's run state whose suite runs now fails the run (exit 1) until the
+  baseline is rewritten: left in, it would hide the suite when it stops running again;
 """
 from __future__ import annotations
 
@@ -127,3 +129,44 @@ def test_a_baseline_with_a_run_state_entry_for_a_suite_it_lists_as_run_is_exit_2
     base.write_text(json.dumps(doc))
     code, out, err = audit(bad, "--baseline", str(base))
     assert code == 1 and f"REGRESSED nightly/amd/{R1}" in out, err
+
+
+# ---------------------------------------------------------------- B3: a stale entry of a suite that runs now
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=3)
+def test_a_stale_run_state_entry_of_a_suite_that_runs_now_fails_until_the_baseline_is_rewritten(tmp_path):
+    """Baseline written while r1 was dormant; r1 gets fixed. Passing then (stale: "delete the entry")
+    left the entry in place, and when r1 broke again the entry suppressed it as known debt. The fixed
+    tree now fails (exit 1) whatever --fail-on, naming the entry; the rewritten baseline records r1 as run."""
+    dormant, fixed = tree(tmp_path / "dormant", exit_before_r1=True), tree(tmp_path / "fixed")
+    old = tmp_path / "old.json"
+    doc = written_baseline(dormant, old)
+    assert {"rule": "dormant-suite", "hardware": "amd", "suite": R1, "schedule": "nightly", "severity": "error",
+            "state": "dormant"} in doc["entries"]
+    assert {"hardware": "amd", "suite": R1, "schedule": "nightly"} not in doc["run"]
+    code, out, err = audit(fixed, "--baseline", str(old))
+    assert code == 1, out[-800:] + err
+    lines = out.splitlines()
+    assert (f"  outdated [dormant-suite] nightly/amd/{R1}: the baseline knows it as error dormant, and it runs now: "
+            "rewrite the baseline with --write-baseline FILE, so that it records the suite as run (left in, the "
+            "entry would hide the suite if it stopped running again)") in lines
+    assert not any(line.startswith(f"  stale [dormant-suite] nightly/amd/{R1}") for line in lines)
+    assert lines[-1].startswith("dspark-audit: FAILED: 1 baseline entr(ies) for suite(s) that run now "
+                                "(rewrite the baseline: --write-baseline FILE)"), lines[-1]
+    for fail_on in ("warning", "note"):
+        assert audit(fixed, "--baseline", str(old), "--fail-on", fail_on)[0] == 1
+    code, out, _err = audit(fixed, "--baseline", str(old), "--format", "json")
+    data = json.loads(out)
+    assert code == 1 and data["ok"] is False and data["findings"] == []
+    assert data["baseline"]["outdated"] == [{"rule": "dormant-suite", "hardware": "amd", "suite": R1,
+                                             "schedule": "nightly", "was": "error dormant"}]
+    assert {"rule": "dormant-suite", "hardware": "amd", "suite": R1, "schedule": "nightly"} in data["baseline"]["stale"]
+    import jsonschema
+    from ci.audit.json_report import SCHEMA_PATH
+    jsonschema.Draft202012Validator(json.loads(SCHEMA_PATH.read_text())).validate(data)
+    # rewritten, the baseline records r1 as run: breaking it again is a regression
+    new = tmp_path / "new.json"
+    assert {"hardware": "amd", "suite": R1, "schedule": "nightly"} in written_baseline(fixed, new)["run"]
+    assert audit(fixed, "--baseline", str(new), "--strict-baseline")[0] == 0
+    code, out, _err = audit(tree(tmp_path / "broken-again", exit_before_r1=True), "--baseline", str(new))
+    assert code == 1 and f"REGRESSED nightly/amd/{R1}: ran on a schedule in the baseline, now dormant" in out

@@ -15,6 +15,11 @@ elsewhere does not turn a known finding into a new one. Comparing a run with it:
     suppressed  found now, in the baseline, no worse                    (known debt: "baselined")
     stale       in the baseline, not found now                          (debt paid: delete the entry;
                                                                          fails only with --strict-baseline)
+    outdated    a stale entry about a suite's run state (dormant-suite) (fails by default: rewrite the
+                whose suite is now run                                   baseline, so that it records the
+                                                                         suite under run; left in, the entry
+                                                                         would hide the suite if it stopped
+                                                                         running again)
 
 Several findings can share a key (a rule that is not about one target leaves hardware, suite and
 schedule empty). The entry then carries ``count``; when a run finds more of them than that, the
@@ -99,6 +104,7 @@ class BaselineComparison:
     stale: tuple[Key, ...]                          # sorted
     grown: tuple[tuple[Key, int, int], ...] = ()    # (key, count in the baseline, found now), sorted
     worse: tuple[tuple[Finding, str], ...] = ()     # new because worse than the baseline: (finding, was)
+    outdated: tuple[tuple[Key, str], ...] = ()      # stale run-state entries of suites that run now: (key, was)
 
 
 def entry_of(key: Key) -> dict[str, str]:
@@ -235,8 +241,12 @@ def regressed(finding: Finding) -> Finding:
     return dataclasses.replace(finding, severity="error", message=head + finding.message, why_unproven=None)
 
 
-def compare(findings: Iterable[Finding], baseline: Baseline | None) -> BaselineComparison:
-    """Split ``findings`` into new and suppressed; list the baseline's stale keys and the grown ones."""
+def compare(findings: Iterable[Finding], baseline: Baseline | None,
+            run_suites: Iterable[SuiteKey] = ()) -> BaselineComparison:
+    """Split ``findings`` into new and suppressed; list the baseline's stale keys, the grown ones, and the
+    outdated ones: stale entries about a suite's run state whose suite is in ``run_suites`` (the suites in
+    state run now). Such an entry must go (the baseline rewritten, recording the suite under ``run``):
+    left in, it would suppress the suite's next regression as known debt."""
     findings = tuple(findings)
     if baseline is None:
         return BaselineComparison(findings, (), ())
@@ -262,4 +272,7 @@ def compare(findings: Iterable[Finding], baseline: Baseline | None) -> BaselineC
             suppressed.append(f)
     stale = tuple(sorted(k for k in known if k not in found))
     grown = tuple(sorted((k, known[k].count, n) for k, n in found.items() if k in known and n > known[k].count))
-    return BaselineComparison(tuple(new), tuple(suppressed), stale, grown, tuple(worse))
+    running = set(run_suites)
+    outdated = tuple((k, f"{known[k].severity} {known[k].state}") for k in stale
+                     if known[k].state and (k[1], k[2], k[3]) in running)
+    return BaselineComparison(tuple(new), tuple(suppressed), stale, grown, tuple(worse), outdated)
