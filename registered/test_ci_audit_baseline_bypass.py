@@ -11,6 +11,8 @@ read it):
   tool never writes both; read as given, the entry would hide the suite's regression);
 - a stale entry about a suite's run state whose suite runs now fails the run (exit 1) until the
   baseline is rewritten: left in, it would hide the suite when it stops running again;
+- a masked step is keyed by the suite it runs, whatever its name holds (``rerun: a`` once lost its
+  target, so a baselined masked step of one suite hid a new masked step of another);
 """
 from __future__ import annotations
 
@@ -170,3 +172,42 @@ def test_a_stale_run_state_entry_of_a_suite_that_runs_now_fails_until_the_baseli
     assert audit(fixed, "--baseline", str(new), "--strict-baseline")[0] == 0
     code, out, _err = audit(tree(tmp_path / "broken-again", exit_before_r1=True), "--baseline", str(new))
     assert code == 1 and f"REGRESSED nightly/amd/{R1}: ran on a schedule in the baseline, now dormant" in out
+
+
+# ---------------------------------------------------------------- B5: a step name holding ": "
+
+EXTRA_JOB = """  extra:
+    runs-on: linux-mi35x-gpu-8
+    steps:
+      - uses: actions/checkout@v4
+      - name: "{name}"
+        run: python3 test/run_suite.py --hw amd {call} || true
+"""
+SMALL_CALL = "--suite stage-b-test-1-gpu-small-amd --auto-partition-id 0 --auto-partition-size 2"
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=3)
+def test_a_masked_step_is_keyed_by_its_target_whatever_its_name_holds(tmp_path):
+    """The masked-step key was read back out of the message, split at its first ": ": a step named
+    ``rerun: a`` lost its target and got the empty key, so a baselined masked step of r1 hid a new masked
+    step of another suite. The key now comes from the step's runner calls, matched as data."""
+    for name in ("rerun: a", "rerun - a", "a: b: c"):
+        tag = "".join(c if c.isalnum() else "-" for c in name)
+        old = tree(tmp_path / f"old-{tag}", extra=EXTRA_JOB.format(name=name, call=R1_CALL))
+        new = tree(tmp_path / f"new-{tag}", extra=EXTRA_JOB.format(name=name, call=SMALL_CALL))
+        base = tmp_path / f"{tag}.json"
+        doc = written_baseline(old, base)
+        masked = [e for e in doc["entries"] if e["rule"] == "masked-step"]
+        assert masked == [{"rule": "masked-step", "hardware": "amd", "suite": R1, "schedule": "nightly",
+                           "severity": "error"}], (name, masked)
+        code, out, _err = audit(new, "--baseline", str(base), "--format", "json")
+        data = json.loads(out)
+        new_masked = [f for f in data["findings"] if f["rule"] == "masked-step"]
+        assert code == 1 and len(new_masked) == 1, (name, data["findings"])
+        assert (new_masked[0]["hardware"], new_masked[0]["suite"], new_masked[0]["schedule"]) == (
+            "amd", "stage-b-test-1-gpu-small-amd", "per-commit"), (name, new_masked)
+        assert f"MASKED .github/workflows/nightly.yml:extra:{name}: " in new_masked[0]["message"]
+        assert new_masked[0]["locations"][0]["path"] == ".github/workflows/nightly.yml"
+        assert new_masked[0]["locations"][0]["line"], new_masked
+        stale = data["baseline"]["stale"]
+        assert {"rule": "masked-step", "hardware": "amd", "suite": R1, "schedule": "nightly"} in stale, stale
