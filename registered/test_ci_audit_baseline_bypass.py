@@ -13,6 +13,8 @@ read it):
   baseline is rewritten: left in, it would hide the suite when it stops running again;
 - a masked step is keyed by the suite it runs, whatever its name holds (``rerun: a`` once lost its
   target, so a baselined masked step of one suite hid a new masked step of another);
+- a suite is run only by unmasked steps: when its only unmasked run becomes masked it regresses (the
+  same masked-step key and count once let the baseline say OK).
 """
 from __future__ import annotations
 
@@ -211,3 +213,56 @@ def test_a_masked_step_is_keyed_by_its_target_whatever_its_name_holds(tmp_path):
         assert new_masked[0]["locations"][0]["line"], new_masked
         stale = data["baseline"]["stale"]
         assert {"rule": "masked-step", "hardware": "amd", "suite": R1, "schedule": "nightly"} in stale, stale
+
+
+# ---------------------------------------------------------------- B6: a suite's only unmasked run becomes masked
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=3)
+def test_a_suite_whose_runs_are_all_masked_now_regresses(tmp_path):
+    """Old tree: r1 runs unmasked (baseline: r1 under run) and in a second, masked step (baseline: one
+    masked-step of r1). New tree: the unmasked step gets ``|| true`` and the masked one is deleted: the
+    same masked-step key and count, and a masked run used to count as run. A suite is run only by
+    unmasked steps (the rule's title; the own audit reads it the same way): r1 regresses to dormant."""
+    old = tree(tmp_path / "old", extra=EXTRA_JOB.format(name="rerun r1", call=R1_CALL))
+    new = tree(tmp_path / "new", mask_r1=True)
+    base = tmp_path / "baseline.json"
+    doc = written_baseline(old, base)
+    assert {"hardware": "amd", "suite": R1, "schedule": "nightly"} in doc["run"]
+    assert [e for e in doc["entries"] if e["suite"] == R1] == [
+        {"rule": "masked-step", "hardware": "amd", "suite": R1, "schedule": "nightly", "severity": "error"}]
+    code, out, _err = audit(new, "--format", "json")          # without a baseline: masked and dormant
+    assert code == 1
+    alone = {(f["rule"], f["severity"], f["state"]) for f in json.loads(out)["findings"] if f["suite"] == R1}
+    assert alone == {("masked-step", "error", ""), ("dormant-suite", "error", "dormant")}, alone
+    dormant = next(f for f in json.loads(out)["findings"] if f["suite"] == R1 and f["rule"] == "dormant-suite")
+    assert "(masked)" in dormant["message"], dormant["message"]
+    code, out, _err = audit(new, "--baseline", str(base), "--format", "json")
+    data = json.loads(out)
+    assert code == 1 and [(f["rule"], f["severity"], f["state"], f["suite"]) for f in data["findings"]] == [
+        ("dormant-suite", "error", "dormant", R1)], data["findings"]
+    assert data["findings"][0]["message"].startswith(
+        f"REGRESSED nightly/amd/{R1}: ran on a schedule in the baseline, now dormant: DORMANT")
+    assert data["baseline"]["worse"] == [{"rule": "dormant-suite", "hardware": "amd", "suite": R1,
+                                          "schedule": "nightly", "was": "run", "now": "error dormant"}]
+    assert [f["rule"] for f in data["baseline"]["baselined"] if f["suite"] == R1] == ["masked-step"]
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=2)
+def test_a_mask_on_a_run_time_value_leaves_the_suite_unproven(tmp_path):
+    """``continue-on-error: ${{ ... }}`` may or may not mask the run: the suite may run (a warning, with
+    why), not proven dormant; an unmasked step beside it still runs it."""
+    root = tree(tmp_path / "tree")
+    nightly = root / ".github" / "workflows" / "nightly.yml"
+    text = nightly.read_text()
+    tolerant = "        continue-on-error: ${{ vars.TOLERANT == 'yes' }}\n"
+    nightly.write_text(text.replace("      - name: r1 accuracy\n", "      - name: r1 accuracy\n" + tolerant))
+    code, out, _err = audit(root, "--format", "json")
+    found = {(f["rule"], f["severity"], f["state"]): f for f in json.loads(out)["findings"] if f["suite"] == R1}
+    assert set(found) == {("masked-step", "warning", ""), ("dormant-suite", "warning", "unproven")}, set(found)
+    assert "its exit may be masked" in found[("dormant-suite", "warning", "unproven")]["why_unproven"]
+    both = tree(tmp_path / "both", extra=EXTRA_JOB.format(name="again", call=R1_CALL).replace(" || true", ""))
+    nightly = both / ".github" / "workflows" / "nightly.yml"
+    nightly.write_text(nightly.read_text().replace(R1_CALL + "\n", R1_CALL + " || true\n", 1))
+    code, out, _err = audit(both, "--format", "json")
+    rules = sorted(f["rule"] for f in json.loads(out)["findings"] if f["suite"] == R1)
+    assert rules == ["masked-step"], rules

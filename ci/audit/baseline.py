@@ -3,7 +3,7 @@ the suites that ran.
 
 A baseline records, for each finding key ``(rule, hardware, suite, schedule)`` (``Finding.key``)
 present when it was written, the worst severity and run state (``ci.audit.findings.STATES``) seen under
-it, and the suites that were in the good ``run`` state (run by a triggered step on their schedule).
+it, and the suites that were in the good ``run`` state (run by a triggered, unmasked step on their schedule).
 It never records line numbers, messages, job, step or workflow-file names, so an edit or a rename
 elsewhere does not turn a known finding into a new one. Comparing a run with it:
 
@@ -86,7 +86,7 @@ class Entry:
 class Baseline:
     adapter: str
     entries: Mapping[Key, Entry]
-    run: frozenset[SuiteKey] = frozenset()      # suites a triggered step ran, on their schedule
+    run: frozenset[SuiteKey] = frozenset()      # suites a triggered, unmasked step ran, on schedule
 
     @property
     def counts(self) -> dict[Key, int]:
