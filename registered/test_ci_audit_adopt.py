@@ -105,7 +105,8 @@ def test_a_suite_registered_after_the_baseline_is_the_one_new_finding(tmp_path):
     assert json_findings(proc) == [("dormant-suite", "error", "nightly", "amd", NEW)]
     data = json.loads(proc.stdout)
     assert {k: v for k, v in data["baseline"].items() if k != "baselined"} == {
-        "path": str(base), "suppressed": 1, "stale": [], "grown": [], "worse": []} and data["ok"] is False
+        "path": str(base), "suppressed": 1, "stale": [], "grown": [], "worse": [], "outdated": []}
+    assert data["ok"] is False
     assert [f["suite"] for f in data["baseline"]["baselined"]] == [OLD]
     assert data["findings"][0]["locations"] == [{"path": "test/registered/amd/test_new_model.py", "line": 4}]
 
@@ -126,19 +127,27 @@ def test_a_baseline_entry_nothing_finds_is_stale_and_fails_only_when_strict(tmp_
     before = write_tree(tmp_path / "before")
     base = tmp_path / "baseline.json"
     assert cli("--root", str(before), "--write-baseline", str(base)).returncode == 0
-    fixed = write_tree(tmp_path / "fixed", old_runs=True)       # a nightly workflow now runs OLD
-    proc = cli("--root", str(fixed), "--baseline", str(base))
+    gone = write_tree(tmp_path / "gone")                       # OLD's test is deleted: nothing registers it
+    (gone / "test" / "registered" / "amd" / "test_old_debt.py").unlink()
+    proc = cli("--root", str(gone), "--baseline", str(base))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.splitlines()[-3:] == [
         f"baseline {base}: 0 known finding(s) suppressed, 1 stale entr(ies)",
         f"  stale [dormant-suite] nightly/amd/{OLD} (nothing finds it any more: delete the entry)",
         "dspark-audit: OK"]
-    strict = cli("--root", str(fixed), "--baseline", str(base), "--strict-baseline", "--format", "json")
+    strict = cli("--root", str(gone), "--baseline", str(base), "--strict-baseline", "--format", "json")
     assert strict.returncode == 1
     data = json.loads(strict.stdout)
-    assert data["findings"] == [] and data["ok"] is False
+    assert data["findings"] == [] and data["ok"] is False and data["baseline"]["outdated"] == []
     assert data["baseline"]["stale"] == [{"rule": "dormant-suite", "hardware": "amd", "suite": OLD,
                                           "schedule": "nightly"}]
+    # a nightly workflow now runs OLD: the entry would hide its next regression, so it fails until rewritten
+    # (registered/test_ci_audit_baseline_bypass.py)
+    fixed = write_tree(tmp_path / "fixed", old_runs=True)
+    proc = cli("--root", str(fixed), "--baseline", str(base))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert proc.stdout.splitlines()[-1] == ("dspark-audit: FAILED: 1 baseline entr(ies) for suite(s) that run now "
+                                            "(rewrite the baseline: --write-baseline FILE)")
 
 
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=3)

@@ -3,7 +3,7 @@ the suites that ran.
 
 A baseline records, for each finding key ``(rule, hardware, suite, schedule)`` (``Finding.key``)
 present when it was written, the worst severity and run state (``ci.audit.findings.STATES``) seen under
-it, and the suites that were in the good ``run`` state (run by a triggered step on their schedule).
+it, and the suites that were in the good ``run`` state (run by a triggered, unmasked step on their schedule).
 It never records line numbers, messages, job, step or workflow-file names, so an edit or a rename
 elsewhere does not turn a known finding into a new one. Comparing a run with it:
 
@@ -15,6 +15,11 @@ elsewhere does not turn a known finding into a new one. Comparing a run with it:
     suppressed  found now, in the baseline, no worse                    (known debt: "baselined")
     stale       in the baseline, not found now                          (debt paid: delete the entry;
                                                                          fails only with --strict-baseline)
+    outdated    a stale entry about a suite's run state (dormant-suite) (fails by default: rewrite the
+                whose suite is now run                                   baseline, so that it records the
+                                                                         suite under run; left in, the entry
+                                                                         would hide the suite if it stopped
+                                                                         running again)
 
 Several findings can share a key (a rule that is not about one target leaves hardware, suite and
 schedule empty). The entry then carries ``count``; when a run finds more of them than that, the
@@ -81,7 +86,7 @@ class Entry:
 class Baseline:
     adapter: str
     entries: Mapping[Key, Entry]
-    run: frozenset[SuiteKey] = frozenset()      # suites a triggered step ran, on their schedule
+    run: frozenset[SuiteKey] = frozenset()      # suites a triggered, unmasked step ran, on schedule
 
     @property
     def counts(self) -> dict[Key, int]:
@@ -99,6 +104,7 @@ class BaselineComparison:
     stale: tuple[Key, ...]                          # sorted
     grown: tuple[tuple[Key, int, int], ...] = ()    # (key, count in the baseline, found now), sorted
     worse: tuple[tuple[Finding, str], ...] = ()     # new because worse than the baseline: (finding, was)
+    outdated: tuple[tuple[Key, str], ...] = ()      # stale run-state entries of suites that run now: (key, was)
 
 
 def entry_of(key: Key) -> dict[str, str]:
@@ -203,6 +209,12 @@ def parse_baseline(text: str, where: str) -> Baseline:
             raise BaselineError(f"{where}: run[{i}] must be an object with the non-empty string fields "
                                 f"{', '.join(SUITE_FIELDS)}, got {short(raw)}")
         suites.add(tuple(raw[k] for k in SUITE_FIELDS))
+    for i, (key, entry) in enumerate(known.items()):   # dicts keep order: i is the entry's index
+        if entry.state and (key[1], key[2], key[3]) in suites:
+            raise BaselineError(f"{where}: entries[{i}] records {short(key[0], 60)} {entry.state} for "
+                                f"{short('/'.join((key[3], key[1], key[2])), 240)}, which 'run' lists as run: "
+                                "the tool never writes both, and the entry would hide the suite's regression; "
+                                "rewrite the baseline with --write-baseline FILE")
     return Baseline(adapter, known, frozenset(suites))
 
 
@@ -229,8 +241,12 @@ def regressed(finding: Finding) -> Finding:
     return dataclasses.replace(finding, severity="error", message=head + finding.message, why_unproven=None)
 
 
-def compare(findings: Iterable[Finding], baseline: Baseline | None) -> BaselineComparison:
-    """Split ``findings`` into new and suppressed; list the baseline's stale keys and the grown ones."""
+def compare(findings: Iterable[Finding], baseline: Baseline | None,
+            run_suites: Iterable[SuiteKey] = ()) -> BaselineComparison:
+    """Split ``findings`` into new and suppressed; list the baseline's stale keys, the grown ones, and the
+    outdated ones: stale entries about a suite's run state whose suite is in ``run_suites`` (the suites in
+    state run now). Such an entry must go (the baseline rewritten, recording the suite under ``run``):
+    left in, it would suppress the suite's next regression as known debt."""
     findings = tuple(findings)
     if baseline is None:
         return BaselineComparison(findings, (), ())
@@ -256,4 +272,7 @@ def compare(findings: Iterable[Finding], baseline: Baseline | None) -> BaselineC
             suppressed.append(f)
     stale = tuple(sorted(k for k in known if k not in found))
     grown = tuple(sorted((k, known[k].count, n) for k, n in found.items() if k in known and n > known[k].count))
-    return BaselineComparison(tuple(new), tuple(suppressed), stale, grown, tuple(worse))
+    running = set(run_suites)
+    outdated = tuple((k, f"{known[k].severity} {known[k].state}") for k in stale
+                     if known[k].state and (k[1], k[2], k[3]) in running)
+    return BaselineComparison(tuple(new), tuple(suppressed), stale, grown, tuple(worse), outdated)

@@ -11,9 +11,11 @@ findings it suppresses are counted per rule (``baselined (N)``) and ``--show-bas
 
 Exit status (docs/audit-exit-codes.md): 0 clean; 1 when a finding at or above --fail-on (default
 error) is not in the baseline, is worse than its entry, or is about a suite the baseline records
-as run (a regression: docs/audit-baseline.md), or, with --strict-baseline, when a baseline entry
-matches nothing any more; 2 on a usage error or input that cannot be read (one line on stderr); 3
-on an internal error (one line; the traceback only with --debug). --write-baseline records every
+as run (a regression: docs/audit-baseline.md), when a baseline entry about a suite's run state
+matches nothing because the suite runs now (rewrite the baseline: left in, the entry would hide the
+suite's next regression), or, with --strict-baseline, when a baseline entry matches nothing any
+more; 2 on a usage error or input that cannot be read (one line on stderr); 3 on an internal error
+(one line; the traceback only with --debug). --write-baseline records every
 current finding and exits 0. --output writes the --format output to FILE (atomically, never
 through a symlink) and the text report to stdout (the Action's log), where no line can start a
 workflow command (ci/log_escape.py). Needs pyyaml only: no torch, nothing of the tests.
@@ -46,7 +48,8 @@ REPO_NAME = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 SEVERITY_RANK = {s: len(SEVERITIES) - i for i, s in enumerate(SEVERITIES)}   # error 3, warning 2, note 1
 EXIT_CODES = """exit status:
   0  clean: no finding at or above --fail-on outside the baseline
-  1  findings at or above --fail-on (or stale entries with --strict-baseline)
+  1  findings at or above --fail-on, baseline entries for suites that run now (rewrite the
+     baseline), or stale entries with --strict-baseline
   2  usage error, or input that cannot be read (one line on stderr)
   3  internal error (one line on stderr; --debug prints the traceback)"""
 
@@ -187,6 +190,9 @@ def failing(comparison: BaselineComparison, fail_on: str, strict: bool) -> list[
         worse = sum(1 for f, _was in comparison.worse if SEVERITY_RANK[f.severity] >= level)
         why.append(f"{len(blocking)} new finding(s) at or above {fail_on}"
                    + (f" ({worse} worse than the baseline)" if worse else ""))
+    if comparison.outdated:   # whatever --fail-on: left in, the entry would hide the suite's next regression
+        why.append(f"{len(comparison.outdated)} baseline entr(ies) for suite(s) that run now "
+                   "(rewrite the baseline: --write-baseline FILE)")
     if strict and comparison.stale:
         why.append(f"{len(comparison.stale)} stale baseline entr(ies) (--strict-baseline)")
     return why
@@ -220,7 +226,12 @@ def text_report(report, comparison: BaselineComparison, format_text, args: argpa
                      f"{len(comparison.stale)} stale entr(ies)")
         lines += [f"  worse {key_text(f.key)}: the baseline knows it as {was}, now "
                   f"{' '.join(filter(None, (f.severity, f.state)))}" for f, was in comparison.worse]
-        lines += [f"  stale {key_text(key)} (nothing finds it any more: delete the entry)" for key in comparison.stale]
+        lines += [f"  outdated {key_text(key)}: the baseline knows it as {was}, and it runs now: rewrite the "
+                  "baseline with --write-baseline FILE, so that it records the suite as run (left in, the entry "
+                  "would hide the suite if it stopped running again)" for key, was in comparison.outdated]
+        outdated = {key for key, _was in comparison.outdated}
+        lines += [f"  stale {key_text(key)} (nothing finds it any more: delete the entry)" for key in comparison.stale
+                  if key not in outdated]
         lines += [f"  grown {key_text(key)}: {now} finding(s), the baseline knows {known}; all {now} are shown"
                   for key, known, now in comparison.grown]
     known = f" ({len(baselined)} baselined)" if baselined else ""
@@ -286,7 +297,7 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(str(exc)) from None
         comparison = BaselineComparison((), tuple(findings), ())
     else:
-        comparison = compare(findings, baseline)
+        comparison = compare(findings, baseline, getattr(report, "run_suites", ()))
     why = failing(comparison, args.fail_on, args.strict_baseline)
     out = render(args.format, report, comparison, format_text, args, why, written)
     if args.output:

@@ -22,12 +22,13 @@ Severity = Literal["error", "warning", "note"]
 SEVERITIES: tuple[Severity, ...] = ("error", "warning", "note")
 
 # The one vocabulary of a registered suite's run state, best first (``Finding.state``, baselines):
-#   run          a triggered step runs all of it on its schedule (per-commit: pull_request/push; nightly:
-#                a schedule); no finding, but a baseline records it (so losing it is a regression)
-#   unproven     a step may run it, on a run-time value (an if:, a computed matrix, an unresolved step)
+#   run          a triggered, unmasked step runs all of it on its schedule (per-commit: pull_request/push;
+#                nightly: a schedule); no finding, but a baseline records it (so losing it is a regression)
+#   unproven     a step may run it, on a run-time value (an if:, a computed matrix, an unresolved step, a mask
+#                on a run-time value)
 #   manual-only  only workflow_dispatch runs it
 #   partial      triggered steps run some of its partitions (shards), never all
-#   dormant      no triggered step runs it
+#   dormant      no triggered, unmasked step runs it (a masked run is no run)
 # A finding that is not about a suite's run state has state "".
 STATES: tuple[str, ...] = ("run", "unproven", "manual-only", "partial", "dormant")
 SuiteKey = tuple[str, str, str]     # (hardware, suite, schedule)

@@ -134,7 +134,11 @@ def _audit_job(report: ForeignReport, job_id: str, regs: list[SuiteRegistration]
                direct: dict[str, list[StepRun]]) -> None:
     """One suite, read once for three rules (dormant-suite, disabled-without-reason, empty-suite: their
     modules' functions turn what is read here into findings) and its row of the job table.
-    A suite whose every enabled file is run by path (python3 test/registered/x.py, pytest x.py) runs too."""
+    A suite whose every enabled file is run by path (python3 test/registered/x.py, pytest x.py) runs too.
+    A masked run is no run (the rule: run, unmasked, by a triggered step; the own audit reads it the same
+    way): a suite only masked steps run is DORMANT (and masked-step reports each mask), so one that ran
+    unmasked in a baseline and is now run only masked regresses. A mask that hangs on a run-time value
+    leaves the run possible: UNPROVEN."""
     enabled = [r for r in regs if r.disabled is None]
     enabled_files = sorted({r.file for r in enabled})
     by_path_refs = [ref for f in enabled_files for ref in direct.get(f, [])]
@@ -143,18 +147,22 @@ def _audit_job(report: ForeignReport, job_id: str, regs: list[SuiteRegistration]
     schedule = job_id.split("/")[0]
     need = events_needed(schedule)
     files = sorted({r.file for r in regs})
-    # a masked run still runs: masked-step reports it; here only "does anything run it"
-    live = [r for r in mine if r.events_for(files) & need]
-    maybe = [r for r in mine if not r.never_runs
-             and (r.maybe_events & need or (r.events_for(files) & need and r.shard_unknown))]
-    manual = [r for r in mine if not r.never_runs and (r.events | r.maybe_events) & MANUAL_TRIGGERS]
+    unproven_masks = report.scan.masked_unproven
+
+    def masked(ref: StepRun) -> bool:   # a mask the scan is sure of (not one on a run-time value)
+        return any(f"{ref.where}: {m}" not in unproven_masks for m in ref.masks)
+
+    live = [r for r in mine if not r.masks and r.events_for(files) & need]
+    maybe = [r for r in mine if not r.never_runs and not masked(r)
+             and (r.maybe_events & need or (r.events_for(files) & need and (r.shard_unknown or r.masks)))]
+    manual = [r for r in mine if not r.never_runs and not masked(r) and (r.events | r.maybe_events) & MANUAL_TRIGGERS]
     runners = sorted({lbl for r in mine for lbl in (r.runners or report.scan.runs_on.get((r.workflow, r.wf_job), ()))})
     expected = expected_runner(regs[0].backend, regs[0].suite)
     _note_disabled(report, regs)
     disabled_without_reason.foreign_registrations(report, regs)
     whole = any(r.shard is None and not r.shard_unknown for r in live)
     complete, parts = _partitions_text({r.shard for r in live if r.shard is not None})
-    by_path = bool(enabled_files) and all(any(ref.events_for([f]) & need for ref in direct.get(f, []))
+    by_path = bool(enabled_files) and all(any(ref.events_for([f]) & need for ref in direct.get(f, []) if not ref.masks)
                                           for f in enabled_files)
     first = enabled[0] if enabled else regs[0]
     location = (Location(first.file, first.line),)

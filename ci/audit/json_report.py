@@ -3,7 +3,8 @@
 The schema is ``ci/schemas/audit-findings.schema.json`` (JSON Schema 2020-12, shipped as package
 data); a per-commit test validates the output of ``dspark-audit``, ``python -m ci.audit`` and
 ``nox -s audit`` (one program) against it. Version 2 added each finding's ``state``, the
-baseline's ``worse`` and ``baselined`` lists, ``rules`` and ``tables``.
+baseline's ``worse`` and ``baselined`` lists, ``rules`` and ``tables``; the baseline's ``outdated`` list
+came later (optional in the schema, so version 2 documents of older tools stay valid).
 Bump ``JSON_VERSION`` (and the schema's ``version`` const) when a
 field changes meaning or disappears; an added optional field keeps the version.
 Imports nothing from ``impl/``, test code or torch.
@@ -53,6 +54,7 @@ def findings_document(findings: Iterable[Finding], *, adapter: str, tool_version
                     "grown": [{**entry_of(k), "known": n_known, "found": now} for k, n_known, now in comparison.grown],
                     "worse": [{**entry_of(f.key), "was": was, "now": " ".join(filter(None, (f.severity, f.state)))}
                               for f, was in comparison.worse],
+                    "outdated": [{**entry_of(k), "was": was} for k, was in comparison.outdated],
                     "baselined": [finding_json(f) for f in known]}
     return {
         "format": JSON_FORMAT,

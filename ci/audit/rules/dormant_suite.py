@@ -119,7 +119,8 @@ def foreign_job(report, job_id: str, enabled: list, mine: list[StepRun], live: l
     why: list[str] = []
     if maybe or live:
         for r in maybe + live:
-            why += list(r.why_maybe) + ([r.shard_unknown] if r.shard_unknown else [])
+            why += list(r.why_maybe) + ([r.shard_unknown] if r.shard_unknown else []) + [
+                f"its exit may be masked ({m})" for m in r.masks]
         places = ", ".join(sorted({f"{r.workflow}:{r.wf_job}" for r in maybe + live}))
         report.add(RULE.id, f"UNPROVEN {job_id}{hint}: may run in {places}", severity="warning",
                    locations=where, why_unproven="; ".join(dict.fromkeys(why)) or "a run-time value",

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ci.audit.findings import Rule
-from ci.audit.keys import masked_key, step_location
+from ci.audit.keys import masked_key, masked_steps, step_location
 from ci.audit.nox_session import suite_session_problems
 from ci.github.scan import MAX_WORKFLOW_BYTES, workflow_files
 from ci.safe_files import UnreadableFile, read_inside
@@ -26,8 +26,9 @@ RULE = Rule(
 
 def own(report) -> None:
     """``report``: ``ci.audit.own.AuditReport``."""
+    steps = masked_steps(report.scan)
     for masked in report.scan.masked:   # keyed by what the step runs, never by its job or step name
-        report.add(RULE.id, f"MASKED {masked}", **masked_key(masked, report.scan))
+        report.add(RULE.id, f"MASKED {masked}", **masked_key(steps.get(masked, [])))
     if any(r.kind in ("job", "group") for r in report.scan.refs) and _uses_nox(report.registry.root):
         report.extend(RULE.id, [f"MASKED {p}" for p in suite_session_problems(report.registry.root)])
 
@@ -46,10 +47,13 @@ def _uses_nox(root: Path) -> bool:
 def foreign(report) -> None:
     """``report``: ``ci.audit.foreign.ForeignReport``."""
     scan = report.scan
+    steps = masked_steps(scan)
     for masked in scan.masked:
-        key = masked_key(masked, scan)   # the baseline key: what the step runs, never its job or step name
+        refs = steps.get(masked, [])
+        key = masked_key(refs)   # the baseline key: what the step runs, never its job or step name
+        where = step_location(masked, scan, refs)
         if masked in scan.masked_unproven:
-            report.add(RULE.id, f"MASKED {masked}", severity="warning", locations=step_location(masked, scan),
+            report.add(RULE.id, f"MASKED {masked}", severity="warning", locations=where,
                        why_unproven="the condition is known only at run time", **key)
         else:
-            report.add(RULE.id, f"MASKED {masked}", locations=step_location(masked, scan), **key)
+            report.add(RULE.id, f"MASKED {masked}", locations=where, **key)
