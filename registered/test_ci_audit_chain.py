@@ -161,6 +161,8 @@ MASKS = {
     "function-or-true": dict(cpu_run="|\n          run_tests() {\n            " + CPU_STEP + "\n          }\n"
                                      "          run_tests || true"),
     "trap-exit": dict(cpu_run="|\n          trap 'echo cleanup; exit' EXIT\n          " + CPU_STEP),
+    # bash: `$?` in the handler is echo's status (0), not the runner's
+    "trap-exit-status": dict(cpu_run="|\n          trap 'echo bye; exit $?' EXIT\n          " + CPU_STEP),
     "step-continue": dict(step_extra="\n        continue-on-error: true"),
     "job-continue": dict(job_extra="\n    continue-on-error: ${{ github.event_name == 'push' }}"),
     "step-if": dict(step_extra="\n        if: github.event_name == 'push'"),
@@ -176,7 +178,9 @@ WORDS = {"or-true": "`|| true`", "or-echo": "`|| echo tests failed`", "tee": "pi
          "set+e": "`set +e`", "semicolon-true": "`; true`", "exit0": "`exit 0`", "background": "background",
          "if-condition": "condition of `if`", "group-or-true": "its group: `|| true`",
          "subshell-lines": "its group: `|| echo failed`", "function-or-true": "via function `run_tests`: `|| true`",
-         "trap-exit": "the handler's exit replaces the failure's", "step-continue": "step continue-on-error: True",
+         "trap-exit": "the handler's exit replaces the failure's",
+         "trap-exit-status": "the EXIT trap `echo bye; exit $?` exits 0",
+         "step-continue": "step continue-on-error: True",
          "job-continue": "job continue-on-error", "step-if": "step if: \"github.event_name == 'push'\"",
          "no-errexit-shell": "later commands decide", "dry-run": "`--dry-run` on the runner's command line",
          "help": "`--help` on the runner's command line",
@@ -206,7 +210,8 @@ def test_g_anything_that_can_mask_the_runner_is_named_and_the_step_does_not_coun
     ("|\n          " + CPU_STEP + " | tee suite.log\n          exit ${PIPESTATUS[0]}", ""),
     ("|\n          { " + CPU_STEP + "; } > suite.log 2>&1", ""),                # a group whose output is kept
     ("|\n          trap 'rm -rf build' EXIT\n          " + CPU_STEP, ""),      # a cleanup trap keeps the status
-    ("|\n          trap 'echo bye; exit $?' EXIT\n          " + CPU_STEP, ""),  # a trap that rethrows it
+    ("|\n          cleanup() {\n            rc=$?\n            rm -rf build\n            exit $rc\n          }\n"
+     "          trap cleanup EXIT\n          " + CPU_STEP, ""),                 # a trap that rethrows the status
     ("|\n          run_tests() {\n            " + CPU_STEP + "\n          }\n          run_tests", ""),
 ])
 def test_g_honest_shell_around_the_runner_is_not_flagged(tmp_path, run, extra):

@@ -290,6 +290,34 @@ def _direct_path(words: tuple[str, ...]) -> RunnerCall | None:
     return None
 
 
+# python options without an argument, and those that take one (`-X dev`, `-W ignore`)
+PY_FLAGS, PY_ARG_FLAGS = set("bBdEhiIOPqsSuvVx"), set("XW")
+
+
+def _runs_script(words: tuple[str, ...], i: int) -> bool:
+    """``words[i]`` is run as a script: the first word of the command (executed directly), or the script
+    operand of a python interpreter before it (its options skipped; after ``-c`` or ``-m`` it is an argument)."""
+    if i == 0:
+        return True
+    for p in range(i - 1, -1, -1):
+        if not INTERPRETER_RE.search(words[p]) or "pytest" in words[p]:
+            continue
+        j = p + 1
+        while j < i:
+            opt = words[j]
+            if opt == "--":
+                j += 1
+                break
+            if not opt.startswith("-") or len(opt) < 2:
+                return False
+            letters = opt[1:]
+            if any(ch in "cm" for ch in letters) or not all(ch in PY_FLAGS | PY_ARG_FLAGS for ch in letters):
+                return False
+            j += 2 if letters[-1] in PY_ARG_FLAGS and len(letters) == 1 else 1
+        return j == i
+    return False
+
+
 class SGLangAdapter(Adapter):
     name = "sglang"
     has_gates = False
@@ -306,6 +334,8 @@ class SGLangAdapter(Adapter):
         Another script of the same name (python/sglang/multimodal_gen/test/run_suite.py, no --hw) is not it."""
         for i, word in enumerate(words):
             if word == "run_suite.py" or word.endswith("/run_suite.py"):
+                if not _runs_script(words, i):
+                    return None   # an argument of echo, of `python3 -c CODE`, of `python3 -m mod`: not run
                 if "/" in word and not (word.removeprefix("./") == RUNNER_PATH or
                                         (word.startswith("/") and word.endswith("/" + RUNNER_PATH))):
                     return None   # another script of the same name (a package's own test runner)

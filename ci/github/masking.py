@@ -21,7 +21,14 @@ from ci.github.triggers import Activation
 
 # environment variables that change what pytest selects or how it reports, wherever a workflow sets them
 MASKING_ENV = {"PYTEST_ADDOPTS": "adds pytest options (-k, --deselect, -p no:...) behind the runner's back",
-               "PYTEST_PLUGINS": "loads extra pytest plugins that can rewrite outcomes"}
+               "PYTEST_PLUGINS": "loads extra pytest plugins that can rewrite outcomes",
+               "BASH_ENV": "makes bash run that file before the script (it can exit 0 or turn errexit off)",
+               "ENV": "makes sh run that file before the script (it can exit 0 or turn errexit off)",
+               "SHELLOPTS": "sets shell options before the script starts (errexit may be off)",
+               "BASHOPTS": "sets shell options before the script starts"}
+SHELL_ENV_NAMES = ("BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS")
+_NAMES_RE = re.compile(r"\b(" + "|".join(SHELL_ENV_NAMES) + r")\b")
+_ENV_LITERAL_RE = re.compile(r"^\s*(echo|printf)\s+(-\w+\s+)*[\"']?([A-Za-z_]\w*)=")
 STATUS_OVERRIDE_RE = re.compile(r"\b(always|failure|cancelled)\s*\(")
 PathEvent = tuple[str, tuple[str, ...], tuple[str, ...]]   # (event, paths, paths-ignore)
 
@@ -34,6 +41,23 @@ def env_masks(step: dict[str, Any], job: dict[str, Any], doc: dict[str, Any]) ->
             if name in MASKING_ENV:
                 out.append(f"{what} env {name}={short(env[name])} {MASKING_ENV[name]}")
     return out
+
+
+def github_env_masks(script: str, label: str) -> tuple[list[str], list[str]]:
+    """(proven, unproven) masks from an earlier step of the job that writes ``$GITHUB_ENV``: every later
+    step gets those variables. Naming BASH_ENV, ENV, SHELLOPTS or BASHOPTS is a mask; a write whose
+    variable name is not written out (``echo "$LINE" >> $GITHUB_ENV``, a heredoc, ``cat f >>``) may be one."""
+    if "GITHUB_ENV" not in script:
+        return [], []
+    named = sorted(set(_NAMES_RE.findall(script)))
+    if named:
+        return [f"step {label} writes $GITHUB_ENV and names {', '.join(named)}: later steps' shells "
+                "run with it (a file run first, or options such as errexit off)"], []
+    for line in script.splitlines():
+        if "GITHUB_ENV" in line and not _ENV_LITERAL_RE.match(line):
+            return [], [f"step {label} writes $GITHUB_ENV with a variable name known only at run time: it may "
+                        "set BASH_ENV or SHELLOPTS for later steps' shells"]
+    return [], []
 
 
 def truthy_flag(value: Any, ctx: Mapping[str, Any]) -> bool | None:
@@ -49,13 +73,14 @@ def truthy_flag(value: Any, ctx: Mapping[str, Any]) -> bool | None:
 
 
 def command_masks(adapter: Adapter, commands: list[Command], calls: list[tuple[int, RunnerCall]],
-                  shell: str | None) -> list[str]:
-    """What in the script around each runner call (and in the call itself) can mask its exit."""
-    masks: list[str] = []
-    for k, call in calls:
-        masks += masking(commands, k, shell)
-        masks += adapter.call_masks(call)
-    return masks
+                  shell: str | None, evaluated: list[str] = ()) -> list[str]:
+    """What in the script around each runner call (and in the call itself) can mask its exit: the flat
+    reader's patterns (``|| true``, a pipe without pipefail, ...) and, when it finds none, ``evaluated``:
+    the paths on which the syntax-tree reading follows a failing runner to a green end
+    (ci/github/shell_eval.py ``judge_call``)."""
+    flat = [m for k, _call in calls for m in masking(commands, k, shell)]
+    masks = flat + [m for _k, call in calls for m in adapter.call_masks(call)]
+    return masks + ([] if flat else list(evaluated))
 
 
 def job_state(doc: dict[str, Any], key: str, ctx: Mapping[str, Any], memo: dict[str, bool | None],

@@ -28,10 +28,10 @@ from ci.github.fork_safety import fork_findings
 from ci.safe_files import UnreadableFile, is_inside, read_inside
 from ci.safe_yaml import YamlTooLarge, mapping, sequence, short
 from ci.github.shell_eval import Reading, ShellEnv, read_runs, substitute
-from ci.github.shell import NOT_A_RUN, split_commands
+from ci.github.shell import StepShell, not_a_run, split_commands, step_shell
 from ci.github.shell_syntax import MAX_SCRIPT
 from ci.github.option_values import Resolver
-from ci.github.masking import PathEvent, StepEvents, command_masks, env_masks, step_events
+from ci.github.masking import PathEvent, StepEvents, command_masks, env_masks, github_env_masks, step_events
 from ci.github.matrix import matrix_rows, oversize_matrix
 from ci.github.reusable import activations, expanded_steps
 from ci.github.triggers import (MANUAL_TRIGGERS, NIGHTLY_TRIGGERS, PER_COMMIT_TRIGGERS, Activation,  # noqa: F401
@@ -146,6 +146,8 @@ class ScanContext:
     acts: list[Activation]
     base_ctx: Mapping[str, Any]
     lines: dict[str, int] = field(default_factory=dict)   # step name -> line in the file
+    shell: StepShell = StepShell(True, True, False)        # the step being read: its shell
+    workdir: str = ""                                     # ... and its working-directory ("" the root)
 
     @property
     def seen(self) -> frozenset[str]:
@@ -340,6 +342,7 @@ def _scan_job(cx: ScanContext) -> None:
     defaults, wf_defaults = _run_defaults(cx.job), _run_defaults(cx.doc)
     filters = tuple(sorted({a.filtered for a in cx.acts if a.filtered}))
     opened = _env_opened_by(cx)
+    env_written: tuple[list[str], list[str]] = ([], [])   # earlier steps' $GITHUB_ENV writes of shell variables
     for index, step in expanded_steps(sequence(cx.job.get("steps")), cx.root):
         if not isinstance(step, dict):
             continue
@@ -350,6 +353,9 @@ def _scan_job(cx: ScanContext) -> None:
             continue
         if "GITHUB_ENV" in step["run"] and not opened:
             opened = f"step {_step_label(step, index)} writes $GITHUB_ENV"
+        written = env_written
+        proven, unproven = github_env_masks(step["run"], _step_label(step, index))
+        env_written = (env_written[0] + proven, env_written[1] + unproven)
         if not cx.adapter.mentions_runner(step["run"]):
             continue
         label = _step_label(step, index)
@@ -362,16 +368,20 @@ def _scan_job(cx: ScanContext) -> None:
                 f"past the first {MAX_SCRIPT} the audit reads: what runs there is not seen (split the script "
                 "into a file the step calls)", cx.rel, line))
         events = step_events(cx.doc, cx.key, cx.job, step, cx.acts, cx.base_ctx)
-        found, call_lines = _step_targets(cx, step, events, where, line, opened)
+        shell = _shell_of(step, defaults, wf_defaults)
+        cx.shell = step_shell(shell)
+        cx.workdir = _workdir(step, defaults, wf_defaults)
+        found, call_lines, evaluated = _step_targets(cx, step, events, where, line, opened)
         if not found and not call_lines:
             continue
         commands = split_commands(step["run"])
-        shell = _shell_of(step, defaults, wf_defaults)
         calls = [(k, call) for ln, call in call_lines for k in _command_at(cx.adapter, commands, ln)]
-        masks = list(dict.fromkeys(command_masks(cx.adapter, commands, calls, shell)
-                                   + env_masks(step, cx.job, cx.doc) + events.masks))
+        judged = [f"if the runner fails: {why}" for why, _proven in evaluated]
+        masks = list(dict.fromkeys(command_masks(cx.adapter, commands, calls, shell, judged)
+                                   + env_masks(step, cx.job, cx.doc) + written[0] + written[1] + events.masks))
         scan.masked += [f"{where}: {m}" for m in masks]
-        scan.masked_unproven |= {f"{where}: {m}" for m in events.unproven_masks}
+        scan.masked_unproven |= {f"{where}: {m}" for m in events.unproven_masks + written[1]}
+        scan.masked_unproven |= {f"{where}: if the runner fails: {why}" for why, proven in evaluated if not proven}
         for target, (evs, maybe, gated, why, runners, never) in found.items():
             never_runs = events.never or (bool(never) and not (evs or maybe or gated))
             scan.refs.append(StepRun(
@@ -393,15 +403,35 @@ def _env_opened_by(cx: ScanContext) -> str:
     return "a step of this workflow writes $GITHUB_ENV" if cx.scan.env_writers[cx.rel] else ""
 
 
+def _workdir(step: dict[str, Any], *defaults: dict[str, Any]) -> str:
+    """The step's ``working-directory`` relative to the tree ("" the root); None-like text when unknown."""
+    wd = step.get("working-directory") or next((d.get("working-directory") for d in defaults
+                                                if d.get("working-directory")), "")
+    return wd if isinstance(wd, str) else "${unknown}"
+
+
+def _source_reader(root: Path):
+    """Reads a file a script sources, when it is a regular file inside the tree (never outside it)."""
+    def read(rel: str) -> str | None:
+        if not rel or rel == ".." or rel.startswith("../") or "$" in rel:
+            return None
+        try:
+            return read_inside(root, root / rel, MAX_SCRIPT)
+        except UnreadableFile:
+            return None
+    return read
+
+
 def _command_at(adapter: Adapter, commands: list, line: int) -> list[int]:
     """Index of the command of the flat reading (ci/github/shell.py) that starts at ``line`` and starts the
     runner (else the first command there), for the checks of what masks its exit."""
-    here = [k for k, c in enumerate(commands) if c.line == line and c.words and c.words[0] not in NOT_A_RUN]
+    here = [k for k, c in enumerate(commands) if c.line == line and c.words and not not_a_run(c.words)]
     return [k for k in here if adapter.find_call(commands[k].words) is not None][:1] or here[:1]
 
 
 def _shell_env(cx: ScanContext, step: dict[str, Any], resolver: Resolver, opened: str) -> ShellEnv:
     known, unknown = [], set()
+    shell = cx.shell
     for scope in (step, cx.job, cx.doc, cx.job.get("container") if isinstance(cx.job.get("container"), dict) else {}):
         env = scope.get("env") if isinstance(scope, dict) else None
         for name, raw in env.items() if isinstance(env, dict) else ():
@@ -413,7 +443,8 @@ def _shell_env(cx: ScanContext, step: dict[str, Any], resolver: Resolver, opened
                 known.append((name, got[0]))
             else:
                 unknown.add(name)
-    return ShellEnv(tuple(known), frozenset(unknown), not opened, opened)
+    return ShellEnv(tuple(known), frozenset(unknown), not opened, opened, shell.errexit, shell.pipefail,
+                    "" if shell.errexit else "the step's shell runs the script without `-e`", cx.workdir)
 
 
 def _reading(cx: ScanContext, step: dict[str, Any], resolver: Resolver, opened: str) -> Reading:
@@ -425,16 +456,20 @@ def _reading(cx: ScanContext, step: dict[str, Any], resolver: Resolver, opened: 
     env = _shell_env(cx, step, resolver, opened)
     key = (script, env)
     if key not in cx.scan.readings:
-        cx.scan.readings[key] = read_runs(script, env)
+        adapter = cx.adapter
+        cx.scan.readings[key] = read_runs(
+            script, env, runner=lambda words: not not_a_run(words) and adapter.find_call(words) is not None,
+            source=_source_reader(cx.root))
     return cx.scan.readings[key]
 
 
 def _step_targets(cx: ScanContext, step: dict[str, Any], events: StepEvents, where: str, line: int,
-                  opened: str) -> tuple[Found, list[tuple[int, RunnerCall]]]:
+                  opened: str) -> tuple[Found, list[tuple[int, RunnerCall]], list[tuple[str, bool]]]:
     """Targets the step's script runs over every activation and matrix row, read by ci/github/shell_eval.py:
     per target its events (a run reached only past a run-time condition is a *maybe*, with the construct
     as why; one never reached is recorded with why); unresolvable calls go to ``scan.unresolved``."""
     found: Found = {}
+    evaluated: dict[tuple[str, bool], None] = {}   # what can swallow a call's failure (why, proven)
     call_lines: dict[tuple[int, str], RunnerCall] = {}
     unresolved: dict[str, UnresolvedStep] = {}
     acts = cx.acts or [Activation("none", ())]
@@ -449,18 +484,21 @@ def _step_targets(cx: ScanContext, step: dict[str, Any], events: StepEvents, whe
             runners = _row_runners(cx, resolver)
             per_target: dict[Target, list] = {}
             for run in reading.runs:
-                if run.words[0] in NOT_A_RUN:   # echo/printf/grep ...: the runner named in text is not a run
+                if not_a_run(run.words):   # echo/printf/grep ...: the runner named in text is not a run
                     continue
                 call = cx.adapter.find_call(run.words)
                 if call is None:
                     continue
                 if not run.never:
                     call_lines.setdefault((run.line, call.text), call)
+                    evaluated.update(dict.fromkeys(reading.masks.get((run.line, run.words), ())))
                 for target in _targets_of(cx, call, resolver, act, matrix_why, unresolved, where, line,
                                           report=not run.never):
                     per_target.setdefault(target, []).append(run)
             for target, runs in per_target.items():
                 state, shell_why = reading.state(runs)
+                if state == "run" and not cx.shell.bash:   # read as bash, which it is not: unproven
+                    state, shell_why = "maybe", f"{cx.shell.why}, and the audit reads the script as bash"
                 evs, maybe, gated, why, labels, never = found.setdefault(target, (set(), set(), set(), [], set(), []))
                 if state == "never":
                     never.append(f"never reached: {shell_why}")
@@ -480,7 +518,7 @@ def _step_targets(cx: ScanContext, step: dict[str, Any], events: StepEvents, whe
                     why += [w for w in act_why + whys if w not in why]
     cx.scan.unresolved += list(unresolved.values())
     cx.scan.problems += [f"{where}: {u.problem}" for u in unresolved.values()]
-    return found, [(ln, call) for (ln, _text), call in call_lines.items()]
+    return found, [(ln, call) for (ln, _text), call in call_lines.items()], list(evaluated)
 
 
 def _targets_of(cx: ScanContext, call: RunnerCall, resolver: Resolver, act: Activation, matrix_why: str | None,

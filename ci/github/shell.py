@@ -12,10 +12,21 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ci.github.shell_syntax import ansi_c
+
 OPERATORS = ("||", "&&", "|", ";", "&", "\n")
 # commands whose arguments are text, never a command to run (``echo nox -s suite ...``)
 NOT_A_RUN = frozenset({"echo", "printf", "true", "false", ":", "cat", "test", "[", "[[", "grep", "sed", "awk",
                        "export", "declare", "local", "readonly", "alias", "exit", "return", "#"})
+
+
+def not_a_run(words: tuple[str, ...]) -> bool:
+    """``words`` name the runner only as text: ``echo``, ``/bin/echo``, ``builtin echo``, ``command printf``..."""
+    while len(words) > 1 and words[0] in ("builtin", "command") and not words[1].startswith("-"):
+        words = words[1:]
+    return bool(words) and words[0].rpartition("/")[2] in NOT_A_RUN
+
+
 _ASSIGN_STATUS_RE = re.compile(r"^([A-Za-z_]\w*)=\$\?$")
 _EXIT_VAR_RE = re.compile(r"^\$\{?([A-Za-z_]\w*)(?::-[^}]*)?\}?$")
 
@@ -123,6 +134,9 @@ def _read_piece(text: str, i: int) -> tuple[str, int] | None:
         return _read_double_quoted(text, i)
     if ch == "$" and i + 1 < len(text) and text[i + 1] in "({":
         return _read_substitution(text, i)
+    if ch == "$" and text[i + 1:i + 2] == "'":   # $'...': a backslash escapes the quote
+        piece, end = ansi_c(text, i + 2)
+        return piece.text, end
     return None
 
 
@@ -133,7 +147,9 @@ def _heredoc_stop(text: str, i: int) -> int | None:
     match = re.match(r"<<-?\s*(['\"]?)([A-Za-z_]\w*)\1", text[i:])
     if not match:
         return None
-    end = re.search(r"^\s*" + re.escape(match.group(2)) + r"\s*$", text[i:], re.M)
+    # bash ends the body only at a line that is exactly the word (leading tabs stripped for <<-)
+    indent = r"\t*" if text.startswith("<<-", i) else ""
+    end = re.search(r"^" + indent + re.escape(match.group(2)) + r"$", text[i:], re.M)
     nl = text.find("\n", i)
     if end and nl >= 0:
         return i + end.end()
@@ -192,18 +208,77 @@ def _is_noop_success(words: tuple[str, ...]) -> bool:
                             or (words[0] == "exit" and (len(words) == 1 or words[1] == "0")))
 
 
+@dataclass(frozen=True)
+class StepShell:
+    """How a step's ``shell:`` runs its script: read as bash or not, with errexit and pipefail or not."""
+    bash: bool
+    errexit: bool
+    pipefail: bool
+    why: str = ""   # why the script is not read as bash ("" when it is)
+
+
+_HARMLESS_FLAGS = set("xvuhBCHPT")   # bash options that neither hide a failure nor run other files
+
+
+def step_shell(shell: str | None) -> StepShell:
+    """GitHub's templates: none -> ``bash -e {0}``; ``bash`` -> ``bash --noprofile --norc -eo pipefail {0}``;
+    ``sh`` -> ``sh -e {0}``; ``python``, ``pwsh``, ``powershell``, ``cmd``: not a POSIX shell (pwsh and cmd
+    stop on nothing but the last command's code). A custom template: only the options before ``{0}``
+    count, in order (``+o pipefail`` turns it off); a program other than bash, or an option the audit does
+    not read (``-l``: profile files), and the script is not read as bash."""
+    if shell is None:
+        return StepShell(True, True, False)
+    text = shell.strip()
+    if text == "bash":
+        return StepShell(True, True, True)
+    if text == "sh":
+        return StepShell(False, True, False, "its shell `sh` is not bash (`[[`, arrays, `$'...'` differ)")
+    if text in ("python", "pwsh", "powershell", "cmd"):
+        return StepShell(False, False, False, f"its shell `{text}` is not bash")
+    tokens = text.split()
+    program = tokens[0].rpartition("/")[2] if tokens else ""
+    options = tokens[1:tokens.index("{0}")] if "{0}" in tokens else tokens[1:]
+    errexit = pipefail = False
+    readable = True
+    i = 0
+    while i < len(options):
+        word = options[i]
+        if word in ("--noprofile", "--norc"):
+            pass
+        elif word[:1] in ("-", "+") and len(word) > 1 and not word.startswith("--"):
+            on = word[0] == "-"
+            for ch in word[1:]:
+                if ch == "e":
+                    errexit = on
+                elif ch == "o" and i + 1 < len(options):
+                    i += 1
+                    if options[i] == "errexit":
+                        errexit = on
+                    elif options[i] == "pipefail":
+                        pipefail = on
+                elif ch not in _HARMLESS_FLAGS:
+                    readable = False
+        else:
+            readable = False
+        i += 1
+    if program != "bash":
+        return StepShell(False, errexit, pipefail, f"its shell `{short_text(text)}` is not bash")
+    if not readable:
+        return StepShell(False, errexit, pipefail,
+                         f"its shell `{short_text(text)}` has options the audit does not read")
+    return StepShell(True, errexit, pipefail)
+
+
+def short_text(text: str) -> str:
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def _shell_has_errexit(shell: str | None) -> bool:
-    """GitHub runs an unnamed shell as ``bash -e {0}``; a custom template needs its own -e."""
-    if shell is None or shell.strip() in ("bash", "sh", "pwsh", "python", "powershell", "cmd"):
-        return True
-    return bool(re.search(r"(^|\s)-\w*e", shell))
+    return step_shell(shell).errexit
 
 
 def _shell_has_pipefail(shell: str | None) -> bool:
-    # `shell: bash` runs `bash --noprofile --norc -eo pipefail {0}`; the default (unnamed) shell does not
-    if shell is not None and shell.strip() == "bash":
-        return True
-    return bool(shell and "pipefail" in shell)
+    return step_shell(shell).pipefail
 
 
 _OPENS = {"{": "}", "(": ")"}
@@ -319,7 +394,7 @@ def _masking_here(commands: list[Command], k: int, shell: str | None = None) -> 
     if op == "|" and not pipefail and not pipestatus:
         tail = " ".join(nxt.words[:2]) if nxt else "..."
         reasons.append(f"piped into `{tail}` without `set -o pipefail`: the pipe's exit is the last command's")
-    if op == "&":
+    if op == "&" or cmd.words[:1] == ("coproc",):
         reasons.append("run in the background with `&`: the step does not wait for its exit")
     rest = commands[k + 1:]
     if op == ";" or op == "\n" or op == "&&":

@@ -32,6 +32,8 @@ READERS = frozenset({"read", "mapfile", "readarray", "getopts"})
 
 
 Decision = tuple[int, bool]   # (id of a condition known only at run time, the side this path took)
+FAILED = "failed"             # status: the judged runner call failed (its exit code is FAIL_CODE)
+FAIL_CODE = "<runner-status>"   # the judged runner's non-zero exit code, as `$?` / `exit $rc` carry it
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,10 @@ class ShellEnv:
     unknown_names: frozenset[str] = frozenset()   # env: names whose value is known only at run time
     unset_is_empty: bool = True    # False: something outside the script may set any name ($GITHUB_ENV, an image)
     why_open: str = ""             # why unset_is_empty is False (for messages)
+    errexit: bool = True           # the step's shell runs with -e (GitHub's default `bash -e {0}`)
+    pipefail: bool = False         # ... and with -o pipefail (`shell: bash`)
+    no_errexit_why: str = ""       # why errexit is off from the start (the shell template), for messages
+    workdir: str = ""              # the step's working-directory, relative to the tree ("" the root)
 
     def lookup(self, name: str) -> str | None:
         for key, value in self.known:
@@ -80,19 +86,36 @@ class Path:
     exit_code: str = ""             # the code of the `exit` that made it a ghost ("" when none)
     status: object = True           # last exit status: True, False, None (unknown), "assumed" (success assumed)
     tainted: bool = False           # after `source`/`eval` of something unknown: unset names are unknown
+    pipefail: bool = False
+    errexit_why: str = ""           # what turned errexit off, or made it unknown (errexit None)
+    aliases: dict[str, str] = field(default_factory=dict)   # alias name -> where it was set
+    traps: tuple[tuple[str, str], ...] = ()   # (EXIT | ERR, handler text)
+    cwd: str | None = ""            # directory relative to the step's start (None: unknown after `cd $X`)
+    failing: bool = False           # the judged runner call failed on this path (see :func:`judge_call`)
+    fail_ctx: str = ""              # why that failure did not end the script where it happened
 
     def copy(self) -> "Path":
         return Path(dict(self.vars), set(self.exported), dict(self.funcs), self.args, self.errexit, self.maybe,
-                    self.ghost, self.ended, self.exit_code, self.status, self.tainted)
+                    self.ghost, self.ended, self.exit_code, self.status, self.tainted, self.pipefail,
+                    self.errexit_why, dict(self.aliases), self.traps, self.cwd, self.failing, self.fail_ctx)
 
     def same_state(self, other: "Path") -> bool:
-        return (self.vars, self.exported, self.errexit, self.tainted, self.ghost, self.ended, set(self.funcs)) == \
-            (other.vars, other.exported, other.errexit, other.tainted, other.ghost, other.ended, set(other.funcs))
+        return (self.vars, self.exported, self.errexit, self.tainted, self.ghost, self.ended, set(self.funcs),
+                self.pipefail, self.aliases, self.traps, self.cwd, self.failing) == \
+            (other.vars, other.exported, other.errexit, other.tainted, other.ghost, other.ended, set(other.funcs),
+             other.pipefail, other.aliases, other.traps, other.cwd, other.failing)
 
 
 class Evaluator:
-    def __init__(self, env: ShellEnv):
+    def __init__(self, env: ShellEnv, fails: Callable[[int, tuple[str, ...]], bool] | None = None,
+                 source: Callable[[str], str | None] | None = None):
         self.env = env
+        self.fails = fails            # judging one runner call: (line, words) -> it is that call (it fails)
+        self.source = source          # reads a sourced file of the tree (None: not read)
+        self.exempt: list[str] = []   # why `set -e` does not apply here (left of &&/||, a condition, `!`)
+        self.sub_depth = 0            # inside a subshell or child shell: `exit` ends only that
+        self.loops = 0                # enclosing loops (break / continue)
+        self.outcomes: list[tuple[str, str]] = []   # judging: ("loud" | "masked" | "unknown", why) per path
         self.runs: list[Run] = []
         self.steps = 0
         self.depth = 0
@@ -102,12 +125,14 @@ class Evaluator:
         self.in_condition = 0   # inside an if/while condition: set -e does not apply
         self.max_paths = MAX_PATHS
 
-    def condition(self, cond: list, path: Path) -> list[Path]:
+    def condition(self, cond: list, path: Path, what: str = "if", line: int = 0) -> list[Path]:
         self.in_condition += 1
+        self.exempt.append(f"it is in the condition of `{what}` on line {line}, where a failure is a branch")
         try:
             return self.run_list(cond, [path])
         finally:
             self.in_condition -= 1
+            self.exempt.pop()
 
     def decision(self, why: str) -> int:
         """The id of a run-time condition; the same construct read on two paths is the same condition."""
@@ -151,6 +176,8 @@ class Evaluator:
         if inner.isdigit():
             k = int(inner)
             return path.args[k - 1] if 0 < k <= len(path.args) else ""
+        if inner == "?" and self.fails is not None:
+            return _status_code(path.status)
         if inner in ("?", "$", "!", "-"):
             return UNKNOWN
         m = re.fullmatch(r"([A-Za-z_]\w*)(?:\[(@|\*|\d+)\])?(?:(:?[-+=])(.*))?", inner, re.S)
@@ -241,13 +268,14 @@ class Evaluator:
         return "".join(out)
 
     # ---- statements ----
-    def run_list(self, nodes: list, paths: list[Path]) -> list[Path]:
-        for node in nodes:
+    def run_list(self, nodes: list, paths: list[Path], tail: bool = False) -> list[Path]:
+        """``tail``: the list ends the script (its last command's status is the script's exit status)."""
+        for n, node in enumerate(nodes):
             live = [p for p in paths if not p.ended]
             if not live:
                 break
             done = [p for p in paths if p.ended]
-            paths = self.limit(done + self.run_node(node, live))
+            paths = self.limit(done + self.run_node(node, live, tail and n == len(nodes) - 1))
         return paths
 
     def limit(self, paths: list[Path]) -> list[Path]:
@@ -268,7 +296,7 @@ class Evaluator:
             live = [merged]
         return live + ghosts[:1]
 
-    def run_node(self, node, paths: list[Path]) -> list[Path]:
+    def run_node(self, node, paths: list[Path], tail: bool = False) -> list[Path]:
         self.steps += 1
         if self.steps > MAX_STEPS and self.max_paths > 1:   # past the budget: one path, every run a maybe
             self.max_paths = 1
@@ -277,17 +305,17 @@ class Evaluator:
                 p.maybe += ((did, True),)
             paths = self.limit(paths)
         if isinstance(node, AndOr):
-            return self.run_and_or(node, paths)
+            return self.run_and_or(node, paths, tail)
         if isinstance(node, If):
-            return self.run_if(node, paths)
+            return self.run_if(node, paths, tail)
         if isinstance(node, Loop):
             return self.run_loop(node, paths)
         if isinstance(node, Case):
-            return self.run_case(node, paths)
+            return self.run_case(node, paths, tail)
         if isinstance(node, Group):
             if node.subshell:
-                return [self.scoped(p, lambda q: self.run_list(node.body, [q])) for p in paths]
-            return self.run_list(node.body, paths)
+                return [self.scoped(p, lambda q: self.run_list(node.body, [q], tail)) for p in paths]
+            return self.run_list(node.body, paths, tail)
         if isinstance(node, FuncDef):
             for p in paths:
                 p.funcs[node.name] = node
@@ -301,28 +329,58 @@ class Evaluator:
 
     def scoped(self, path: Path, body: Callable[[Path], list[Path]]) -> Path:
         """Run ``body`` on a copy (a subshell): an exit inside ends only it; variables do not leak."""
-        results = body(path.copy())
-        status = results[0].status if len(results) == 1 else None
+        inner = path.copy()
+        inner.traps = ()   # a subshell does not run its parent's EXIT trap
+        self.sub_depth += 1
+        try:
+            results = body(inner)
+        finally:
+            self.sub_depth -= 1
+        statuses = {_result_status(r) for r in results}
+        status = statuses.pop() if len(statuses) == 1 else None
         if any(r.ended for r in results):
             status = None
         path.status = status
+        self.carry_failure(path, results, status)
         return path
 
-    def run_and_or(self, node: AndOr, paths: list[Path]) -> list[Path]:
+    def carry_failure(self, path: Path, results: list[Path], status: object) -> None:
+        """A subshell or child shell whose judged runner call failed: the failure reaches ``path`` only
+        as its status; when that status is not the failure, say why."""
+        failed = [r for r in results if r.failing]
+        if self.fails is None or not failed or path.failing:
+            return
+        path.failing = True
+        if status != FAILED and not path.fail_ctx:
+            path.fail_ctx = next((r.fail_ctx for r in failed if r.fail_ctx), "")
+    def run_and_or(self, node: AndOr, paths: list[Path], tail: bool = False) -> list[Path]:
         out: list[Path] = []
+        last_n = len(node.items) - 1
         for path in paths:
             current = [path]
+            ran_last: set[int] = set()
             for n, (op, pipeline) in enumerate(node.items):
                 nxt: list[Path] = []
                 text = " ".join([f"{a[0]}=..." for c in pipeline if isinstance(c, Simple) for a in c.assigns]
                                 + [w.raw for c in pipeline if isinstance(c, Simple) for w in c.words])[:60]
+                pushed = 0
+                if n < last_n:
+                    self.exempt.append(f"it is on the left of `{node.items[n + 1][0]}` on line {node.line}, "
+                                       "where `set -e` does not apply")
+                    pushed += 1
+                if node.negate[n]:
+                    self.exempt.append(f"`!` on line {node.line} negates it")
+                    pushed += 1
                 for p in current:
                     if p.ended:
                         nxt.append(p)
                         continue
-                    decide = _chain_decision(op, p.status)
+                    decide = _chain_decision(op, p.status, tail)
                     if decide is True:
-                        nxt += self.run_pipeline(pipeline, [p], node.negate[n])
+                        got = self.run_pipeline(pipeline, [p], node.negate[n])
+                        if n == last_n:
+                            ran_last |= {id(q) for q in got}
+                        nxt += got
                     elif decide is False:
                         ghost = p.copy()
                         ghost.ghost = ghost.ghost or f"`{op} {text}` on line {node.line} is never reached"
@@ -331,7 +389,12 @@ class Evaluator:
                     else:
                         why = (f"`{op} {text}` on line {node.line} runs only if the command before it "
                                f"{'succeeds' if op == '&&' else 'fails'}, known at run time")
-                        nxt += self.fork(p, why, lambda q: self.run_pipeline(pipeline, [q], node.negate[n]))
+                        got = self.fork(p, why, lambda q: self.run_pipeline(pipeline, [q], node.negate[n]))
+                        if n == last_n:
+                            ran_last |= {id(q) for q in got[1:]}
+                        nxt += got
+                for _ in range(pushed):
+                    self.exempt.pop()
                 current = self.limit(nxt)
             last = node.items[-1][1]
             if len(node.items) == 1 and len(last) == 1 and isinstance(last[0], Simple) and not node.negate[0]:
@@ -339,41 +402,112 @@ class Evaluator:
                     if p.errexit and p.status is False and not p.ended and not p.ghost and not self.in_condition:
                         p.ghost = f"a command that always fails on line {node.line} ends the script under `set -e`"
                         p.exit_code = "1"
+            if self.fails is not None and not node.negate[-1]:
+                for p in current:   # the judged runner failed as the list's last command: `set -e` applies
+                    if p.status == FAILED and id(p) in ran_last and not p.ended and not p.ghost:
+                        self.errexit_fail(p, node.line)
             out += current
         return out
+
+    def errexit_fail(self, path: Path, line: int) -> None:
+        """The judged runner's failure reached the end of a list: the ERR trap runs, then `set -e` ends the
+        script (loud), unless the list is exempt or errexit is off, when the script goes on (say why)."""
+        if self.exempt:
+            path.fail_ctx = path.fail_ctx or self.exempt[-1]
+            return
+        handler = dict(path.traps).get("ERR")
+        if handler is not None and self.depth < MAX_DEPTH:
+            self.run_handler(path, handler, line)
+            if path.ghost:
+                return
+        if path.errexit is True:
+            self.end(path, FAIL_CODE, f"`set -e` ends the script at line {line}", line)
+            return
+        path.fail_ctx = path.fail_ctx or path.errexit_why or "errexit is off"
+
+    def run_handler(self, path: Path, handler: str, line: int) -> None:
+        """Run a trap's handler on ``path`` (its `exit` ends the script with its own code)."""
+        saved, path.traps = path.traps, ()
+        results = self.nested(path, handler, line, same_env=True)
+        path.traps = saved
+        for r in results:
+            if r is not path and r.ghost:
+                path.ghost, path.exit_code = r.ghost, r.exit_code
+
+    def end(self, path: Path, code: str, how: str, line: int) -> None:
+        """``path`` leaves the script (or the subshell it is in) with ``code``: the EXIT trap runs first,
+        and, judging a runner call, the outcome is recorded."""
+        if self.sub_depth == 0 and not path.ghost:
+            handler = dict(path.traps).get("EXIT")
+            if handler is not None and self.depth < MAX_DEPTH:
+                path.status = _code_status(code)
+                trapped = path.copy()
+                trapped.traps, trapped.failing = (), False
+                results = self.nested(trapped, handler, line, same_env=True)
+                exits = [r for r in results if r.ghost and r.exit_code]
+                if exits:
+                    code = exits[0].exit_code
+                    how = f"{how}, then the EXIT trap `{handler[:40]}` exits {_shown(code)}"
+            if path.failing:
+                self.judge(path, code, how)
+        path.ghost = path.ghost or how
+        path.exit_code = code
+
+    def judge(self, path: Path, code: str, how: str) -> None:
+        if code == FAIL_CODE or (code.isdigit() and code != "0"):
+            self.outcomes.append(("loud", ""))
+            return
+        kind = "masked" if code == "0" else "unknown"
+        why = f"{path.fail_ctx}; {how}" if path.fail_ctx else how
+        self.outcomes.append((kind, why + ("" if kind == "masked" else " (a code known only at run time)")))
 
     def run_pipeline(self, pipeline: list, paths: list[Path], negate: bool) -> list[Path]:
         if len(pipeline) > 1:   # each part runs in a subshell: an exit ends only that part
             for path in paths:
+                statuses = []
                 for part in pipeline:
                     self.scoped(path, lambda q, part=part: self.run_node(part, [q]))
+                    statuses.append(path.status)
                 path.status = "assumed"
+                if self.fails is not None:
+                    failed = [s for s in statuses if s in (False, FAILED)]
+                    path.status = failed[-1] if path.pipefail and failed else statuses[-1]
+                    path.vars["PIPESTATUS"] = tuple(_status_code(s) or "?" for s in statuses)
+                    if path.failing and FAILED in statuses[:-1] and path.status != FAILED and not path.fail_ctx:
+                        tail = " ".join(w.raw for w in pipeline[-1].words[:2]) if isinstance(pipeline[-1], Simple) \
+                            else "..."
+                        path.fail_ctx = f"it is piped into `{tail}` without `set -o pipefail`"
         elif pipeline:
             paths = self.run_node(pipeline[0], paths)
+            if self.fails is not None:
+                for p in paths:
+                    p.vars["PIPESTATUS"] = (_status_code(p.status) or "?",)
         if negate:
             for p in paths:
-                p.status = {True: False, False: True}.get(p.status, None)
+                p.status = {True: False, False: True, FAILED: True}.get(p.status, None)
         return paths
 
-    def run_if(self, node: If, paths: list[Path]) -> list[Path]:
+    def run_if(self, node: If, paths: list[Path], tail: bool = False) -> list[Path]:
         out: list[Path] = []
         for path in paths:
-            out += self.run_clauses(node, 0, path)
+            out += self.run_clauses(node, 0, path, tail)
         for p in out:
-            if not p.ended:
+            if not p.ended and p.status != FAILED:
                 p.status = True
         return self.limit(out)
 
-    def run_clauses(self, node: If, k: int, path: Path) -> list[Path]:
+    def run_clauses(self, node: If, k: int, path: Path, tail: bool = False) -> list[Path]:
         """Clause ``k`` of an ``if`` (then the elif/else after it) on one path."""
         if k == len(node.clauses):
-            return self.run_list(node.orelse or [], [path])
+            return self.run_list(node.orelse or [], [path], tail)
         cond, body = node.clauses[k]
         out: list[Path] = []
-        for p in self.condition(cond, path):
+        for p in self.condition(cond, path, "elif" if k else "if", node.line):
             decided = p.status if p.status in (True, False) else None
+            if p.status == FAILED:   # the judged runner as the condition: a failure takes the other branch
+                decided, p.status = False, False
             if decided is True:
-                out += self.run_list(body, [p])
+                out += self.run_list(body, [p], tail)
                 skipped = p.copy()
                 skipped.ghost = skipped.ghost or f"`{_cond_text(cond)}` on line {node.line} is always true"
                 self.run_clauses(node, k + 1, skipped)
@@ -381,11 +515,11 @@ class Evaluator:
                 ghost = p.copy()
                 ghost.ghost = ghost.ghost or f"`{_cond_text(cond)}` on line {node.line} is false"
                 self.run_list(body, [ghost])
-                out += self.run_clauses(node, k + 1, p)
+                out += self.run_clauses(node, k + 1, p, tail)
             else:
                 why = f"`{_cond_text(cond)}` on line {node.line} is known only at run time"
                 rest: list[Path] = []
-                forked = self.fork(p, why, lambda q: self.run_list(body, [q]))
+                forked = self.fork(p, why, lambda q: self.run_list(body, [q], tail))
                 taken = forked[1:]
                 if p.ghost:
                     taken, rest = forked, [p.copy()]
@@ -393,7 +527,7 @@ class Evaluator:
                     rest = forked[:1]
                 out += taken
                 for q in rest:
-                    out += self.run_clauses(node, k + 1, q)
+                    out += self.run_clauses(node, k + 1, q, tail)
         return out
 
     def run_loop(self, node: Loop, paths: list[Path]) -> list[Path]:
@@ -410,22 +544,26 @@ class Evaluator:
                         break
                     items += self.expand(path, word)
                 if items is not None and len(items) <= 16:
-                    current = [path]
+                    current, left = [path], []
                     for item in items:
                         for p in current:
                             p.vars[node.var] = item
-                        current = self.run_list(node.body, current)
-                    out += current
+                        current, stopped = _loop_exits(self.loop_body(node.body, current))
+                        left += stopped
+                        if not current:
+                            break
+                    out += current + left
                     continue
                 why = f"`for {node.var} in ...` on line {node.line} loops over a list known only at run time"
             else:
                 why = f"the `{node.kind}` loop on line {node.line} runs a number of times known only at run time"
-                path = self.condition(node.cond, path)[0]
+                path = self.condition(node.cond, path, node.kind, node.line)[0]
 
             def body(q: Path) -> list[Path]:
                 if node.kind == "for":
                     q.vars[node.var] = UNKNOWN
-                results = self.run_list(node.body, [q])
+                current, stopped = _loop_exits(self.loop_body(node.body, [q]))
+                results = current + stopped
                 for r in results:   # a second pass could see other values: what the body assigns is unknown
                     for name in list(r.vars):
                         if path.vars.get(name, "\0") != r.vars[name]:
@@ -433,11 +571,18 @@ class Evaluator:
                 return results
             out += self.fork(path, why, body)
         for p in out:
-            if not p.ended:
+            if not p.ended and p.status != FAILED:
                 p.status = "assumed"
         return self.limit(out)
 
-    def run_case(self, node: Case, paths: list[Path]) -> list[Path]:
+    def loop_body(self, body: list, paths: list[Path]) -> list[Path]:
+        self.loops += 1
+        try:
+            return self.run_list(body, paths)
+        finally:
+            self.loops -= 1
+
+    def run_case(self, node: Case, paths: list[Path], tail: bool = False) -> list[Path]:
         out = []
         for path in paths:
             value = self.scalar(path, node.word)
@@ -449,10 +594,12 @@ class Evaluator:
                 if value is not None and chosen is None and not unknown and \
                         any(fnmatch.fnmatchcase(value, p) for p in pats if p is not None):
                     chosen = n
+            if any(end != ";;" for end in node.ends) and not path.ghost:
+                unknown = True   # `;&` / `;;&`: read as a case whose arm is known only at run time
             if not unknown or path.ghost:
                 for n, (_pats, body) in enumerate(node.arms):
                     if n == chosen:
-                        out += self.run_list(body, [path])
+                        out += self.run_list(body, [path], tail)
                     else:
                         ghost = path.copy()
                         ghost.ghost = ghost.ghost or f"`case {node.word.raw}` on line {node.line} never takes this arm"
@@ -461,12 +608,24 @@ class Evaluator:
                     out.append(path)
                 continue
             why = f"`case {node.word.raw}` on line {node.line} is known only at run time"
+            if any(end != ";;" for end in node.ends):
+                why = f"`case {node.word.raw}` on line {node.line} falls through (`;&` / `;;&`): known only at run time"
             rest = [path]
-            for _pats, body in node.arms:
+            for n, (_pats, body) in enumerate(node.arms):
                 nxt = []
+                # an arm ending in `;&` runs the next arm's body too; `;;&` goes on testing the next patterns
+                bodies = [body]
+                k = n
+                while k < len(node.ends) and node.ends[k] == ";&" and k + 1 < len(node.arms):
+                    k += 1
+                    bodies.append(node.arms[k][1])
                 for q in rest:
-                    forked = self.fork(q, why, lambda r, body=body: self.run_list(body, [r]))
-                    out += forked[1:]
+                    forked = self.fork(q, why, lambda r, bodies=bodies: self.run_list(
+                        [b for group in bodies for b in group], [r], tail))
+                    if n < len(node.ends) and node.ends[n] == ";;&":
+                        nxt += forked[1:]
+                    else:
+                        out += forked[1:]
                     nxt.append(forked[0])
                 rest = nxt
             out += rest
@@ -519,16 +678,51 @@ class Evaluator:
             path.status = True
             return [path]
         head = words[0]
-        path.status = "assumed"
+        if head in ("builtin", "command") and len(words) > 1 and not words[1].startswith("-"):
+            return self.command(path, node, words[1:])   # `builtin echo ...` is `echo ...`
+        prior, path.status = path.status, "assumed"   # `$?` in a function body, `exit` alone: the status before
         if head == "return" and self.in_function:
             path.ended = "return"
             return [path]
         if head in ("exit", "return"):
-            code = words[1] if len(words) > 1 else "0"
+            code = words[1] if len(words) > 1 else (_status_code(prior) if self.fails is not None else "0")
             if not path.ghost:
+                code = code if code and (code.isdigit() or code == FAIL_CODE) else "?"
+                self.end(path, code, f"`{' '.join(words[:2])}` on line {line} ends the script", line)
                 path.ghost = f"`{' '.join(words[:2])}` on line {line} ends the script before it"
-                path.exit_code = code if code.isdigit() else "?"
             return [path]
+        if head in ("break", "continue"):
+            if self.loops:
+                count = words[1] if len(words) > 1 and words[1].isdigit() else "1"
+                path.ended = f"{head} {count}"
+            path.status = True
+            return [path]
+        if head == "exec":
+            rest = _exec_command(words[1:])
+            if not rest:
+                path.status = True   # `exec >log 2>&1`: redirections only, the shell goes on
+                return [path]
+            results = self.command(path, node, rest)   # the command replaces the shell: the script ends with it
+            for p in results:
+                if not p.ghost and not p.ended:
+                    self.end(p, _status_code(p.status) or "?", f"`exec {rest[0]}` on line {line} replaces the shell",
+                             line)
+            return results
+        if head == "coproc":
+            words = words[1:]
+            if not words:
+                return [path]
+            saved = list(self.exempt)
+            self.exempt.append(f"`coproc` on line {line} runs it in the background: its status is never read")
+            try:
+                results = self.command(path, node, words)
+            finally:
+                self.exempt[:] = saved
+            for p in results:
+                if p.status == FAILED:
+                    p.fail_ctx = p.fail_ctx or f"`coproc` on line {line} runs it in the background"
+                p.status = True
+            return results
         if head in ("true", ":"):
             path.status = True
         elif head == "false":
@@ -536,14 +730,28 @@ class Evaluator:
         elif head in ("[", "[[", "test"):
             path.status = self.test(path, words)
         elif head == "set":
-            for w in words[1:]:
-                if w.startswith("-") and "e" in w.lstrip("-") and w != "-o":
-                    path.errexit = True
-                elif w.startswith("+") and "e" in w.lstrip("+"):
-                    path.errexit = False
-            if "errexit" in words:
-                path.errexit = "-o" in words
+            self.set_options(path, words, line)
             path.status = True
+        elif head == "shopt":
+            flags = "".join(w[1:] for w in words[1:] if w.startswith("-"))
+            names = [w for w in words[1:] if not w.startswith("-")]
+            if "o" in flags and ("s" in flags or "u" in flags):
+                for name in names:
+                    self.set_option(path, name, "s" in flags, f"`{' '.join(words[:3])}` on line {line}")
+            path.status = True
+        elif head == "alias":
+            for w in words[1:]:
+                name, eq, _value = w.partition("=")
+                if eq and name:
+                    path.aliases[name] = f"`alias {name}=...` on line {line}"
+            path.status = True
+        elif head == "trap":
+            self.set_trap(path, words[1:])
+            path.status = True
+        elif head == "cd":
+            path.cwd = _cd(path.cwd, words[1:])
+        elif head in ("pushd", "popd"):
+            path.cwd = None
         elif head in ("export", "declare", "local", "readonly", "typeset"):
             for w in words[1:]:
                 name, eq, value = w.partition("=")
@@ -565,20 +773,115 @@ class Evaluator:
                 if re.fullmatch(r"[A-Za-z_]\w*", w):
                     path.vars[w] = UNKNOWN
         elif head in ("source", "."):
-            path.tainted = True
+            return self.source_file(path, words, line)
         elif head == "eval":
-            return self.nested(path, " ".join(words[1:]), line, same_env=True)
+            text = " ".join(words[1:])
+            if _has_unknown(text):   # text known only at run time: what it does is unknown
+                self.unknown_code(path, f"`eval {text[:40]}` on line {line} runs text known only at run time")
+            return self.nested(path, text, line, same_env=True)
         elif head in path.funcs and self.depth < MAX_DEPTH:
+            path.status = prior
             return self.call_function(path, path.funcs[head], words[1:], line)
         else:
             inner = _inner_script(words)
-            self.runs.append(Run(tuple(words), line, frozenset(path.maybe), path.ghost))
+            decisions = frozenset(path.maybe)
+            if head in path.aliases:   # an alias may replace the command (with `shopt -s expand_aliases`)
+                decisions |= {(self.decision(f"{path.aliases[head]} may replace `{head}`"), True)}
+            self.runs.append(Run(tuple(words), line, decisions, path.ghost))
+            if self.fails is not None and not path.ghost and not path.failing and self.fails(line, tuple(words)):
+                path.status = FAILED
+                path.failing = True
+                path.fail_ctx = self.exempt[-1] if self.exempt else (
+                    "" if path.errexit is True else path.errexit_why or "errexit is off")
+                return [path]
             if inner is not None:
-                script, transparent = inner
-                for p in self.nested(path.copy(), script, line, same_env=transparent, subshell=True):
-                    pass
+                script, transparent, errexit = inner
+                child = path.copy()
+                child.errexit = errexit
+                child.errexit_why = "" if errexit else f"`{head} -c` on line {line} runs its script without `-e`"
+                child.traps = ()
+                results = self.nested(child, script, line, same_env=transparent, subshell=True)
                 path.status = "assumed"
+                self.carry_failure(path, results, _result_status(results[0]) if len(results) == 1 else None)
+                if path.failing:
+                    statuses = {_result_status(r) for r in results}
+                    path.status = statuses.pop() if len(statuses) == 1 else None
         return [path]
+
+    def set_options(self, path: Path, words: list[str], line: int) -> None:
+        """``set -e``, ``set +o errexit``, ``set -eo pipefail``...; ``set -- ...`` sets arguments, not options."""
+        where = f"`{' '.join(words[:3])}` on line {line}"
+        i = 1
+        while i < len(words):
+            w = words[i]
+            if w in ("--", "-") or w[:1] not in ("-", "+") or len(w) < 2:
+                break
+            on = w[0] == "-"
+            for ch in w[1:]:
+                if ch == "e":
+                    self.set_option(path, "errexit", on, where)
+                elif ch == "o" and i + 1 < len(words):
+                    i += 1
+                    self.set_option(path, words[i], on, where)
+            i += 1
+
+    def set_option(self, path: Path, name: str, on: bool, where: str) -> None:
+        if name == "errexit":
+            path.errexit = on
+            path.errexit_why = "" if on else f"{where} turns errexit off"
+        elif name == "pipefail":
+            path.pipefail = on
+
+    def set_trap(self, path: Path, args: list[str]) -> None:
+        """``trap [--] HANDLER SIGNAL...`` (EXIT and ERR are kept; ``-`` resets; ``-p``/``-l`` list)."""
+        if args[:1] == ["--"]:
+            args = args[1:]
+        if not args or args[0] in ("-p", "-l"):
+            return
+        if len(args) == 1:   # `trap SIGNAL`: reset
+            handler, signals = "-", args
+        else:
+            handler, signals = args[0], args[1:]
+        traps = dict(path.traps)
+        for sig in signals:
+            name = {"0": "EXIT", "SIGEXIT": "EXIT", "EXIT": "EXIT", "ERR": "ERR", "SIGERR": "ERR"}.get(sig.upper())
+            if name is None:
+                continue
+            if handler == "-":
+                traps.pop(name, None)
+            else:
+                traps[name] = handler
+        path.traps = tuple(sorted(traps.items()))
+
+    def unknown_code(self, path: Path, why: str) -> None:
+        """Something the audit does not read ran in this shell: it may `exit` or change options, so what
+        follows is reached only maybe, and errexit is unknown."""
+        path.tainted = True
+        path.maybe += ((self.decision(why), True),)
+        if path.errexit is not False:
+            path.errexit = None
+            path.errexit_why = f"{why}: errexit may be off"
+
+    def source_file(self, path: Path, words: list[str], line: int) -> list[Path]:
+        """``source FILE`` / ``. FILE``: a file of the tree is read in this shell (bounded); any other
+        (outside the tree, a path known only at run time, missing) makes what follows a maybe."""
+        target = words[1] if len(words) > 1 else ""
+        text = None
+        if self.source is not None and target and not _has_unknown(target) and path.cwd is not None \
+                and self.depth < MAX_DEPTH:
+            text = self.source(_join(self.env.workdir, path.cwd, target))
+        if text is None:
+            self.unknown_code(path, f"`{' '.join(words[:2])[:60]}` on line {line} runs a file the audit does not "
+                                    "read (it may exit or change options)")
+            path.status = "assumed"
+            return [path]
+        saved_args = path.args
+        if len(words) > 2:
+            path.args = tuple(words[2:])
+        results = self.nested(path, text, line, same_env=True)
+        for p in results:
+            p.args = saved_args
+        return results
 
     def call_function(self, path: Path, func: FuncDef, args: list[str], line: int) -> list[Path]:
         saved_args, saved_flag = path.args, self.in_function
@@ -597,25 +900,29 @@ class Evaluator:
         return results
 
     def nested(self, path: Path, script: str, line: int, *, same_env: bool, subshell: bool = False) -> list[Path]:
-        """Re-read ``script`` (``eval``; ``bash -c``): same variables for eval; for a child shell only what
-        was exported (a container's shell (``docker exec``): anything unset is unknown)."""
+        """Re-read ``script`` (``eval``, ``source``; ``bash -c``): same variables for eval; for a child shell
+        only what was exported (a container's shell (``docker exec``): anything unset is unknown)."""
         if self.depth >= MAX_DEPTH:
+            if subshell:
+                return [path]
+            self.unknown_code(path, f"line {line} nests deeper than the reader follows")
             return [path]
-        inner = path.copy() if subshell else path
+        inner = path
         if subshell:
             inner.vars = {k: v for k, v in path.vars.items() if k in path.exported}
             inner.tainted = path.tainted or not same_env
             inner.args = ()
         saved_line, self.outer_line = self.outer_line, self.outer_line or line
+        saved_loops, self.loops = self.loops, 0 if subshell else self.loops
         self.depth += 1
+        self.sub_depth += subshell
         try:
-            results = self.run_list(parse(script), [inner])
+            results = self.run_list(parse(script), [inner], tail=subshell)
         finally:
             self.depth -= 1
+            self.sub_depth -= subshell
             self.outer_line = saved_line
-        if subshell:
-            path.status = "assumed"
-            return [path]
+            self.loops = saved_loops
         return results
 
     def test(self, path: Path, words: list[str]) -> object:
@@ -646,13 +953,90 @@ def _merge_equal(paths: list[Path]) -> list[Path]:
     return paths
 
 
-def _chain_decision(op: str, status: object) -> bool | None:
-    """Whether the command after ``op`` runs, given the status before it (None: known at run time)."""
+def _chain_decision(op: str, status: object, tail: bool = False) -> bool | None:
+    """Whether the command after ``op`` runs, given the status before it (None: known at run time). An
+    ordinary command before ``&&`` may fail, and bash's `set -e` ignores that: the rest of the script runs
+    without what follows it. Only when the list ends the script is its success assumed (a failure there
+    is the script's exit status: loud)."""
     if op == "":
         return True
     if op == "&&":
-        return True if status in (True, "assumed") else False if status is False else None
-    return True if status is False else False if status is True else None
+        return True if status is True or (status == "assumed" and tail) else \
+            False if status in (False, FAILED) else None
+    return True if status in (False, FAILED) else False if status is True else None
+
+
+def _status_code(status: object) -> str | None:
+    """The exit code a status stands for (None: unknown)."""
+    return {True: "0", "assumed": "0", False: "1", FAILED: FAIL_CODE}.get(status) \
+        if isinstance(status, (bool, str)) else None
+
+
+def _code_status(code: str) -> object:
+    return FAILED if code == FAIL_CODE else True if code == "0" else False if code.isdigit() else None
+
+
+def _result_status(path: Path) -> object:
+    """The status a subshell leaves: its `exit` code, else its last command's."""
+    if path.ghost and path.exit_code:
+        return _code_status(path.exit_code)
+    return path.status
+
+
+def _shown(code: str) -> str:
+    if code == FAIL_CODE:
+        return "with the runner's status"
+    return code if code.isdigit() else "with a code known at run time"
+
+
+def _loop_exits(paths: list[Path]) -> tuple[list[Path], list[Path]]:
+    """After one pass of a loop body: (paths that go on looping, paths that left the loop by `break`).
+    `continue` goes on; `break N` / `continue N` with N > 1 leave this loop and act on the enclosing one."""
+    going, left = [], []
+    for p in paths:
+        what, _, count = p.ended.partition(" ")
+        if what not in ("break", "continue"):
+            (left if p.ended else going).append(p)
+            continue
+        n = int(count or "1")
+        p.ended = f"{what} {n - 1}" if n > 1 else ""
+        (going if what == "continue" and n == 1 else left).append(p)
+    return going, left
+
+
+def _exec_command(args: list[str]) -> list[str]:
+    """The command ``exec`` runs (empty: redirections only); its options ``-c``, ``-l``, ``-a NAME`` skipped."""
+    i = 0
+    while i < len(args) and args[i].startswith("-") and args[i] != "--":
+        i += 2 if args[i] == "-a" else 1
+    if args[i:i + 1] == ["--"]:
+        i += 1
+    rest = args[i:]
+    if rest and re.fullmatch(r"\{\w+\}", rest[0]):   # `exec {fd}>file`: a redirection
+        return []
+    return rest
+
+
+def _cd(cwd: str | None, args: list[str]) -> str | None:
+    """The directory after ``cd ARGS`` (relative to the step's start; None when unknown)."""
+    args = [a for a in args if a not in ("-L", "-P", "-e", "-@", "--")]
+    if cwd is None or len(args) != 1 or _has_unknown(args[0]) or args[0].startswith(("/", "~", "-")):
+        return None
+    return _join("", cwd, args[0])
+
+
+def _join(*parts: str) -> str:
+    """Relative path parts joined and normalized (``..`` above the start stays, for the reader to refuse)."""
+    out: list[str] = []
+    for part in parts:
+        for piece in part.split("/"):
+            if piece in ("", "."):
+                continue
+            if piece == ".." and out and out[-1] != "..":
+                out.pop()
+            else:
+                out.append(piece)
+    return "/".join(out)
 
 
 UNKNOWN_MARK = re.compile(r"\$\{\{|\$\(|\$[A-Za-z_{]|`")
@@ -718,14 +1102,15 @@ def _source(piece: Piece) -> str:
     return piece.text
 
 
-def _inner_script(words: list[str]) -> tuple[str, bool] | None:
-    """``[wrapper ...] bash -c SCRIPT``: (SCRIPT, whether it runs in this machine's environment)."""
+def _inner_script(words: list[str]) -> tuple[str, bool, bool] | None:
+    """``[wrapper ...] bash -c SCRIPT``: (SCRIPT, whether it runs in this machine's environment, whether
+    it runs with errexit: only with an ``e`` among the flags, as in ``bash -ec``)."""
     for i, word in enumerate(words[:-1]):
         if word.rpartition("/")[2] in SHELLS and C_FLAGS.match(words[i + 1]) and i + 2 < len(words):
             prefix = [w.rpartition("/")[2] for w in words[:i]]
             transparent = all(w in TRANSPARENT or w.startswith("-") or w.isdigit() or re.fullmatch(r"\d+[smh]?", w)
                               or "=" in w for w in prefix)
-            return words[i + 2], transparent
+            return words[i + 2], transparent, "e" in words[i + 1]
     return None
 
 
@@ -733,6 +1118,8 @@ def _inner_script(words: list[str]) -> tuple[str, bool] | None:
 class Reading:
     runs: tuple[Run, ...]
     whys: dict[int, str]   # decision id -> the construct it hangs on
+    # per runner call (line, words): what can swallow its failure, as (why, proven); empty: nothing
+    masks: dict[tuple[int, tuple[str, ...]], tuple[tuple[str, bool], ...]] = field(default_factory=dict)
 
     def state(self, runs: list[Run]) -> tuple[str, str]:
         """("run" | "maybe" | "never", why) of a command reached as each of ``runs`` (e.g. every run of
@@ -771,16 +1158,54 @@ def resolve(sets: list[frozenset[Decision]]) -> set[frozenset[Decision]]:
     return known
 
 
-def read_runs(script: str, env: ShellEnv = ShellEnv()) -> Reading:
-    """Every simple command of ``script`` (its ``${{ }}`` already substituted) and where it is reached."""
-    ev = Evaluator(env)
+def _start(env: ShellEnv) -> Path:
+    return Path(errexit=env.errexit, pipefail=env.pipefail, errexit_why=env.no_errexit_why)
+
+
+def read_runs(script: str, env: ShellEnv = ShellEnv(), *, runner: Callable[[tuple[str, ...]], bool] | None = None,
+              source: Callable[[str], str | None] | None = None) -> Reading:
+    """Every simple command of ``script`` (its ``${{ }}`` already substituted) and where it is reached;
+    with ``runner`` (which words start the runner), what can swallow each runner call's failure
+    (:attr:`Reading.masks`). ``source`` reads a file of the tree for ``source FILE`` (None: not read)."""
+    ev = Evaluator(env, source=source)
     try:
-        ev.run_list(parse(script), [Path()])
+        ev.run_list(parse(script), [_start(env)], tail=True)
     except RecursionError:   # nesting deeper than Python's stack: every command is a maybe
         why = "the script nests deeper than the reader follows"
-        return Reading(tuple(Run(c.words, c.line, frozenset({(0, True)})) for c in split_commands(script) if c.words),
-                       {0: why})
-    return Reading(tuple(ev.runs), ev.whys)
+        runs = tuple(Run(c.words, c.line, frozenset({(0, True)})) for c in split_commands(script) if c.words)
+        masks = {(r.line, r.words): ((why, False),) for r in runs if runner is not None and runner(r.words)}
+        return Reading(runs, {0: why}, masks)
+    masks: dict[tuple[int, tuple[str, ...]], tuple[tuple[str, bool], ...]] = {}
+    if runner is not None:
+        calls = list(dict.fromkeys((r.line, r.words) for r in ev.runs if not r.never and runner(r.words)))
+        for n, call in enumerate(calls):
+            masks[call] = judge_call(script, env, call, source) if n < MAX_JUDGED else (
+                ("more runner calls in one script than the audit judges", False),)
+    return Reading(tuple(ev.runs), ev.whys, masks)
+
+
+MAX_JUDGED = 16   # runner calls of one script whose failure is followed to the end of the script
+
+
+def judge_call(script: str, env: ShellEnv, call: tuple[int, tuple[str, ...]],
+               source: Callable[[str], str | None] | None = None) -> tuple[tuple[str, bool], ...]:
+    """Read ``script`` again with the runner call ``call`` (line, words) failing: every path on which the
+    failure does not make the step fail, as (why, proven). Empty: it always fails the step."""
+    ev = Evaluator(env, fails=lambda line, words: (line, words) == call, source=source)
+    try:
+        paths = ev.run_list(parse(script), [_start(env)], tail=True)
+    except RecursionError:
+        return (("the script nests deeper than the reader follows", False),)
+    for p in paths:
+        if p.failing and not p.ghost:   # fell off the end: its last status is the step's
+            code = _status_code(p.status) or "?"
+            ev.end(p, code, "the script then ends with status 0" if code == "0" else
+                   "the script then ends with the status of a later command", 0)
+    out = []
+    for kind, why in ev.outcomes:
+        if kind != "loud":
+            out.append((why, kind == "masked"))
+    return tuple(dict.fromkeys(out))
 
 
 def substitute(script: str, value: Callable[[str], str | None]) -> str:

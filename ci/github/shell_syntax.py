@@ -84,6 +84,7 @@ class Case:
     word: Word
     arms: list[tuple[list[Word], list]]
     line: int
+    ends: list[str] = field(default_factory=list)   # per arm: ";;", ";&" (run the next body) or ";;&" (test on)
 
 
 @dataclass
@@ -153,11 +154,27 @@ def _dollar(text: str, i: int, quoted: bool) -> tuple[Piece, int]:
         return Piece("var", m.group(0), quoted), m.end()
     if nxt and nxt in "0123456789@*#?$!-":
         return Piece("var", nxt, quoted), i + 2
-    if nxt == "'" and not quoted:   # $'...': ANSI-C quoting, read as a literal
-        close = text.find("'", i + 2)
-        end = len(text) if close < 0 else close + 1
-        return Piece("lit", text[i + 2:end - 1].replace("\\n", "\n"), True), end
+    if nxt == "'" and not quoted:   # $'...': ANSI-C quoting, read as a literal (a backslash escapes the quote)
+        return ansi_c(text, i + 2)
     return Piece("lit", "$", quoted), i + 1
+
+
+ANSI_C_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "a": "\a", "b": "\b", "e": "\x1b", "E": "\x1b", "f": "\f",
+                  "v": "\v", "\\": "\\", "'": "'", '"': '"', "?": "?"}
+
+
+def ansi_c(text: str, j: int) -> tuple[Piece, int]:
+    """The body of ``$'...'`` starting at ``j`` (just past the opening quote): bash's backslash escapes
+    (``\\'`` does not close it; other escapes such as ``\\x41`` are kept as written), and the index after it."""
+    buf, n = [], len(text)
+    while j < n and text[j] != "'":
+        if text[j] == "\\" and j + 1 < n:
+            buf.append(ANSI_C_ESCAPES.get(text[j + 1], text[j:j + 2]))
+            j += 2
+            continue
+        buf.append(text[j])
+        j += 1
+    return Piece("lit", "".join(buf), True), min(j + 1, n)
 
 
 def _double_quoted(text: str, i: int, pieces: list[Piece]) -> int:
@@ -255,7 +272,7 @@ def _skip_heredocs(lx: Lexer) -> None:
             line = lx.text[lx.i:end]
             lx.i = end + 1
             lx.line += 1
-            if (line.lstrip("\t") if strip else line).strip() == delim:
+            if (line.lstrip("\t") if strip else line) == delim:   # bash: exactly the word, nothing around it
                 break
     lx.heredocs.clear()
 
@@ -327,7 +344,10 @@ def tokenize(script: str) -> list[Tok]:
             lx.i = n if nl < 0 else nl
             continue
         two = text[lx.i:lx.i + 2]
-        if two in ("&&", "||", ";;"):
+        if text.startswith(";;&", lx.i):   # case fall-through terminators: one token each, never `;` then `&`
+            lx.toks.append(Tok("op", ";;&", lx.line))
+            lx.i += 3
+        elif two in ("&&", "||", ";;", ";&"):
             lx.toks.append(Tok("op", two, lx.line))
             lx.i += 2
         elif ch in "<>" or two == "&>":
@@ -382,7 +402,7 @@ class Parser:
         while True:
             self.skip_separators()
             tok = self.peek()
-            if tok is None or self.op_is(")", ";;") or (tok.kind == "word" and tok.word.literal in stops):
+            if tok is None or self.op_is(")", ";;", ";&", ";;&") or (tok.kind == "word" and tok.word.literal in stops):
                 return out
             before = self.i
             node = self.parse_and_or(stops)
@@ -526,12 +546,12 @@ class Parser:
         self.skip_separators()
         if self.word_is("in"):
             self.i += 1
-        arms = []
+        arms, ends = [], []
         while True:
             self.skip_separators()
             if self.peek() is None or self.word_is("esac"):
                 self.i += 1
-                return Case(word, arms, line)
+                return Case(word, arms, line, ends)
             if self.op_is("("):
                 self.i += 1
             patterns = []
@@ -543,7 +563,8 @@ class Parser:
             self.i += 1
             body = self.parse_list(frozenset({"esac"}))
             arms.append((patterns, body))
-            if self.op_is(";;"):
+            ends.append(self.peek().text if self.op_is(";;", ";&", ";;&") else ";;")
+            if self.op_is(";;", ";&", ";;&"):
                 self.i += 1
 
     def parse_simple(self, stops: frozenset[str]) -> Simple:

@@ -1,0 +1,177 @@
+"""The audit's reading of a step against real bash: it never says "run" where bash would skip the runner
+or swallow its failure (docs/audit-shell.md).
+
+One table of cases, each a nightly step in a tree built from ``registered/fixtures/sglang/base/``
+(self-written) and the verdict the audit must give for the r1 suite: ``run`` (no finding for it, no
+masked step), ``masked`` (a masked-step finding), ``dormant`` (a dormant-suite error: never reached)
+or ``maybe`` (a dormant-suite warning: reached only past something known at run time). The same
+scripts are then run by real bash (GitHub's command line for the step's shell) with a stub
+``python3`` that records the runner call and exits 1: wherever the step still exits 0, the audit
+must not have said ``run``. Each shell case here was a false green of the audit before.
+"""
+from __future__ import annotations
+
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ci.audit.foreign import run_foreign_audit
+from ci.registration import register
+from registered.skips import registered_skip
+from registered.test_ci_audit_sglang import materialize
+
+SUITE = ("amd", "nightly-amd-8-gpu-mi35x-r1", "nightly")
+R = "python3 test/run_suite.py --hw amd --suite nightly-amd-8-gpu-mi35x-r1 --nightly"
+ARGS = "test/run_suite.py --hw amd --suite nightly-amd-8-gpu-mi35x-r1 --nightly"
+# what GitHub runs for each `shell:` (None: no shell named)
+GITHUB_SHELLS = {None: "bash -e {0}", "bash": "bash --noprofile --norc -eo pipefail {0}", "sh": "sh -e {0}",
+                 "python": "python3 {0}"}
+
+# name: (script, step keys (shell:, env:), files written into the tree, the audit's verdict)
+CASES: dict[str, tuple[str, dict, dict, str]] = {
+    # controls
+    "plain": (f"{R}\n", {}, {}, "run"),
+    "or-true": (f"{R} || true\n", {}, {}, "masked"),
+    "exit-0-before": (f"exit 0\n{R}\n", {}, {}, "dormant"),
+    "and-last": (f"{R} && echo passed\n", {}, {}, "run"),                   # the list ends the script
+    "cd-and-last": (f"cd . && {R}\n", {}, {}, "run"),
+    "rc-rethrown": (f"{R} || rc=$?\necho collected\nexit $rc\n", {}, {}, "run"),
+    "pipestatus-right-after": (f"{R} | tee log\nexit ${{PIPESTATUS[0]}}\n", {}, {}, "run"),
+    "cleanup-trap": (f"trap 'rm -f log' EXIT\n{R}\n", {}, {}, "run"),
+    "source-in-tree": (f"source ci/env.sh\n{R}\necho done\n", {}, {"ci/env.sh": "export A=1\n"}, "run"),
+    "bash-ec": (f"bash -ec '{R}; echo done'\n", {}, {}, "run"),
+    "exec-redirect": (f"exec 2>&1\n{R}\n", {}, {}, "run"),
+    "func-shadow": (f"python3() {{ :; }}\n{R}\n", {}, {}, "dormant"),
+    "subshell-set-minus-e": (f"set +e\n( set -e )\n{R}\necho done\n", {}, {}, "masked"),
+    # A1: the left side of && is exempt from set -e
+    "and-after-runner": (f"{R} && echo passed\necho done\n", {}, {}, "masked"),
+    "and-before-runner": (f"grep -q never-there test/run_suite.py && {R}\necho done\n", {}, {}, "maybe"),
+    # A2: errexit off where a flat reading does not look
+    "set-plus-o-errexit": (f"set +o errexit\n{R}\necho done\n", {}, {}, "masked"),
+    "shopt-uo-errexit": (f"shopt -uo errexit\n{R}\necho done\n", {}, {}, "masked"),
+    "then-set-plus-e": (f"if true; then set +e; fi\n{R}\necho done\n", {}, {}, "masked"),
+    "brace-set-plus-e": (f"{{ set +e; }}\n{R}\necho done\n", {}, {}, "masked"),
+    "func-set-plus-e": (f"relax() {{ set +e; }}\nrelax\n{R}\necho done\n", {}, {}, "masked"),
+    "dead-set-minus-e": (f"set +e\nfalse && set -e\n{R}\necho done\n", {}, {}, "masked"),
+    "set-dashdash-e": (f"set +e\nset -- -e\n{R}\necho done\n", {}, {}, "masked"),
+    "source-set-plus-e": (f"source ci/env.sh\n{R}\necho done\n", {}, {"ci/env.sh": "set +e\n"}, "masked"),
+    # A3: compound commands whose status is masked
+    "for-done-or-true": (f"for s in r1; do\n  {R}\ndone || true\n", {}, {}, "masked"),
+    "if-fi-or-true": (f"if true; then\n  {R}\nfi || true\n", {}, {}, "masked"),
+    "case-esac-or-true": (f"case x in\n  x) {R} ;;\nesac || true\n", {}, {}, "masked"),
+    "if-fi-pipe-tee": (f"if true; then\n  {R}\nfi | tee log\n", {}, {}, "masked"),
+    "if-own-line-cond": (f"if\n  {R}\nthen echo ok; fi\n", {}, {}, "masked"),
+    # A4: traps
+    "trap-dashdash": (f"trap -- 'exit 0' EXIT\n{R}\n", {}, {}, "masked"),
+    "trap-func-handler": (f"bye() {{ exit 0; }}\ntrap bye EXIT\n{R}\n", {}, {}, "masked"),
+    "trap-in-then": (f"if true; then trap 'exit 0' EXIT; fi\n{R}\n", {}, {}, "masked"),
+    # A5: rethrow checks
+    "rc-reset-before-exit": (f"{R} || rc=$?\nrc=0\nexit $rc\n", {}, {}, "masked"),
+    "rc-exit-dead-branch": (f"{R} || rc=$?\nif false; then exit $rc; fi\n", {}, {}, "masked"),
+    "pipestatus-stale": (f"{R} | tee log\necho done\nexit ${{PIPESTATUS[0]}}\n", {}, {}, "masked"),
+    # A6: the runner never runs
+    "exec-before": (f"exec echo starting\n{R}\n", {}, {}, "dormant"),
+    "alias-shadow": (f"shopt -s expand_aliases\nalias python3=true\n{R}\n", {}, {}, "maybe"),
+    "break-in-loop": (f"for s in r1; do\n  break\n  {R}\ndone\n", {}, {}, "dormant"),
+    "continue-in-loop": (f"for s in r1; do\n  continue\n  {R}\ndone\n", {}, {}, "dormant"),
+    "coproc": (f"coproc {R}\n", {}, {}, "masked"),
+    "heredoc-indented-eof": (f"cat <<EOF\n  EOF\n{R}\nEOF\n", {}, {}, "dormant"),
+    "ansi-c-quote": (f"echo $'\\' ; {R} ; echo '\n", {}, {}, "dormant"),
+    "source-exit0": (f". ./ci/env.sh\n{R}\n", {}, {"ci/env.sh": "exit 0\n"}, "dormant"),
+    "source-outside": (f"source /etc/nonexistent-ci-env.sh || true\n{R}\n", {}, {}, "maybe"),
+    "case-fallthrough": (f"case a in\n  a) echo a ;&\n  b) exit 0 ;;\nesac\n{R}\n", {}, {}, "maybe"),
+    # A7: runner-shaped words that do not run it
+    "python-c": (f"python3 -c 'print(1)' {ARGS}\n", {}, {}, "dormant"),
+    "bin-echo": (f"/bin/echo {ARGS}\n", {}, {}, "dormant"),
+    "builtin-echo": (f"builtin echo {R}\n", {}, {}, "dormant"),
+    # A8: step shells and environment
+    "shell-bash-0-e": (f"{R}\necho done\n", {"shell": "bash {0} -e"}, {}, "masked"),
+    "shell-plus-o-pipefail": (f"{R} | tee log\n", {"shell": "bash -e +o pipefail {0}"}, {}, "masked"),
+    "shell-sh-dbl-bracket": (f"if [[ a == a ]]; then\n  {R}\nfi\n", {"shell": "sh"}, {}, "maybe"),
+    "shell-python-polyglot": (f'"""exec" {R}\n"""\n', {"shell": "python"}, {}, "masked"),   # and a maybe
+    "bash-env": (f"{R}\n", {"env": {"BASH_ENV": "ci/env.sh"}}, {"ci/env.sh": "exit 0\n"}, "masked"),
+}
+
+
+def build(tmp_path: Path, name: str) -> Path:
+    """base/ with its nightly workflow replaced by one schedule-triggered step running the case's script."""
+    script, step_keys, files, _verdict = CASES[name]
+    root = materialize("base", tmp_path / name)
+    step = {"name": "r1 accuracy", "run": script, **step_keys}
+    doc = {"name": "nightly", "on": {"schedule": [{"cron": "30 2 * * *"}]},
+           "jobs": {"r1-mi35x-8": {"runs-on": "linux-mi35x-gpu-8",
+                                   "steps": [{"uses": "actions/checkout@v4"}, step]}}}
+    (root / ".github/workflows/nightly.yml").write_text(yaml.safe_dump(doc, sort_keys=False, width=10000))
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    return root
+
+
+def verdict(root: Path) -> str:
+    """run / masked / dormant / maybe for the r1 suite (masked wins: it names the step)."""
+    findings = run_foreign_audit(root).findings
+    if any(f.rule in ("masked-step", "unresolved-step", "unreadable-input", "unknown-suite") for f in findings):
+        return "masked" if any(f.rule == "masked-step" for f in findings) else "other"
+    mine = [f for f in findings if (f.hardware, f.suite, f.schedule) == SUITE]
+    if not mine:
+        return "run"
+    [found] = mine
+    return {"error": "dormant", "warning": "maybe"}.get(found.severity, found.severity) \
+        if found.rule == "dormant-suite" else found.rule
+
+
+STUB = """#!/bin/bash
+case "$1" in *run_suite.py) echo called >> "$RUNNER_MARK"; exit 1;; esac
+exec {python} "$@"
+"""
+
+
+def real_shell(root: Path, name: str) -> tuple[int, bool]:
+    """(the step's exit status, whether the runner was called) when GitHub's shell runs the script with a
+    ``python3`` that fails the runner call."""
+    script, step_keys, _files, _verdict = CASES[name]
+    stub = root / ".stub"
+    stub.mkdir()
+    (stub / "python3").write_text(STUB.format(python=shlex.quote(sys.executable)))
+    (stub / "python3").chmod(0o755)
+    (root / ".step.sh").write_text(script)
+    template = GITHUB_SHELLS.get(step_keys.get("shell"), step_keys.get("shell"))
+    argv = [w.replace("{0}", str(root / ".step.sh")) for w in shlex.split(template)]
+    mark = root / ".runner-called"
+    env = {"PATH": f"{stub}:/usr/bin:/bin", "RUNNER_MARK": str(mark), "HOME": str(root),
+           **{k: str(v) for k, v in step_keys.get("env", {}).items()}}
+    proc = subprocess.run(argv, cwd=root, env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                          timeout=60)
+    return proc.returncode, mark.exists()
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=8)
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_each_shell_case_gets_its_verdict(tmp_path, name):
+    assert verdict(build(tmp_path, name)) == CASES[name][3]
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=8)
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_where_real_bash_stays_green_the_audit_does_not_say_run(tmp_path, name):
+    """bash (and sh, python for their shells) runs each script with a runner that fails: a step that
+    still exits 0 skipped the runner or swallowed its failure, and the audit must say so."""
+    script, step_keys, _files, expected = CASES[name]
+    template = GITHUB_SHELLS.get(step_keys.get("shell"), step_keys.get("shell"))
+    if not shutil.which(shlex.split(template)[0]):
+        registered_skip("needs-bash")
+    root = build(tmp_path, name)
+    got = verdict(root)
+    status, called = real_shell(root, name)
+    if status == 0:
+        assert got != "run", f"{name}: bash exits 0 (runner called: {called}), the audit says run"
+    if expected == "run":   # the controls: a run the audit proves fails the step when the runner fails
+        assert status != 0 and called, (name, status, called)
+    if got == "dormant":    # never reached: bash never calls it
+        assert not called, name
