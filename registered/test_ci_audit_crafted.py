@@ -1,0 +1,307 @@
+"""dspark-audit over crafted trees, part two (SECURITY.md "dspark-audit", docs/audit-exit-codes.md): reads
+checked against the audited root, caps on every Python file parsed whole, merge keys and matrix rows
+bounded, no exit 3 on crafted content, nothing raw in the log, no write through a linked folder.
+
+Every tree is written here by the test itself, in a tmp folder (sglang-shaped: ``test/registered/`` and
+``.github/workflows/``; or this project's layout through registered/fixture_repo.FixtureRepo).
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import pytest
+
+from ci.audit import cli as audit_cli
+from ci.registration import register
+from ci.safe_files import MAX_SOURCE_BYTES
+from registered.fixture_repo import REAL_ROOT, FixtureRepo
+
+SECRET = "SECRET_NAME_FROM_OUTSIDE"
+LIMIT_S, LIMIT_MB = 30, 300
+LAUNCHER = """
+import json, resource, subprocess, sys
+p = subprocess.run([sys.executable, *sys.argv[1:]], capture_output=True, timeout=120)
+print(json.dumps({"rc": p.returncode, "out": p.stdout.decode("utf-8", "backslashreplace"),
+                  "err": p.stderr.decode("utf-8", "backslashreplace"),
+                  "maxrss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}))
+"""
+WORKFLOW = ("name: ok\non: pull_request\npermissions: {}\njobs:\n  j:\n    runs-on: ubuntu-latest\n    steps:\n"
+            "      - name: run suite\n        run: python3 run_suite.py --hw cuda --suite stage-a\n")
+
+
+def audit(*args: str, flags: tuple[str, ...] = (), cwd: Path = REAL_ROOT, **env_extra: str) -> dict:
+    """The audit as a child of a child (RUSAGE_CHILDREN is its peak memory), with its time."""
+    env = {**os.environ, "PYTHONPATH": str(REAL_ROOT), **env_extra}
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-c", LAUNCHER, *flags, "-m", "ci.audit.cli", *args],
+                          capture_output=True, text=True, env=env, cwd=cwd, timeout=180)
+    got = json.loads(proc.stdout)
+    got["seconds"] = time.monotonic() - started
+    return got
+
+
+def sglang_tree(base: Path, tests: dict[str, str | bytes] | None = None, workflow: str = WORKFLOW) -> Path:
+    root = base / "repo"
+    (root / ".github" / "workflows").mkdir(parents=True)
+    (root / "test" / "registered").mkdir(parents=True)
+    (root / ".github" / "workflows" / "ok.yml").write_text(workflow)
+    for name, text in (tests or {"test_ok.py": 'register_cuda_ci(est_time=60, suite="stage-a")\n'}).items():
+        path = root / "test" / "registered" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(text) if isinstance(text, bytes) else path.write_text(text)
+    return root
+
+
+def own_tree(base: Path) -> FixtureRepo:
+    repo = FixtureRepo(base / "own")
+    repo.test_file("test_a.py", """
+        @register(suite="kernels", hardware="cpu", schedule="per-commit", est_time=5)
+        def test_a(): pass
+    """)
+    repo.generate_workflows()
+    return repo
+
+
+def one_line(err: str) -> str:
+    assert err.endswith("\n") and err.count("\n") == 1 and "Traceback" not in err and "internal error" not in err, err
+    return err
+
+
+# ---------------------------------------------------------------- r03: reads checked against the root
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=3)
+@pytest.mark.parametrize("linked", ["impl", "reference", "reference/more.py"])
+def test_impl_or_reference_linked_out_of_the_tree_is_exit_2_and_never_read(tmp_path, capsys, linked):
+    """ops.py read impl/__init__.py and reference/ through a link that left --root (its "root" was each
+    file's own folder): a name that only the outside file holds reached the report. Every read is now
+    checked against the audited root: exit 2, one line naming the file, nothing of the outside file."""
+    repo = own_tree(tmp_path)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "__init__.py").write_text(f'_LAZY = {{"{SECRET}": "impl.kernels"}}\n__all__ = ["{SECRET}"]\n')
+    (outside / "more.py").write_text(f"def {SECRET}(): pass\n")
+    target = repo.root / linked
+    if linked == "reference/more.py":
+        repo.write("reference/__init__.py", "from .more import *\n")
+        target.symlink_to(outside / "more.py")
+    else:
+        for path in sorted(target.rglob("*"), reverse=True):
+            path.unlink()
+        target.rmdir()
+        target.symlink_to(outside, target_is_directory=True)
+    assert audit_cli.main(["--root", str(repo.root), "--adapter", "dspark", "--format", "json"]) == 2
+    captured = capsys.readouterr()
+    err = one_line(captured.err)
+    assert "outside the audited tree" in err and f"{linked.split('/')[0]}/" in err, err
+    assert SECRET not in captured.out + captured.err
+
+
+# ---------------------------------------------------------------- r13: 1 MiB on every Python parsed whole
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=3)
+@pytest.mark.parametrize("rel", ["impl/__init__.py", "reference/__init__.py", "registered/skips.py",
+                                 "impl/testing/op_table.py"])
+def test_every_python_file_parsed_whole_is_capped_at_1_mib(tmp_path, capsys, rel):
+    """impl/__init__.py, reference/, registered/skips.py and the op table were read under the 4 MiB
+    default: a 4 MiB list literal peaked at 2 GB. Each is capped at MAX_SOURCE_BYTES (the syntax tree of
+    1 MiB peaks near 170 MB): just over the cap is exit 2 naming the file and the cap, never parsed."""
+    repo = own_tree(tmp_path)
+    if rel == "impl/testing/op_table.py":   # read only when a per-commit test mentions the op table
+        repo.write("impl/__init__.py", '_LAZY = {"op_a": "impl.kernels"}\n')
+        repo.test_file("test_b.py", """
+            from impl.testing import op_table
+            @register(suite="kernels", hardware="cpu", schedule="per-commit", est_time=5)
+            def test_b(): op_table
+        """)
+    big = "X = [" + "0," * ((MAX_SOURCE_BYTES + 4096) // 2) + "]\n"
+    repo.write(rel, big)
+    started = time.monotonic()
+    assert audit_cli.main(["--root", str(repo.root), "--adapter", "dspark"]) == 2
+    err = one_line(capsys.readouterr().err)
+    assert rel in err and f"over the {MAX_SOURCE_BYTES}-byte cap" in err, err
+    assert time.monotonic() - started < LIMIT_S
+
+
+# ---------------------------------------------------------------- r05: linear registration scan
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=4)
+def test_a_file_of_register_mentions_is_scanned_in_linear_time(tmp_path):
+    """A 1 MiB comment line of 75,000 ``register_a_ci(`` took 15 s per file (the line of each mention was
+    counted from the start of the file); four such files, 64 s. The lines are now found with one pass
+    and a binary search, and the column-0 fast path never scans a call's text twice: four files,
+    one subprocess, within LIMIT_S; the lines found are the right ones."""
+    from ci.adapters.sglang import _fast_registrations, _lines_of
+
+    text = "a\nbb\n\nccc"
+    assert _lines_of(text, [0, 1, 2, 4, 5, 6, 9]) == {1, 2, 3, 4}
+    nested = "register_cuda_ci(est_time=1, suite='s', disabled='''\nregister_cuda_ci(est_time=2, suite='t')\n''')\n"
+    assert _fast_registrations("x.py", nested) is None   # a call inside another: the whole parse decides
+    line = "# " + "register_a_ci(" * ((MAX_SOURCE_BYTES - 100) // 14) + "\n"
+    root = sglang_tree(tmp_path, {f"test_{i}.py": "x = 1\n" + line for i in range(4)})
+    got = audit("--root", str(root), "--adapter", "sglang")
+    assert got["rc"] == 1 and got["seconds"] < LIMIT_S and got["maxrss_mb"] < LIMIT_MB, (got["seconds"], got["err"])
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
+def test_a_call_nested_in_another_is_not_read_as_a_registration_of_its_own(tmp_path):
+    from ci.adapters.sglang import collect_suites
+
+    root = sglang_tree(tmp_path, {"test_a.py": "register_cuda_ci(est_time=1, suite='s', disabled='''\n"
+                                                 "register_cuda_ci(est_time=2, suite='t')\n''')\n"})
+    found = collect_suites(root)
+    assert [(r.suite, r.line) for r in found.registrations] == [("s", 1)] and found.problems == []
+
+
+# ---------------------------------------------------------------- no exit 3 on crafted content
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=2)
+def test_crafted_sglang_literals_are_unreadable_registrations_not_exit_3(tmp_path, capsys):
+    """``disabled={[]: 1}`` / ``{[1]}`` (TypeError in literal_eval) and an est_time of 400 digits
+    (OverflowError in float()) were exit 3, in the fast path and in the whole-file parse. Each is now an
+    unreadable-registration finding naming file:line (exit 1)."""
+    cases = {"test_dict.py": 'register_cuda_ci(est_time=1, suite="stage-a", disabled={[]: 1})\n',
+             "test_set.py": 'register_cuda_ci(est_time=1, suite="stage-a", disabled={[1]})\n',
+             "test_big.py": "register_cuda_ci(est_time=1" + "0" * 400 + ', suite="stage-a")\n',
+             "test_inf.py": 'register_cuda_ci(est_time=1e999, suite="stage-a")\n',
+             "test_whole.py": "if True: pass\nx = 1; register_cuda_ci(est_time=1, suite='s', disabled={[]: 1})\n"}
+    root = sglang_tree(tmp_path, cases)
+    assert audit_cli.main(["--root", str(root), "--adapter", "sglang"]) == 1
+    captured = capsys.readouterr()
+    assert captured.err == ""
+    for name in cases:
+        lines = [line for line in captured.out.splitlines()
+                 if "[unreadable-registration]" in line and f"test/registered/{name}:" in line]
+        assert len(lines) == 1, (name, captured.out[-3000:])
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=4)
+@pytest.mark.parametrize("rel, text, code, said", [
+    ("registered/test_a.py", "import pytest\nfrom ci.registration import register\n\n"
+     "@pytest.mark.skipif({[]: 1}, reason='x')\n"
+     "@register(suite='kernels', hardware='cpu', schedule='per-commit', est_time=5)\ndef test_a(): pass\n", 1, ""),
+    ("impl/__init__.py", "_LAZY = [1]\n", 2, "impl/__init__.py:1: _LAZY must be a literal dict"),
+    ("impl/__init__.py", "_LAZY = {[]: 1}\n", 2, "impl/__init__.py:1: _LAZY must be a literal dict"),
+    ("impl/__init__.py", "AUDITED_OPS = 5\n", 2, "impl/__init__.py:1: AUDITED_OPS must be a literal list"),
+    ("impl/__init__.py", "def (\n", 2, "impl/__init__.py: syntax error at line 1"),
+    ("reference/__init__.py", "def (\n", 2, "reference/__init__.py: syntax error at line 1"),
+    ("reference/__init__.py", "__all__ = {[]: 1}\n", None, ""),
+    ("registered/skips.py", "SKIP_REASONS = {\n", 2, "registered/skips.py: syntax error at line 1"),
+    ("registered/skips.py", "SKIP_REASONS = {[1]: {'text': 'x'}}\n", None, ""),
+    ("reference/__init__.py", "".join(f"from .m{i} import *\n" for i in range(1)), None, ""),
+])
+def test_crafted_files_of_this_projects_layout_are_a_finding_or_exit_2_never_3(tmp_path, capsys, rel, text, code, said):
+    """Each was exit 3 (TypeError, AttributeError, SyntaxError): a skipif condition Python cannot evaluate,
+    an _LAZY or AUDITED_OPS of the wrong shape, a syntax error in impl/, reference/ or
+    registered/skips.py, an unhashable __all__ or SKIP_REASONS key. Now a finding (exit 0 or 1) or exit 2
+    in one line naming the file (and line)."""
+    repo = own_tree(tmp_path)
+    repo.write(rel, text)
+    rc = audit_cli.main(["--root", str(repo.root), "--adapter", "dspark"])
+    captured = capsys.readouterr()
+    if code == 2:
+        assert rc == 2 and said in one_line(captured.err), captured.err
+    else:
+        assert rc in ((0, 1) if code is None else (code,)) and captured.err == "", (rc, captured.err)
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=2)
+def test_a_star_import_chain_of_a_thousand_modules_is_read_without_recursion(tmp_path, capsys):
+    """reference/__init__.py -> m0 -> m1 ... -> m999 by ``from .mN import *``: RecursionError, exit 3. The
+    exports are now gathered with a work-list: every public name of the chain counts, private ones of
+    the star-imported modules do not, and a cycle ends."""
+    from ci.audit.ops import reference_names
+
+    repo = own_tree(tmp_path)
+    repo.write("reference/__init__.py", "from .m0 import *\n_own_private = 1\n")
+    for i in range(1000):
+        repo.write(f"reference/m{i}.py", f"def op_{i}(): pass\n_hidden_{i} = 1\n"
+                                         + (f"from .m{i + 1} import *\n" if i < 999 else "from .m0 import *\n"))
+    names = reference_names(repo.root)
+    assert {f"op_{i}" for i in range(1000)} <= names and "_own_private" in names
+    assert not any(n.startswith("_hidden") for n in names)
+    assert audit_cli.main(["--root", str(repo.root), "--adapter", "dspark"]) in (0, 1)
+    assert capsys.readouterr().err == ""
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=4)
+def test_deep_and_overlong_folders_under_the_registered_folder_are_named_in_one_line(tmp_path, capsys):
+    """``test/registered`` nested 1,100 folders deep was a RecursionError (Path.rglob recurses), and
+    paths past PATH_MAX an OSError: both exit 3. The walk is an explicit stack capped at MAX_DEPTH: the
+    folder past the cap, or one that cannot be listed, is an unreadable-registration finding (sglang) or
+    exit 2 (this project's layout), one short line; the files above it are still read. (300 levels here:
+    the walk stops at MAX_DEPTH whatever the depth, and pytest's own clean-up of tmp folders recurses.)"""
+    from ci.tree_files import MAX_DEPTH, MAX_SHOWN
+
+    def deep(base: Path, levels: int, name: str = "a") -> Path:
+        folder = base
+        for _ in range(levels):
+            folder = folder / name
+            try:
+                os.mkdir(folder)
+            except OSError:   # past PATH_MAX: build the rest relative to an open folder
+                break
+        return folder
+
+    root = sglang_tree(tmp_path / "sg", {"test_ok.py": 'register_cuda_ci(est_time=60, suite="stage-a")\n'})
+    deep(root / "test" / "registered", 300)
+    fd = os.open(root / "test" / "registered", os.O_RDONLY)
+    try:   # a second chain of 250-character names, past PATH_MAX (mkdir relative to the deepest open folder)
+        current = fd
+        for _ in range(20):
+            os.mkdir("b" * 250, dir_fd=current)
+            nxt = os.open("b" * 250, os.O_RDONLY, dir_fd=current)
+            if current != fd:
+                os.close(current)
+            current = nxt
+        with open(os.open("test_far.py", os.O_WRONLY | os.O_CREAT, dir_fd=current), "w") as handle:
+            handle.write('register_cuda_ci(est_time=60, suite="far")\n')
+        os.close(current)
+    finally:
+        os.close(fd)
+    assert audit_cli.main(["--root", str(root), "--adapter", "sglang"]) == 1
+    captured = capsys.readouterr()
+    assert captured.err == "", captured.err
+    problems = [line for line in captured.out.splitlines() if "[unreadable-registration]" in line]
+    assert any(f"nested deeper than {MAX_DEPTH}" in line for line in problems), problems
+    assert any("cannot be listed" in line or "cannot be opened" in line for line in problems), problems
+    assert all(len(line) < MAX_SHOWN + 400 for line in problems), [len(line) for line in problems]
+
+    repo = own_tree(tmp_path / "own")
+    deep(repo.root / "registered", 300)
+    assert audit_cli.main(["--root", str(repo.root), "--adapter", "dspark"]) == 2
+    assert f"nested deeper than {MAX_DEPTH}" in one_line(capsys.readouterr().err)
+
+
+# ---------------------------------------------------------------- r10, r12, ANSI: nothing raw in the log
+WARNED = 'x = f"""{1}\n::add-mask::hello \\d"""\n'
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=3)
+def test_python_warnings_about_the_audited_code_never_reach_the_log(tmp_path):
+    """An invalid escape in a test file: ast.parse warns (SyntaxWarning on 3.12+, DeprecationWarning
+    before) and the default warning print quotes the source line, read from disk by its file name,
+    so ``::add-mask::hello`` reached stderr raw on 3.12. Every parse of the tree's Python is now
+    quiet and names no path: with every warning shown (-W always, which prints it on any version)
+    stderr stays empty, in both layouts, also with the audited root as the working directory (-P, as
+    the console script: ``-m`` would import the tree's own packages first)."""
+    from ci.adapters.sglang import collect_suites
+    from ci.registry.collect import collect
+
+    sg = sglang_tree(tmp_path / "sg", {"test_ok.py": 'register_cuda_ci(est_time=60, suite="stage-a")\n',
+                                       "test_warn.py": "def f():\n    pass\n" + '    register_cuda_ci(est_time=1, '
+                                       'suite="s")\n' + WARNED})
+    repo = own_tree(tmp_path / "own")
+    repo.write("registered/test_warn.py", "from ci.registration import register\n" + WARNED)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        collect_suites(sg)
+        from ci.registry.catalog import load_catalog
+        collect(repo.root, load_catalog(repo.root))
+    assert [str(w.message) for w in seen] == []
+    for root, adapter in ((sg, "sglang"), (repo.root, "dspark")):
+        for cwd in (REAL_ROOT, root):
+            got = audit("--root", str(root), "--adapter", adapter, flags=("-P", "-W", "always"), cwd=cwd)
+            assert got["rc"] in (0, 1) and got["err"] == "", got["err"]
+            assert not any(line.lstrip().startswith("::") for line in got["out"].splitlines())
