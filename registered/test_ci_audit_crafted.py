@@ -16,6 +16,7 @@ import warnings
 from pathlib import Path
 
 import pytest
+import yaml
 
 from ci.audit import cli as audit_cli
 from ci.registration import register
@@ -124,6 +125,72 @@ def test_every_python_file_parsed_whole_is_capped_at_1_mib(tmp_path, capsys, rel
     err = one_line(capsys.readouterr().err)
     assert rel in err and f"over the {MAX_SOURCE_BYTES}-byte cap" in err, err
     assert time.monotonic() - started < LIMIT_S
+
+
+# ---------------------------------------------------------------- r06: merge keys counted while expanded
+def _merge_bomb(levels: int, keys: int = 9, fan: int = 9) -> str:
+    lines = ["x-b0: &b0 {" + ", ".join(f"k{i}: {i}" for i in range(keys)) + "}"]
+    lines += [f"x-b{n}: &b{n} {{<<: [{', '.join([f'*b{n - 1}'] * fan)}]}}" for n in range(1, levels + 1)]
+    return "\n".join(lines) + "\n"
+
+
+def _flatten_without_dedup(self, node):
+    """PyYAML's flatten_mapping before 6.0.4 (it copied every merged pair, repeated keys included): written
+    here so that the bound is checked whatever PyYAML the test runs with."""
+    merge, index = [], 0
+    while index < len(node.value):
+        key_node, value_node = node.value[index]
+        if key_node.tag == "tag:yaml.org,2002:merge":
+            del node.value[index]
+            subs = [value_node] if isinstance(value_node, yaml.MappingNode) else value_node.value
+            for sub in subs:
+                self.flatten_mapping(sub)
+                merge.extend(sub.value)
+        else:
+            index += 1
+    if merge:
+        node.value = merge + node.value
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=2)
+def test_a_merge_key_bomb_is_refused_before_it_expands(monkeypatch):
+    """``x-bN: &bN {<<: [*bN-1 x 9]}``: PyYAML (before 6.0.4) copied 9**N pairs while it loaded, before
+    the alias count could see anything (683 bytes: 37 s, 727 MB, then exit 0). BoundedLoader counts the
+    pairs each merge brings in before they are copied and refuses past MAX_NODES: in well under a second
+    with either PyYAML; a chain of merges of many distinct keys is refused the same way; ordinary merges
+    load as before, and the CLI reports the file as unreadable-input."""
+    import yaml.constructor
+
+    from ci.safe_yaml import MAX_NODES, YamlTooLarge, load_yaml
+
+    assert load_yaml("a: &a {x: 1, y: 2}\nb: {<<: *a, z: 3}\nc: {<<: [*a, {w: 0}], x: 9}\n") == {
+        "a": {"x": 1, "y": 2}, "b": {"x": 1, "y": 2, "z": 3}, "c": {"x": 9, "y": 2, "w": 0}}
+    with pytest.raises(YamlTooLarge, match="recursive"):
+        load_yaml("a: &a {x: 1, <<: *a}\n")
+    wide = _merge_bomb(levels=(MAX_NODES // (600 * 9)) + 2, keys=600)   # distinct keys: no dedup can help
+    for flatten in (None, _flatten_without_dedup):
+        if flatten is not None:
+            monkeypatch.setattr(yaml.constructor.SafeConstructor, "flatten_mapping", flatten)
+        for text in (_merge_bomb(12), wide):
+            started = time.monotonic()
+            try:
+                load_yaml(text)
+                refused = False
+            except YamlTooLarge as exc:
+                refused = "merge keys" in str(exc)
+            assert time.monotonic() - started < 1.0
+            assert refused or (flatten is None and text != wide), (flatten, len(text))
+    monkeypatch.undo()
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=2)
+def test_a_workflow_with_a_merge_key_bomb_is_one_unreadable_input_finding(tmp_path):
+    wide = _merge_bomb(levels=60, keys=600)
+    root = sglang_tree(tmp_path, workflow=wide + WORKFLOW)
+    got = audit("--root", str(root), "--adapter", "sglang")
+    assert got["rc"] == 1 and got["seconds"] < LIMIT_S and got["maxrss_mb"] < LIMIT_MB, got
+    lines = [line for line in got["out"].splitlines() if "[unreadable-input]" in line and "ok.yml" in line]
+    assert len(lines) == 1 and "merge keys" in lines[0], got["out"][-2000:]
 
 
 # ---------------------------------------------------------------- r05: linear registration scan
