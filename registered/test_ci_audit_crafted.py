@@ -222,6 +222,50 @@ def test_a_call_nested_in_another_is_not_read_as_a_registration_of_its_own(tmp_p
     assert [(r.suite, r.line) for r in found.registrations] == [("s", 1)] and found.problems == []
 
 
+# ---------------------------------------------------------------- r16: matrix rows x script size
+def _matrix_workflow(rows: int, arms: int, extra: str = "") -> str:
+    script = ('case "$X" in\n' + "".join(f"  a{i}) echo {i} ;;\n" for i in range(arms)) + "esac\n" + extra
+              + "python3 run_suite.py --hw cuda --suite ${{ matrix.s }}\n")
+    body = "".join(f"          {line}\n" for line in script.splitlines())
+    return ("name: m\non: pull_request\npermissions: {}\njobs:\n  j:\n    runs-on: ubuntu-latest\n"
+            "    strategy:\n      matrix:\n        s: [" + ", ".join(f"s{i}" for i in range(rows)) + "]\n"
+            f"    steps:\n      - name: run suite\n        run: |\n{body}")
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=8)
+def test_matrix_rows_times_script_size_is_bounded_and_every_row_still_resolved(tmp_path):
+    """A step whose 40 KB script names ``${{ matrix.s }}``, in a 256-row matrix (GitHub's cap): each row
+    was a fresh read of the script (93 s). Re-reads for other rows now count against MAX_REREAD_CHARS;
+    past it a row reads the script once with its row values unknown, and the runner's options are still
+    resolved per row: one subprocess within LIMIT_S, all 256 suites seen (none registered: 256
+    unknown-suite findings, as with no budget)."""
+    root = sglang_tree(tmp_path, workflow=_matrix_workflow(256, 2000))
+    got = audit("--root", str(root), "--adapter", "sglang", "--format", "json")
+    assert got["rc"] == 1 and got["seconds"] < LIMIT_S and got["maxrss_mb"] < LIMIT_MB, (got["seconds"], got["err"])
+    unknown = {f["suite"] for f in json.loads(got["out"])["findings"] if f["rule"] == "unknown-suite"}
+    assert unknown == {f"s{i}" for i in range(256)}, sorted(unknown)[:5]
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=2)
+def test_within_the_reread_budget_answers_are_per_row_and_past_it_unproven_not_wrong(tmp_path, monkeypatch):
+    """A run reached only in one row (``if [ "${{ matrix.s }}" = s1 ]``): within the budget the row that
+    reaches it makes it definite (pull_request), as before; with the budget spent, the row-free reading
+    cannot tell, so the run is a maybe (unproven), never a definite answer or a missed run."""
+    import ci.github.scan as scan_module
+    from ci.github.scan import scan_workflows
+
+    extra = 'if [ "${{ matrix.s }}" = s1 ]; then python3 run_suite.py --hw cuda --suite special; fi\n'
+    root = sglang_tree(tmp_path, workflow=_matrix_workflow(3, 3, extra))
+
+    def special():
+        refs = [r for r in scan_workflows(root, "sglang").refs if r.target.endswith("/special")]
+        return {(tuple(sorted(r.events)), tuple(sorted(r.maybe_events))) for r in refs}
+
+    assert special() == {(("pull_request",), ())}
+    monkeypatch.setattr(scan_module, "MAX_REREAD_CHARS", 0)
+    assert special() == {((), ("pull_request",))}
+
+
 # ---------------------------------------------------------------- no exit 3 on crafted content
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=2)
 def test_crafted_sglang_literals_are_unreadable_registrations_not_exit_3(tmp_path, capsys):
