@@ -385,6 +385,24 @@ def test_deep_and_overlong_folders_under_the_registered_folder_are_named_in_one_
     assert f"nested deeper than {MAX_DEPTH}" in one_line(capsys.readouterr().err)
 
 
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=2)
+def test_a_composite_step_env_of_the_wrong_type_reads_as_empty(tmp_path):
+    """``uses: ./act`` with ``env: [a, b]`` or ``env: 5``, or an inner step's ``env: [a]``: TypeError, exit 3.
+    Each reads as empty, as docs/audit-exit-codes.md says of every wrong-type mapping."""
+    root = sglang_tree(tmp_path)
+    act = root / ".github" / "actions" / "act"
+    act.mkdir(parents=True)
+    (act / "action.yml").write_text(json.dumps({"name": "act", "runs": {"using": "composite", "steps": [
+        {"run": "python3 run_suite.py --hw cuda --suite stage-renamed", "shell": "bash", "env": ["a"]}]}}))
+    jobs = {f"j{i}": {"runs-on": "ubuntu-latest", "steps": [{"uses": "./.github/actions/act", "env": env}]}
+            for i, env in enumerate((["a", "b"], 5, None))}
+    (root / ".github" / "workflows" / "comp.yml").write_text(json.dumps(
+        {"name": "comp", "on": "pull_request", "permissions": {}, "jobs": jobs}))
+    got = audit("--root", str(root), "--adapter", "sglang", "--format", "json")
+    assert got["rc"] == 1 and got["err"] == "", got["err"]
+    assert any("stage-renamed" in f["message"] for f in json.loads(got["out"])["findings"])
+
+
 # ---------------------------------------------------------------- r10, r12, ANSI: nothing raw in the log
 WARNED = 'x = f"""{1}\n::add-mask::hello \\d"""\n'
 
