@@ -20,7 +20,7 @@ import yaml
 
 from ci.audit import cli as audit_cli
 from ci.registration import register
-from ci.safe_files import MAX_SOURCE_BYTES
+from ci.safe_files import MAX_SOURCE_BYTES, UnreadableFile, UnsafeOutput, write_atomic
 from registered.fixture_repo import REAL_ROOT, FixtureRepo
 
 SECRET = "SECRET_NAME_FROM_OUTSIDE"
@@ -385,6 +385,35 @@ def test_deep_and_overlong_folders_under_the_registered_folder_are_named_in_one_
     assert f"nested deeper than {MAX_DEPTH}" in one_line(capsys.readouterr().err)
 
 
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=4)
+@pytest.mark.parametrize("where", ["test/registered/test_caf\udce9.py", ".github/workflows/caf\udce9.yml"])
+def test_a_file_name_that_is_not_utf8_gives_valid_sarif_and_json(tmp_path, where):
+    """``test_caf\\xe9.py`` with ``--format sarif --output F`` (the Action's mode) was a UnicodeEncodeError,
+    exit 3: nothing uploaded. The SARIF is now valid UTF-8 JSON, its URI percent-encodes the name's own
+    bytes and its message shows the byte as ``\\xe9``; JSON and text on stdout are the same under a
+    strict UTF-8 locale."""
+    root = sglang_tree(tmp_path)
+    raw = os.fsencode(str(root / where))
+    with open(raw, "wb") as handle:
+        handle.write(b'register_cuda_ci(est_time=1, suite="stage-new")\n' if where.endswith(".py") else
+                     WORKFLOW.encode().replace(b"stage-a", b"stage-b"))
+    sarif = tmp_path / "out.sarif"
+    strict = {"PYTHONIOENCODING": "utf-8:strict"}   # a locale whose stdout refuses surrogates
+    got = audit("--root", str(root), "--adapter", "sglang", "--format", "sarif", "--output", str(sarif), **strict)
+    assert got["rc"] == 1 and "internal error" not in got["err"], got["err"]
+    doc = json.loads(sarif.read_bytes().decode("utf-8"))   # strict: valid UTF-8
+    uris = {loc["physicalLocation"]["artifactLocation"]["uri"] for r in doc["runs"][0]["results"]
+            for loc in r["locations"]}
+    texts = json.dumps(doc)
+    if where.endswith(".py"):   # the registration's own location
+        assert any("caf%E9.py" in uri for uri in uris), uris
+    assert "\\udce9" not in texts
+    for fmt in ("json", "text"):
+        env_got = audit("--root", str(root), "--adapter", "sglang", "--format", fmt, **strict)
+        assert env_got["rc"] == 1 and env_got["err"] == "", env_got["err"]
+        assert ("caf\\\\xe9" if fmt == "json" else "caf\\xe9") in env_got["out"]   # JSON: the text \xe9, escaped
+
+
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=2)
 def test_a_composite_step_env_of_the_wrong_type_reads_as_empty(tmp_path):
     """``uses: ./act`` with ``env: [a, b]`` or ``env: 5``, or an inner step's ``env: [a]``: TypeError, exit 3.
@@ -434,3 +463,87 @@ def test_python_warnings_about_the_audited_code_never_reach_the_log(tmp_path):
             got = audit("--root", str(root), "--adapter", adapter, flags=("-P", "-W", "always"), cwd=cwd)
             assert got["rc"] in (0, 1) and got["err"] == "", got["err"]
             assert not any(line.lstrip().startswith("::") for line in got["out"].splitlines())
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=3)
+def test_json_and_sarif_on_stdout_carry_no_command_in_either_form(tmp_path):
+    """``--format json``/``sarif`` printed to stdout held ``"suite": "##[add-mask]G"``: the runner parses
+    the legacy ``##[`` form anywhere in a line. ``::`` and ``##[`` are now JSON-escaped on stdout
+    (``\\u003a``, ``\\u005b``): no line holds either, and the document parses to the same strings as the
+    file written with --output."""
+    suite = "##[add-mask]G::warning::x\x1b[2K"
+    root = sglang_tree(tmp_path, {"test_ok.py": f"register_cuda_ci(est_time=60, suite={suite!r})\n"})
+    for fmt in ("json", "sarif"):
+        printed = audit("--root", str(root), "--adapter", "sglang", "--format", fmt)
+        written = tmp_path / f"out.{fmt}"
+        audit("--root", str(root), "--adapter", "sglang", "--format", fmt, "--output", str(written))
+        assert printed["rc"] == 1 and "##[" not in printed["out"] and "::" not in printed["out"]
+        assert "\x1b" not in printed["out"]
+        assert json.loads(printed["out"]) == json.loads(written.read_text()), fmt
+        assert suite in printed["out"].encode().decode("unicode_escape", "ignore") or suite in json.dumps(
+            json.loads(printed["out"]), ensure_ascii=False)
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
+def test_log_safe_writes_control_characters_and_lone_surrogates_as_text():
+    from ci.log_escape import json_log_safe, log_safe
+
+    text = log_safe("a\x1b[2Kb\x07c\x9bd\tcaf\udce9 ok\n  ::add-mask::x")
+    assert text == "a\\x1b[2Kb\\x07c\\x9bd\tcaf\\xe9 ok\n  %3A%3Aadd-mask::x", text
+    text.encode("utf-8")
+    doc = json_log_safe(json.dumps({"k": "x::y ##[z \x85 caf\udce9"}, ensure_ascii=False))
+    assert "::" not in doc and "##[" not in doc and json.loads(doc) == {"k": "x::y ##[z \x85 caf\\xe9"}
+
+
+# ---------------------------------------------------------------- r11: no write through a linked folder
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=3)
+@pytest.mark.parametrize("flag", ["--output", "--write-baseline"])
+def test_an_output_whose_folder_is_a_link_is_exit_2_and_writes_nothing_outside(tmp_path, flag, monkeypatch, capsys):
+    """``reports -> outside`` committed in the tree: ``--output <root>/reports/audit.sarif`` replaced the
+    file outside, ``--write-baseline`` created one. A linked component anywhere in the output's folder
+    (absolute, or relative below the working directory) is now refused, exit 2, one line; nothing is
+    written outside, and no temporary file is left."""
+    root = sglang_tree(tmp_path)
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "audit.sarif").write_text("keep me")
+    (root / "reports").symlink_to(victim, target_is_directory=True)
+    (root / "real").mkdir()
+    (root / "real" / "inner").symlink_to(victim, target_is_directory=True)
+    extra = ["--format", "sarif"] if flag == "--output" else []
+    monkeypatch.chdir(root)
+    for path in (str(root / "reports" / "audit.sarif"), "reports/audit.sarif", "real/inner/audit.sarif",
+                 "real/../reports/audit.sarif"):
+        assert audit_cli.main(["--root", str(root), "--adapter", "sglang", *extra, flag, path]) == 2, path
+        err = one_line(capsys.readouterr().err)
+        assert flag in err and ("is a symlink" in err or "resolves to" in err), err
+        assert sorted(p.name for p in victim.iterdir()) == ["audit.sarif"]
+        assert (victim / "audit.sarif").read_text() == "keep me"
+    assert audit_cli.main(["--root", str(root), "--adapter", "sglang", *extra, flag, "real/out.sarif"]) in (0, 1)
+    assert (root / "real" / "out.sarif").is_file()
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
+def test_write_atomic_refuses_any_linked_folder_and_read_inside_checks_what_it_opened(tmp_path, monkeypatch):
+    from ci.safe_files import linked_folder, read_inside
+
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real", target_is_directory=True)
+    with pytest.raises(UnsafeOutput, match="is a symlink"):
+        write_atomic(tmp_path / "link" / "x.json", "{}", refuse_linked_folders=True)
+    assert linked_folder(tmp_path / "real") is None and not list((tmp_path / "real").iterdir())
+    write_atomic(tmp_path / "real" / "x.json", "caf\udce9\n")   # a lone surrogate: written escaped, no crash
+    assert (tmp_path / "real" / "x.json").read_bytes() == b"caf\\udce9\n"
+
+    (tmp_path / "a.py").write_text("A = 1\n")
+    (tmp_path / "b.py").write_text("B = 2\n")
+    real_open = os.open
+
+    def swapping_open(path, flags, *args, **kwargs):   # the file is replaced between the check and the open
+        if str(path).endswith("a.py"):
+            os.replace(tmp_path / "b.py", tmp_path / "a.py")
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", swapping_open)
+    with pytest.raises(UnreadableFile, match="changed while it was opened"):
+        read_inside(tmp_path, tmp_path / "a.py")
