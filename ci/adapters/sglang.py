@@ -19,6 +19,8 @@ Imports nothing from ``impl/``, torch, sglang or test code.
 from __future__ import annotations
 
 import ast
+import bisect
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +29,7 @@ from typing import Any, Iterator, Mapping
 from ci.adapters.base import UNRESOLVED, Adapter, RunnerCall, Target, parse_options
 from ci.registry.partition import MAX_SHARDS
 from ci.safe_files import MAX_SOURCE_BYTES, UnreadableFile, read_inside
+from ci.safe_python import PARSE_ERRORS, parse_quietly
 from ci.safe_yaml import short
 from ci.tree_files import files_inside, outside_note
 
@@ -100,12 +103,25 @@ def _read_call(rel: str, call: ast.Call, backend: str, problems: list[str]) -> S
         try:
             values[key] = ast.literal_eval(node)
         except ValueError:
-            problems.append(f"{where}: {name}({key}={ast.unparse(node)}): not a literal; "
+            shown = ast.unparse(node)
+            shown = shown if len(shown) <= 120 else shown[:117] + "..."   # a crafted expression: never whole
+            problems.append(f"{where}: {name}({key}={shown}): not a literal; "
                             "run_suite.py reads the syntax tree and cannot see it")
+            return None
+        except (TypeError, SyntaxError, RecursionError, MemoryError, OverflowError) as exc:   # {[]: 1}, {[1]}
+            problems.append(f"{where}: {name}({key}=...): a literal Python cannot evaluate "
+                            f"({type(exc).__name__}); run_suite.py cannot read it either")
             return None
     est = values.get("est_time")
     if isinstance(est, bool) or not isinstance(est, (int, float)):
         problems.append(f"{where}: {name}(): est_time must be a number of seconds, got {short(est)}")
+        return None
+    try:
+        seconds = float(est)
+    except OverflowError:   # an int of hundreds of digits
+        seconds = math.inf
+    if not math.isfinite(seconds):
+        problems.append(f"{where}: {name}(): est_time must be a finite number of seconds, got {short(est)}")
         return None
     stage, runner = values.get("stage"), values.get("runner_config")
     suite = values.get("suite")
@@ -123,7 +139,7 @@ def _read_call(rel: str, call: ast.Call, backend: str, problems: list[str]) -> S
     if not isinstance(nightly, bool):
         problems.append(f"{where}: {name}(nightly={short(nightly)}): must be True or False")
         return None
-    return SuiteRegistration(rel, call.lineno, backend, suite, float(est), nightly, values.get("disabled"))
+    return SuiteRegistration(rel, call.lineno, backend, suite, seconds, nightly, values.get("disabled"))
 
 
 def _close_paren(text: str, start: int) -> int | None:
@@ -154,13 +170,24 @@ def _close_paren(text: str, start: int) -> int | None:
     return None
 
 
-def _top_level_calls(text: str) -> Iterator[ast.Call | None]:
+def _lines_of(text: str, offsets: Iterator[int]) -> set[int]:
+    """The 1-based line of each offset into ``text``: one pass over the newlines, then a binary search
+    per offset (counting the newlines before each offset from the start was quadratic: a 1 MiB line of
+    mentions took 15 s)."""
+    starts = [m.start() for m in re.finditer("\n", text)]
+    return {bisect.bisect_left(starts, offset) + 1 for offset in offsets}
+
+
+def _top_level_calls(text: str, rel: str = "") -> Iterator[ast.Call | None]:
     """The ``register_*_ci(...)`` calls of a file when each starts at column 0 and stands alone on its
     lines, parsed one by one (line numbers kept) and handed out as they are parsed, so a file of many
-    calls never holds their trees at once; a None, then nothing more, when the file needs a whole parse."""
+    calls never holds their trees at once; a None, then nothing more, when the file needs a whole parse.
+    Linear in the file: a call that starts inside the previous one's parentheses (the text scanned
+    already) sends the file to the whole parse instead of being scanned again."""
     line, counted = 0, 0   # newlines in text[:counted]: counted forward only (linear in the file)
+    scanned = 0            # the end of the previous call's text: nothing before it is scanned twice
     for match in CALL_TEXT_RE.finditer(text):
-        if match.start() and text[match.start() - 1] != "\n":
+        if (match.start() and text[match.start() - 1] != "\n") or match.start() < scanned:
             yield None
             return
         close = _close_paren(text, match.end() - 1)
@@ -168,9 +195,10 @@ def _top_level_calls(text: str) -> Iterator[ast.Call | None]:
         if close is None or text[close + 1:end if end >= 0 else len(text)].split("#", 1)[0].strip():
             yield None
             return
+        scanned = close + 1
         try:
-            node = ast.parse(text[match.start():close + 1], mode="eval").body
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            node = parse_quietly(text[match.start():close + 1], rel, mode="eval").body
+        except PARSE_ERRORS:
             node = None
         if not isinstance(node, ast.Call):
             yield None
@@ -185,7 +213,7 @@ def _fast_registrations(rel: str, text: str) -> tuple[list[SuiteRegistration], l
     """Registrations and problems of a file whose calls all stand alone (:func:`_top_level_calls`), or None."""
     regs: list[SuiteRegistration] = []
     problems: list[str] = []
-    for node in _top_level_calls(text):
+    for node in _top_level_calls(text, rel):
         if node is None:
             return None
         reg = _read_call(rel, node, REGISTER_RE.match(_func_name(node) or "").group(1), problems)
@@ -200,7 +228,7 @@ def collect_suites(root: str | Path) -> SuiteCollection:
     note = outside_note(root, REGISTERED_DIR)
     if note:
         out.problems.append(f"{note}: its registrations cannot be read")
-    for path in files_inside(root, REGISTERED_DIR):
+    for path in files_inside(root, REGISTERED_DIR, problems=out.problems):   # too deep, unlistable: named
         if path.name in _SKIP_FILES:
             continue
         rel = path.relative_to(root).as_posix()
@@ -216,7 +244,7 @@ def collect_suites(root: str | Path) -> SuiteCollection:
             out.problems += fast[1]
             continue
         try:
-            tree = ast.parse(text, filename=rel)
+            tree = parse_quietly(text, rel)   # no SyntaxWarning (with a raw source line) reaches the log
         except SyntaxError as exc:
             out.problems.append(f"{rel}:{exc.lineno or 1}: syntax error: {exc.msg}")
             continue
@@ -226,7 +254,7 @@ def collect_suites(root: str | Path) -> SuiteCollection:
         top = {id(stmt.value) for stmt in tree.body if isinstance(stmt, ast.Expr)}
         top_lines = {stmt.value.lineno for stmt in tree.body
                      if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)}
-        mentioned = {text.count("\n", 0, m.start()) + 1 for m in CALL_TEXT_RE.finditer(text)}
+        mentioned = _lines_of(text, (m.start() for m in CALL_TEXT_RE.finditer(text)))
         # walking the whole tree is the slow part: only where a call may hide below module level
         nodes = ast.walk(tree) if mentioned - top_lines else (s.value for s in tree.body if isinstance(s, ast.Expr))
         for node in nodes:

@@ -17,8 +17,9 @@ suite's next regression), or, with --strict-baseline, when a baseline entry matc
 more; 2 on a usage error or input that cannot be read (one line on stderr); 3 on an internal error
 (one line; the traceback only with --debug). --write-baseline records every
 current finding and exits 0. --output writes the --format output to FILE (atomically, never
-through a symlink) and the text report to stdout (the Action's log), where no line can start a
-workflow command (ci/log_escape.py). Needs pyyaml only: no torch, nothing of the tests.
+through a symlink or a linked folder) and the text report to stdout (the Action's log), where no
+line can start a workflow command (ci/log_escape.py; JSON and SARIF printed to stdout too). Needs
+pyyaml only: no torch, nothing of the tests.
 """
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ import json
 import re
 import sys
 import traceback
+import warnings
 from pathlib import Path
 from typing import Callable, NoReturn
 
@@ -39,8 +41,8 @@ from ci.audit.sarif import sarif_log
 from ci.audit.baseline import BaselineComparison, BaselineError, compare, load_baseline, write_baseline
 from ci.audit.findings import SEVERITIES, Finding, Location
 from ci.audit.rules import REGISTRY as RULES
-from ci.log_escape import log_safe
-from ci.safe_files import UnreadableFile, UnsafeOutput, write_atomic
+from ci.log_escape import json_log_safe, json_printable, log_safe, printable
+from ci.safe_files import UnreadableFile, UnsafeOutput, linked_folder, write_atomic
 from ci.github.scan import workflow_files
 
 PROG = "dspark-audit"
@@ -288,6 +290,11 @@ def run(args: argparse.Namespace) -> int:
                              f"not {args.adapter}")
     if args.show_baselined and not args.baseline:
         raise UsageError("--show-baselined: needs --baseline FILE")
+    for flag, target in (("--output", args.output), ("--write-baseline", args.write_baseline)):
+        linked = linked_folder(Path(target).parent) if target and Path(target).parent.is_dir() else None
+        if linked:   # a folder link committed in the audited tree must not redirect the write
+            raise UsageError(f"{flag} {target}: {linked}; refusing to write through it "
+                             "(choose a path without linked folders)")
     report, findings, format_text = collect_findings(args)
     written = None
     if args.write_baseline:
@@ -301,15 +308,16 @@ def run(args: argparse.Namespace) -> int:
     why = failing(comparison, args.fail_on, args.strict_baseline)
     out = render(args.format, report, comparison, format_text, args, why, written)
     if args.output:
-        try:
-            write_atomic(args.output, out + "\n")
+        try:   # a lone surrogate (a file name that is not UTF-8) is written as its \xNN text: valid UTF-8
+            write_atomic(args.output, (printable(out) if args.format == "text" else json_printable(out)) + "\n",
+                         refuse_linked_folders=True)
         except UnsafeOutput as exc:
             raise UsageError(f"--output {exc}") from None
         except OSError as exc:
             raise UsageError(f"--output {args.output}: cannot write: {exc.strerror or exc}") from None
         if args.format != "text":
             out = render("text", report, comparison, format_text, args, why, written)
-    print(log_safe(out) if args.format == "text" or args.output else out)
+    print(log_safe(out) if args.format == "text" or args.output else json_log_safe(out))
     return 1 if why else 0
 
 
@@ -317,11 +325,19 @@ def _one_line(exc: BaseException) -> str:
     return log_safe(" ".join(str(exc).split()))[:500]
 
 
+def _quietly(argv: list[str]) -> int:
+    """``_main`` with every Python warning silenced: a warning's default print quotes a source line
+    read from disk (a SyntaxWarning about the audited tree's code on 3.12+), text no log_safe saw."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return _main(argv)
+
+
 def main(argv: list[str] | None = None) -> int:
     """The exit codes of EXIT_CODES, whatever happens: an exception no handler expects is 3, never 1."""
     argv = sys.argv[1:] if argv is None else argv
     try:
-        return _main(argv)
+        return _quietly(argv)
     except Exception as exc:   # noqa: BLE001 - the one place an unexpected error becomes exit 3
         if "--debug" in argv:
             traceback.print_exc()

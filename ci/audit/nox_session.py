@@ -14,6 +14,7 @@ import ast
 from pathlib import Path
 
 from ci.safe_files import MAX_SOURCE_BYTES, read_inside
+from ci.safe_python import parse_source
 
 NOXFILE = "noxfile.py"
 RUNNER_MODULE = "ci.runner.run_suite"
@@ -97,7 +98,7 @@ def suite_session_problems(root: str | Path, session: str = "suite") -> list[str
     path = Path(root) / NOXFILE
     if not path.is_file():
         return [f"{NOXFILE}: missing, but workflow steps run `nox -s {session}`"]
-    tree = ast.parse(read_inside(root, path, MAX_SOURCE_BYTES), filename=NOXFILE)
+    tree = parse_source(read_inside(root, path, MAX_SOURCE_BYTES), NOXFILE)
     module_fns = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
     fn = _session_function(tree, session)
     if fn is None:

@@ -27,7 +27,7 @@ FINGERPRINT = "dsparkAuditKey/v1"
 
 def fingerprint(finding: Finding) -> str:
     """A stable hash of the finding's key: the same finding on a later commit hashes the same."""
-    return hashlib.sha256("\x1f".join(finding.key).encode("utf-8")).hexdigest()
+    return hashlib.sha256("\x1f".join(finding.key).encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def rule_name(rule_id: str) -> str:
@@ -55,7 +55,12 @@ def _uri(path: str) -> str:
     """A repo-relative POSIX path as a relative URI reference (spaces and the like percent-encoded)."""
     if not path or path.startswith("/") or "\\" in path or (len(path) > 1 and path[1] == ":"):
         raise ValueError(f"finding location {path!r}: expected a repo-relative POSIX path")
-    return quote(path.removeprefix("./"), safe="/-._~")
+    path = path.removeprefix("./")
+    try:   # a file name that is not UTF-8 (kept as surrogates): its own bytes, percent-encoded
+        raw = path.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        raw = path.encode("utf-8", "surrogatepass")
+    return quote(raw, safe="/-._~")
 
 
 def _location(loc: Location, prefix: str) -> dict[str, Any]:

@@ -21,7 +21,9 @@ from typing import Iterable
 
 from ci.registry.pyast import dotted_name
 from ci.registry.skip_reasons import SkipTable, keys_in, literal_assign
-from ci.safe_files import read_inside
+from ci.safe_files import MAX_SOURCE_BYTES, read_inside
+from ci.safe_python import parse_source
+from ci.safe_yaml import short
 
 @dataclass(frozen=True)
 class SkipUse:
@@ -85,12 +87,12 @@ def _marker_uses(decorators: list[ast.AST], node_id: str, rel: str, table: SkipT
         elif name.endswith("mark.skipif") and isinstance(dec, ast.Call) and dec.args:
             try:
                 cond = ast.literal_eval(dec.args[0])
-            except ValueError:
+            except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):   # {[]: 1}: TypeError
                 cond = None
             keys = keys_in(dec, table.reasons)
             if cond is not None and bool(cond):
                 uses.append(SkipUse(node_id, f"{rel}:{dec.lineno}", keys[0] if keys else None,
-                                    f"@pytest.mark.skipif({cond!r})", always=True))
+                                    f"@pytest.mark.skipif({short(cond)})", always=True))
             elif cond is None:
                 uses.append(SkipUse(node_id, f"{rel}:{dec.lineno}", keys[0] if keys else None,
                                     "@pytest.mark.skipif(...)", unregistered=not keys,
@@ -139,7 +141,7 @@ def skip_uses(root: str | Path, test_files: Iterable[str], table: SkipTable) -> 
     """Skip uses per test node id (module-level ``pytestmark`` and helper calls attach to every test)."""
     out: dict[str, list[SkipUse]] = {}
     for rel in test_files:
-        tree = ast.parse(read_inside(root, Path(root) / rel), filename=rel)
+        tree = parse_source(read_inside(root, Path(root) / rel, MAX_SOURCE_BYTES), rel)
         module_uses: list[SkipUse] = []
         found = literal_assign(tree, "pytestmark")
         if found is not None:

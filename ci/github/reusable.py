@@ -139,7 +139,7 @@ def composite_steps(step: dict[str, Any], root: Path) -> list[dict[str, Any]] | 
         flags = [x for x in (step.get("continue-on-error"), inner.get("continue-on-error")) if x not in (None, False)]
         if flags:
             merged["continue-on-error"] = flags[0]
-        merged["env"] = {**(step.get("env") or {}), **(inner.get("env") or {})}
+        merged["env"] = {**mapping(step.get("env")), **mapping(inner.get("env"))}   # env: [a] reads as empty
         out.append(merged)
     return out
 

@@ -39,6 +39,9 @@ from ci.github.triggers import (MANUAL_TRIGGERS, NIGHTLY_TRIGGERS, PER_COMMIT_TR
 
 WORKFLOW_DIR = ".github/workflows"
 MAX_WORKFLOW_BYTES = 1024 * 1024   # no hand-written workflow comes near 1 MiB; a bigger file is not read
+# characters of run: scripts read again for another matrix row or env, per scan (the first read of each
+# script is not counted): rows x script size past this reads the script once with row values unknown
+MAX_REREAD_CHARS = 2 * MAX_SCRIPT   # 512 KiB
 
 
 @dataclass(frozen=True)
@@ -130,6 +133,8 @@ class WorkflowScan:
     # (rule, message, path, line) about the input itself: unreadable-input, oversize-matrix, fork-on-self-hosted
     input_findings: list[tuple[str, str, str, int]] = field(default_factory=list)
     readings: dict[tuple[str, ShellEnv], Reading] = field(default_factory=dict)   # memo: script read per row
+    reread_chars: int = 0   # characters of scripts read again for another row/env (bounded: MAX_REREAD_CHARS)
+    read_templates: set[str] = field(default_factory=set)   # run: texts read once already
     env_writers: dict[str, bool] = field(default_factory=dict)   # memo: a step of the workflow writes $GITHUB_ENV
 
 
@@ -448,19 +453,55 @@ def _shell_env(cx: ScanContext, step: dict[str, Any], resolver: Resolver, opened
 
 
 def _reading(cx: ScanContext, step: dict[str, Any], resolver: Resolver, opened: str) -> Reading:
-    """The step's script read for one activation and matrix row (``${{ }}`` substituted first)."""
+    """The step's script read for one activation and matrix row (``${{ }}`` substituted first).
+
+    Each row whose values change the script (or its env) is a fresh read, so rows x script size
+    (256 rows of a 42 KB script: 93 s) is bounded: the first read of each run: text is free, reads of
+    it again for other rows count against MAX_REREAD_CHARS per scan. Past that, a new row reads the
+    script once with every ``${{ }}`` and env value unknown (memoized per step): the runner's
+    options are still resolved per row, but what depends on a row's values inside the script is a
+    maybe (unproven), never a guess. Within the budget every answer is the per-row one."""
     def value(body: str) -> str | None:
         got = resolver.expression(body)
         return got[0] if got is not None and len(got) == 1 else None
-    script = substitute(step["run"], value)
+    template = step["run"]
+    script = substitute(template, value)
     env = _shell_env(cx, step, resolver, opened)
     key = (script, env)
-    if key not in cx.scan.readings:
-        adapter = cx.adapter
-        cx.scan.readings[key] = read_runs(
-            script, env, runner=lambda words: not not_a_run(words) and adapter.find_call(words) is not None,
-            source=_source_reader(cx.root))
-    return cx.scan.readings[key]
+    scan = cx.scan
+    adapter = cx.adapter
+
+    def read(script_and_env: tuple[str, ShellEnv]):
+        return read_runs(*script_and_env,
+                         runner=lambda words: not not_a_run(words) and adapter.find_call(words) is not None,
+                         source=_source_reader(cx.root))
+
+    if key not in scan.readings:
+        first = template not in scan.read_templates
+        if not first and scan.reread_chars + len(script) > MAX_REREAD_CHARS:
+            key = _row_free_key(cx, step, template, value, env)
+            if key not in scan.readings:
+                scan.readings[key] = read(key)
+            return scan.readings[key]
+        if not first:
+            scan.reread_chars += len(script)
+        scan.read_templates.add(template)
+        scan.readings[key] = read(key)
+    return scan.readings[key]
+
+
+_ROW_WORDS = ("matrix", "strategy", "env.")   # an expression naming one may differ between matrix rows
+
+
+def _row_free_key(cx: ScanContext, step: dict[str, Any], template: str, value, env: ShellEnv) -> tuple[str, ShellEnv]:
+    """(script, env) of a step read past the re-read budget: the same for every matrix row, because every
+    ``${{ }}`` and env value that may differ between rows is left unknown (the rest is substituted)."""
+    script = substitute(template, lambda body: None if any(w in body for w in _ROW_WORDS) else value(body))
+    per_row = {str(name) for scope in (step, cx.job, cx.doc, cx.job.get("container"))
+               for name, raw in mapping(scope.get("env") if isinstance(scope, dict) else None).items()
+               if "${{" in str(raw) and any(w in str(raw) for w in _ROW_WORDS)}
+    known = tuple((name, got) for name, got in env.known if name not in per_row)
+    return script, ShellEnv(known, env.unknown_names | per_row, env.unset_is_empty, env.why_open)
 
 
 def _step_targets(cx: ScanContext, step: dict[str, Any], events: StepEvents, where: str, line: int,

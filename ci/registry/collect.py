@@ -21,6 +21,7 @@ from ci.registry.gatecheck import gate_env_problem
 from ci.registry.pyast import dotted_name
 from ci.registration import SCHEDULES
 from ci.safe_files import MAX_SOURCE_BYTES, UnreadableFile, read_inside
+from ci.safe_python import parse_quietly
 from ci.tree_files import files_inside, outside_note
 
 REGISTERED_DIR = "registered"
@@ -407,7 +408,7 @@ def collect(root: str | Path, catalog: Catalog) -> Collection:
     note = outside_note(root, REGISTERED_DIR)
     if note:
         problems.append(f"{note}: its registrations cannot be read")
-    for path in files_inside(root, REGISTERED_DIR):
+    for path in files_inside(root, REGISTERED_DIR, problems=problems):   # too deep, unlistable: named
         rel = path.relative_to(root).as_posix()
         if rel.startswith(FIXTURES_DIR + "/"):
             continue   # data for the ci tests (e.g. an sglang-shaped tree), not tests of ours
@@ -420,7 +421,7 @@ def collect(root: str | Path, catalog: Catalog) -> Collection:
         if not is_test and "register" not in text:
             continue
         try:
-            tree = ast.parse(text, filename=rel)
+            tree = parse_quietly(text, rel)   # no SyntaxWarning (with a raw source line) reaches the log
         except SyntaxError as exc:
             problems.append(f"{rel}:{exc.lineno or 1}: syntax error: {exc.msg}")
             continue

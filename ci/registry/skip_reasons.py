@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from ci.safe_files import read_inside
+from ci.safe_files import MAX_SOURCE_BYTES, read_inside
+from ci.safe_python import parse_source
 
 REGISTERED_SKIP_RE = re.compile(r"^\[registered:(?P<key>[A-Za-z0-9_.-]+)\]")
 SKIPS_FILE = "registered/skips.py"
@@ -63,7 +64,7 @@ def load_skip_table(root: str | Path) -> SkipTable:
     path = Path(root) / SKIPS_FILE
     if not path.is_file():
         return table
-    tree = ast.parse(read_inside(root, path), filename=SKIPS_FILE)
+    tree = parse_source(read_inside(root, path, MAX_SOURCE_BYTES), SKIPS_FILE)   # UnreadableFile: exit 2, named
     found = literal_assign(tree, "SKIP_REASONS")
     if found is None:
         table.problems.append(f"{SKIPS_FILE}:1: no SKIP_REASONS = {{...}} literal")
@@ -75,7 +76,7 @@ def load_skip_table(root: str | Path) -> SkipTable:
     for key_node, value_node in zip(node.keys, node.values):
         try:
             key, value = ast.literal_eval(key_node), ast.literal_eval(value_node)
-        except ValueError:
+        except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):   # {[]: 1}: TypeError
             table.problems.append(f"{SKIPS_FILE}:{value_node.lineno}: SKIP_REASONS entries must be literals")
             continue
         where = f"{SKIPS_FILE}:{key_node.lineno}"

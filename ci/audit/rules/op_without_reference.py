@@ -5,12 +5,11 @@
 """
 from __future__ import annotations
 
-import ast
-
 from ci.audit.findings import Rule
 from ci.audit.ops import OP_TABLE_PATHS, impl_ops, reference_names
 from ci.registry.collect import names_mentioned
-from ci.safe_files import read_inside
+from ci.safe_files import MAX_SOURCE_BYTES, read_inside
+from ci.safe_python import parse_source
 
 RULE = Rule(
     "op-without-reference",
@@ -39,7 +38,7 @@ def own(report) -> None:
     tables = [p for p in OP_TABLE_PATHS if (root / p).is_file()]
     if op_table_used:
         for table in tables:
-            mentioned |= names_mentioned(ast.parse(read_inside(root, root / table)))
+            mentioned |= names_mentioned(parse_source(read_inside(root, root / table, MAX_SOURCE_BYTES), table))
     shown = " or ".join(OP_TABLE_PATHS)
     for op in ops:
         if op not in refs:
