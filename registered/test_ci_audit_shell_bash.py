@@ -95,6 +95,13 @@ CASES: dict[str, tuple[str, dict, dict, str]] = {
     "shell-sh-dbl-bracket": (f"if [[ a == a ]]; then\n  {R}\nfi\n", {"shell": "sh"}, {}, "maybe"),
     "shell-python-polyglot": (f'"""exec" {R}\n"""\n', {"shell": "python"}, {}, "masked"),   # and a maybe
     "bash-env": (f"{R}\n", {"env": {"BASH_ENV": "ci/env.sh"}}, {"ci/env.sh": "exit 0\n"}, "masked"),
+    # an earlier step of the job ("before": its script) that may set the runner step's shell environment
+    "github-env-comment": (f"{R}\n", {"before": "# set up (GITHUB_ENV may not reach later steps)\necho prep\n"},
+                           {}, "run"),
+    "github-env-bash-env": (f"{R}\n", {"before": 'echo "BASH_ENV=ci/env.sh" >> "$GITHUB_ENV"\n'}, {}, "masked"),
+    "github-env-quoted-hash-line": (f"{R}\n", {"before": 'echo "BASH_ENV=ci/env.sh\n# end" >> "$GITHUB_ENV"\n'}, {},
+                                    "masked"),
+    "github-env-unnamed": (f"{R}\n", {"before": 'echo "$LINE" >> "$GITHUB_ENV"\n'}, {}, "masked"),  # a warning
 }
 
 
@@ -102,10 +109,11 @@ def build(tmp_path: Path, name: str) -> Path:
     """base/ with its nightly workflow replaced by one schedule-triggered step running the case's script."""
     script, step_keys, files, _verdict = CASES[name]
     root = materialize("base", tmp_path / name)
-    step = {"name": "r1 accuracy", "run": script, **step_keys}
+    step = {"name": "r1 accuracy", "run": script, **{k: v for k, v in step_keys.items() if k != "before"}}
+    before = [{"name": "prep", "run": step_keys["before"]}] if "before" in step_keys else []
     doc = {"name": "nightly", "on": {"schedule": [{"cron": "30 2 * * *"}]},
            "jobs": {"r1-mi35x-8": {"runs-on": "linux-mi35x-gpu-8",
-                                   "steps": [{"uses": "actions/checkout@v4"}, step]}}}
+                                   "steps": [{"uses": "actions/checkout@v4"}, *before, step]}}}
     (root / ".github/workflows/nightly.yml").write_text(yaml.safe_dump(doc, sort_keys=False, width=10000))
     for rel, text in files.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)

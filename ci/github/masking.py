@@ -43,12 +43,50 @@ def env_masks(step: dict[str, Any], job: dict[str, Any], doc: dict[str, Any]) ->
     return out
 
 
+def without_comments(script: str) -> str:
+    """``script`` without the lines that are whole bash comments: a line whose first non-blank character is
+    ``#``, which starts outside any quote (quotes and backslashes tracked across lines) and does not continue
+    the line before it (``\\`` at its end). From the first heredoc (``<<``) or ``$'`` on, whose bodies and
+    escapes this does not track, nothing more is dropped, so a mistake can only keep a comment, never drop a
+    command. What a comment says never runs."""
+    lines, out = script.split("\n"), []
+    quote, escaped, tracking = "", False, True
+    for n, line in enumerate(lines):
+        continued = n > 0 and lines[n - 1].endswith("\\")
+        if tracking and not quote and not continued and line.lstrip().startswith("#"):
+            continue
+        out.append(line)
+        for i, c in enumerate(line if tracking else ""):
+            if escaped:
+                escaped = False
+            elif c == "\\" and quote != "'":
+                escaped = True
+            elif quote:
+                quote = "" if c == quote else quote
+            elif c == "#" and (i == 0 or line[i - 1] in " \t;&|()"):
+                break  # the rest of the line is a comment (kept)
+            elif c == "<" and line[i + 1:i + 2] == "<" or c == "$" and line[i + 1:i + 2] == "'":
+                tracking = False
+                break
+            elif c in "'\"":
+                quote = c
+        escaped = False  # a backslash at a line's end joins lines; inside quotes it escapes the newline
+    return "\n".join(out)
+
+
+def writes_github_env(script: str) -> bool:
+    """Whether ``script`` names ``GITHUB_ENV`` outside a comment (a write to it, or one it may make)."""
+    return "GITHUB_ENV" in script and "GITHUB_ENV" in without_comments(script)
+
+
 def github_env_masks(script: str, label: str) -> tuple[list[str], list[str]]:
     """(proven, unproven) masks from an earlier step of the job that writes ``$GITHUB_ENV``: every later
     step gets those variables. Naming BASH_ENV, ENV, SHELLOPTS or BASHOPTS is a mask; a write whose
-    variable name is not written out (``echo "$LINE" >> $GITHUB_ENV``, a heredoc, ``cat f >>``) may be one."""
-    if "GITHUB_ENV" not in script:
+    variable name is not written out (``echo "$LINE" >> $GITHUB_ENV``, a heredoc, ``cat f >>``) may be one.
+    Comments are not read: a comment that mentions GITHUB_ENV writes nothing."""
+    if not writes_github_env(script):
         return [], []
+    script = without_comments(script)
     named = sorted(set(_NAMES_RE.findall(script)))
     if named:
         return [f"step {label} writes $GITHUB_ENV and names {', '.join(named)}: later steps' shells "

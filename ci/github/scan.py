@@ -31,7 +31,8 @@ from ci.github.shell_eval import Reading, ShellEnv, read_runs, substitute
 from ci.github.shell import StepShell, not_a_run, split_commands, step_shell
 from ci.github.shell_syntax import MAX_SCRIPT
 from ci.github.option_values import Resolver
-from ci.github.masking import PathEvent, StepEvents, command_masks, env_masks, github_env_masks, step_events
+from ci.github.masking import (PathEvent, StepEvents, command_masks, env_masks, github_env_masks, step_events,
+                               writes_github_env)
 from ci.github.matrix import matrix_rows, oversize_matrix
 from ci.github.reusable import activations, expanded_steps
 from ci.github.triggers import (MANUAL_TRIGGERS, NIGHTLY_TRIGGERS, PER_COMMIT_TRIGGERS, Activation,  # noqa: F401
@@ -356,7 +357,7 @@ def _scan_job(cx: ScanContext) -> None:
             if uses and not uses.startswith("actions/") and not opened:
                 opened = f"step {_step_label(step, index)} (uses: {uses}) may export any variable"
             continue
-        if "GITHUB_ENV" in step["run"] and not opened:
+        if not opened and writes_github_env(step["run"]):
             opened = f"step {_step_label(step, index)} writes $GITHUB_ENV"
         written = env_written
         proven, unproven = github_env_masks(step["run"], _step_label(step, index))
@@ -402,7 +403,7 @@ def _env_opened_by(cx: ScanContext) -> str:
         return "the job runs in a container, whose image sets its own environment"
     if cx.rel not in cx.scan.env_writers:   # once per workflow, not once per job (a file may hold thousands)
         cx.scan.env_writers[cx.rel] = any(
-            isinstance(step, dict) and "GITHUB_ENV" in str(step.get("run") or "")
+            isinstance(step, dict) and writes_github_env(str(step.get("run") or ""))
             for other in mapping(cx.doc.get("jobs")).values() if isinstance(other, dict)
             for step in sequence(other.get("steps")))
     return "a step of this workflow writes $GITHUB_ENV" if cx.scan.env_writers[cx.rel] else ""
