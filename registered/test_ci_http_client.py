@@ -19,7 +19,7 @@ import time
 import pytest
 
 from ci.tools import liveness
-from ci.github.api import ApiError, Clocks, GitHubApi, Limits, field, path_id
+from ci.github.api import ApiError, Clocks, DeadlineExceeded, GitHubApi, Limits, field, path_id
 from ci.github.http_client import OriginClient, is_loopback, origin_of
 from ci.registration import register
 from registered.connect_proxy import ConnectProxy
@@ -490,3 +490,57 @@ def test_a_proxy_that_is_not_a_plain_connect_proxy_url_is_exit_2_before_any_conn
     assert liveness.main(["--root", str(root), "--now", NOW_ARG, "--proxy", value], env=env) == 2
     err = _one_line(capsys.readouterr().err)
     assert words in err and "secret" not in err and calls == [], err
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=2)
+def test_a_crafted_link_header_is_read_in_linear_time_and_refused(root, capsys):
+    """``Link: <<<<...`` (no ``>``) took a backtracking pattern 13 s of CPU for 65,000 characters and
+    grew with the square of the length (a folded header reaches 6 MB): now one pass, a header over
+    8 KiB is refused unread, and one that does not parse is unreadable, exit 2 in one line."""
+    one_line_of_it = "<" * 60_000
+    folded = "\r\n ".join(["<" * 6_000] * 10)                 # obsolete line folding: one 60 KB value
+    for header, words in ((one_line_of_it, "over the 8192-character limit"),
+                          (folded, "over the 8192-character limit"),
+                          ("<" * 8_000, "the Link header cannot be read (a '<' without its '>'"),
+                          ('<' + "a" * 8_000 + '> rel="next"', "expected ';' or ','")):
+        with FakeGitHub(load_case("alive")) as gh:
+            gh.script(RUNS, status=200, body={"total_count": 0, "workflow_runs": []}, headers={"Link": header})
+            cpu = time.process_time()
+            assert _main(root, gh) == 2
+            cpu = time.process_time() - cpu
+        err = _one_line(capsys.readouterr().err)
+        assert words in err and len(err) < 400, err
+        assert cpu < 0.5, (words, cpu)
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
+def test_every_valid_spelling_of_rel_next_is_followed(root, capsys):
+    """``rel=next``, ``rel = "next"``, ``rel="next last"``, ``REL=NEXT``, a second Link field: each
+    reads on (the run is on page 2), where paging that stopped would read as no run at all (DEAD)."""
+    for spelling in ('<{}>;rel=next', '<{}> ; rel = "next"', '<{}>; rel="last next"', '<{}>; REL=NEXT',
+                     '<{}>; title="a, b; rel=prev"; rel="next"'):
+        with FakeGitHub(load_case("alive")) as gh:
+            page2 = f"{gh.base}/repos/{REPO}{RUNS}?branch=main&event=push&per_page=100"
+            gh.script(RUNS, status=200, body={"total_count": 0, "workflow_runs": []},
+                      headers={"Link": spelling.format(page2)})
+            assert _main(root, gh) == 0, (spelling, capsys.readouterr())
+            assert _hits(gh, RUNS) == 2, spelling
+    capsys.readouterr()
+    assert liveness.next_link('<https://a/1>; rel="prev", <https://a/2>; rel="next"') == "https://a/2"
+    with pytest.raises(ApiError, match='two different rel="next" URLs'):
+        liveness.next_link("<https://a/1>; rel=next, <https://a/2>; rel=next")
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
+def test_the_run_deadline_is_checked_after_each_page_is_processed(root):
+    """Work on a page (not only waiting for one) counts: a run that passes its deadline while the
+    last page is processed ends with DeadlineExceeded, with no request left to notice it."""
+    clock = Clock()
+    with FakeGitHub(load_case("alive")) as gh:
+        api = _api(gh, clock, fake_monotonic=True, run_seconds=60)
+        seen = []
+        with pytest.raises(DeadlineExceeded, match="60-second deadline has passed"):
+            for run in api.pages(f"/repos/{REPO}{RUNS}?branch=main&per_page=100", "workflow_runs"):
+                seen.append(run["id"])
+                clock.now += 61                  # the caller's work on this page
+        assert seen and _hits(gh, RUNS) == 1

@@ -38,15 +38,91 @@ __all__ = ["ApiError", "Clocks", "DeadlineExceeded", "GitHubApi", "Limits", "api
 
 DEFAULT_API_URL = "https://api.github.com"
 RUN_SECONDS = 900.0
-_NEXT = re.compile(r'<([^>]+)>\s*;\s*rel="next"')
+MAX_LINK = 8 * 1024             # characters of Link header; GitHub's (next, last, prev, first) are < 1 KiB
+_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")       # RFC 9110 token: one character class, linear
+_OWS = " \t\r\n"                 # \r\n: a folded header line arrives joined by http.client
 _TYPE_WORDS = {int: "an integer", float: "a number", str: "a string", bool: "a boolean", list: "a list",
                dict: "an object", type(None): "null"}
 
 
 def next_link(header: str | None) -> str | None:
-    """The ``rel="next"`` URL of a GitHub ``Link`` header."""
-    match = _NEXT.search(header or "")
-    return match.group(1) if match else None
+    """The ``rel="next"`` URL of a ``Link`` header (RFC 8288: ``<url>; rel="next"``, ``rel=next``,
+    ``rel = "next"``, ``rel="next last"``; link-values separated by commas), or None.
+
+    One pass over the header, no backtracking pattern, so the time is linear in its length; a
+    header over :data:`MAX_LINK` characters, one that does not parse, or two different next URLs
+    is an :class:`ApiError` (paging that stopped silently would read as a shorter history)."""
+    if header is None:
+        return None
+    if len(header) > MAX_LINK:
+        raise ApiError(f"the Link header is {len(header)} characters, over the {MAX_LINK}-character limit")
+    found: str | None = None
+    pos, end = 0, len(header)
+    while True:
+        while pos < end and header[pos] in _OWS + ",":
+            pos += 1
+        if pos == end:
+            return found
+        if header[pos] != "<":
+            raise _bad_link(header, pos, "expected '<'")
+        close = header.find(">", pos + 1)
+        if close < 0 or "<" in header[pos + 1:close]:
+            raise _bad_link(header, pos, "a '<' without its '>'")
+        url, pos = header[pos + 1:close].strip(), close + 1
+        rels: list[str] = []
+        while True:                                  # ; name [= token | "quoted"] ...
+            while pos < end and header[pos] in _OWS:
+                pos += 1
+            if pos == end or header[pos] == ",":
+                break
+            if header[pos] != ";":
+                raise _bad_link(header, pos, "expected ';' or ','")
+            pos += 1
+            while pos < end and header[pos] in _OWS:
+                pos += 1
+            name = _TOKEN.match(header, pos)
+            if not name:
+                raise _bad_link(header, pos, "expected a parameter name")
+            pos = name.end()
+            while pos < end and header[pos] in _OWS:
+                pos += 1
+            value = ""
+            if pos < end and header[pos] == "=":
+                pos += 1
+                while pos < end and header[pos] in _OWS:
+                    pos += 1
+                value, pos = _param_value(header, pos)
+            if name.group().lower() == "rel":
+                rels.extend(value.lower().split())
+        if "next" in rels:
+            if found is not None and found != url:
+                raise ApiError(f"the Link header has two different rel=\"next\" URLs: {found!r} and {url!r}")
+            found = url
+
+
+def _param_value(header: str, pos: int) -> tuple[str, int]:
+    """A token or a quoted string (backslash escapes) starting at ``pos``, and the position after it."""
+    if pos < len(header) and header[pos] == '"':
+        out, pos = [], pos + 1
+        while pos < len(header):
+            char = header[pos]
+            if char == '"':
+                return "".join(out), pos + 1
+            if char == "\\" and pos + 1 < len(header):
+                pos += 1
+                char = header[pos]
+            out.append(char)
+            pos += 1
+        raise _bad_link(header, pos, "a quoted string without its closing quote")
+    token = _TOKEN.match(header, pos)
+    if not token:
+        raise _bad_link(header, pos, "expected a parameter value")
+    return token.group(), token.end()
+
+
+def _bad_link(header: str, pos: int, what: str) -> ApiError:
+    return ApiError(f"the Link header cannot be read ({what} at character {pos}): {header[:80]!r}"
+                    + ("..." if len(header) > 80 else ""))
 
 
 def api_base(env: Mapping[str, str]) -> str:
@@ -167,7 +243,13 @@ class GitHubApi:
                 continue
             status, headers, body = response.status, response.headers, response.body
             if status == 200:
-                return _decode(full, body), next_link(headers.get("Link"))
+                data = _decode(full, body)
+                try:
+                    link = next_link(_link_header(headers))
+                except ApiError as exc:
+                    raise ApiError(f"GET {full}: {exc}") from None
+                self._left(full)                    # decoding a large page takes time too
+                return data, link
             message = _message(body)
             wait = self._rate_limit_wait(status, headers, message, attempt)
             if wait is None and status < 500:
@@ -195,6 +277,7 @@ class GitHubApi:
                 if not isinstance(item, dict):
                     raise ApiError(f"GET {full}: entry {i} of '{key}' is {_got(item)}, expected an object")
                 yield item
+            self._left(full)        # the caller's work on the page counts against the run's deadline
 
     def _headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.token}", "Accept": "application/vnd.github+json",
@@ -228,6 +311,14 @@ class GitHubApi:
             raise ApiError(f"rate limited (HTTP {status}); GitHub asks to wait {wait:.0f} s, until {resume}, "
                            f"longer than the {self.limits.max_wait:.0f} s this check waits")
         return wait
+
+
+def _link_header(headers: Mapping[str, str]) -> str | None:
+    """Every ``Link`` field of an answer as one value (several fields are one comma-separated list)."""
+    get_all = getattr(headers, "get_all", None)
+    values = get_all("Link") if get_all else [headers.get("Link")]
+    values = [v for v in values or () if v is not None]
+    return ", ".join(values) if values else None
 
 
 def _message(body: bytes) -> str:
