@@ -14,6 +14,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -84,6 +85,52 @@ def _one_line(err: str) -> str:
 
 def _hits(gh: FakeGitHub, part: str) -> int:
     return sum(part in p for p in gh.requests)
+
+
+class RawServer:
+    """A loopback server that answers every request with the same bytes, written as given (a
+    header http.server would not send, a body shorter than its Content-Length), then closes."""
+
+    def __init__(self, answer: bytes):
+        self.answer, self.requests = answer, []
+        self._sock = socket.create_server(("127.0.0.1", 0))
+        self.base = f"http://127.0.0.1:{self._sock.getsockname()[1]}"
+        self._thread, self._stop = threading.Thread(target=self._serve, daemon=True), threading.Event()
+
+    def _serve(self) -> None:
+        self._sock.settimeout(0.05)
+        while not self._stop.is_set():
+            try:
+                conn, _ = self._sock.accept()
+            except (TimeoutError, OSError):
+                continue
+            conn.settimeout(None)
+            with conn:
+                head = b""
+                while b"\r\n\r\n" not in head:
+                    data = conn.recv(65536)
+                    if not data:
+                        break
+                    head += data
+                self.requests.append(head.split(b"\r\n", 1)[0].decode("latin-1"))
+                try:
+                    conn.sendall(self.answer)
+                except OSError:
+                    pass
+
+    def __enter__(self) -> "RawServer":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        self._sock.close()
+
+
+def _raw_main(root, server: RawServer, **limits) -> int:
+    api = GitHubApi("test-token", server.base, Limits(**limits), Clocks(sleep=Clock().sleep, wall=Clock()))
+    return liveness.main(["--root", str(root), "--repo", REPO, "--now", NOW_ARG], fetch=api)
 
 
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
@@ -544,3 +591,40 @@ def test_the_run_deadline_is_checked_after_each_page_is_processed(root):
                 seen.append(run["id"])
                 clock.now += 61                  # the caller's work on this page
         assert seen and _hits(gh, RUNS) == 1
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
+def test_a_header_number_is_ascii_digits_only(root, capsys):
+    """``str.isdigit()`` is true for ``²`` and ``¹²`` (Latin-1, as http.client decodes headers), which
+    ``float``/``int`` refuse: a crash, exit 3, before. Now a header number is 1 to 18 ASCII digits
+    (``Retry-After`` may also be an HTTP date); anything else is exit 2 naming the header."""
+    limited = {"retry-after": "\u00b2"}, {"x-ratelimit-remaining": "0", "x-ratelimit-reset": "\u00b9\u00b2"}
+    for status, headers, words in ((429, limited[0], "the retry-after header is not a whole number "
+                                    "(up to 18 ASCII digits): '\u00b2'"),
+                                   (403, limited[1], "the x-ratelimit-reset header is not a whole number"),
+                                   (429, {"retry-after": "9" * 5000}, "the retry-after header is not a whole"),
+                                   (429, {"retry-after": "-1"}, "the retry-after header is not a whole"),
+                                   (429, {"retry-after": "soon"}, "neither a number of seconds nor an HTTP date")):
+        clock = Clock()
+        with FakeGitHub(load_case("alive")) as gh:
+            gh.script(JOBS, status=status, headers=headers, body={"message": "API rate limit exceeded"})
+            assert _main(root, gh, clock=clock) == 2, headers
+        err = _one_line(capsys.readouterr().err)
+        assert f"/jobs?filter=all&per_page=100: HTTP {status}: " in err and words in err, err
+        assert clock.sleeps == []
+    clock = Clock()                                       # an HTTP date: waited until then
+    with FakeGitHub(load_case("alive")) as gh:
+        gh.script(JOBS, status=429, headers={"retry-after": "Tue, 01 Dec 2026 06:41:30 GMT"}, body={})
+        assert _main(root, gh, clock=clock) == 0
+    assert clock.sleeps == [30.0]
+    capsys.readouterr()
+    for length in ("\u00b2", "1_0", "+10", "9" * 5000):     # http.client's own int() takes 1_0 and +10
+        answer = f"HTTP/1.1 200 OK\r\nContent-Length: {length}\r\n\r\n{{}}".encode("latin-1")
+        with RawServer(answer) as server:
+            assert _raw_main(root, server) == 2
+        err = _one_line(capsys.readouterr().err)
+        assert "the Content-Length header is not one whole number (up to 18 ASCII digits)" in err, err
+        assert len(server.requests) == 1, "a malformed answer is not retried"
+    with RawServer(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}") as server:
+        assert _raw_main(root, server) == 2
+    assert "the Content-Length header is not one whole number" in _one_line(capsys.readouterr().err)

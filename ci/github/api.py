@@ -24,6 +24,7 @@ monotonic clock and the sleeper one :class:`Clocks`, so tests run the backoff wi
 from __future__ import annotations
 
 import datetime as dt
+import email.utils
 import json
 import re
 import reprlib
@@ -40,6 +41,7 @@ DEFAULT_API_URL = "https://api.github.com"
 RUN_SECONDS = 900.0
 MAX_LINK = 8 * 1024             # characters of Link header; GitHub's (next, last, prev, first) are < 1 KiB
 _TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")       # RFC 9110 token: one character class, linear
+_DIGITS = re.compile(r"[0-9]{1,18}")      # a header's number: ASCII digits only
 _OWS = " \t\r\n"                 # \r\n: a folded header line arrives joined by http.client
 _TYPE_WORDS = {int: "an integer", float: "a number", str: "a string", bool: "a boolean", list: "a list",
                dict: "an object", type(None): "null"}
@@ -251,7 +253,10 @@ class GitHubApi:
                 self._left(full)                    # decoding a large page takes time too
                 return data, link
             message = _message(body)
-            wait = self._rate_limit_wait(status, headers, message, attempt)
+            try:
+                wait = self._rate_limit_wait(status, headers, message, attempt)
+            except ApiError as exc:
+                raise ApiError(f"GET {full}: {exc}") from None
             if wait is None and status < 500:
                 raise ApiError(f"GET {full}: HTTP {status}: {_explain(status, message)}")
             if last:
@@ -298,11 +303,11 @@ class GitHubApi:
         limited = status == 429 or retry_after is not None or remaining == "0" or "rate limit" in message.lower()
         if not limited:
             return None
-        if retry_after is not None and retry_after.strip().isdigit() and len(retry_after.strip()) < 10:
-            wait = float(retry_after)
-        elif remaining == "0" and (reset := (headers.get("x-ratelimit-reset") or "").strip()).isdigit() \
-                and len(reset) < 12:
-            wait = max(0.0, float(reset) - self.clocks.wall()) + 1.0
+        reset = headers.get("x-ratelimit-reset")
+        if retry_after is not None:
+            wait = _retry_after(status, retry_after, self.clocks.wall())
+        elif remaining == "0" and reset is not None:
+            wait = max(0.0, header_number(status, "x-ratelimit-reset", reset) - self.clocks.wall()) + 1.0
         else:
             wait = 60.0 * 2 ** attempt
         if wait > self.limits.max_wait:
@@ -311,6 +316,30 @@ class GitHubApi:
             raise ApiError(f"rate limited (HTTP {status}); GitHub asks to wait {wait:.0f} s, until {resume}, "
                            f"longer than the {self.limits.max_wait:.0f} s this check waits")
         return wait
+
+
+def header_number(status: int, name: str, value: str) -> int:
+    """A header's whole number: ASCII digits only (``str.isdigit`` is true for ``²``, which no
+    number parser takes), at most 18 of them; anything else is an :class:`ApiError` naming the header."""
+    text = value.strip()
+    if not _DIGITS.fullmatch(text):
+        raise ApiError(f"HTTP {status}: the {name} header is not a whole number "
+                       f"(up to 18 ASCII digits): {text[:40]!r}")
+    return int(text)
+
+
+def _retry_after(status: int, value: str, now: float) -> float:
+    """``Retry-After``: seconds, or an HTTP date (RFC 9110); anything else is an :class:`ApiError`."""
+    text = value.strip()
+    if _DIGITS.fullmatch(text) or not text.isascii() or not text[:1].isalpha():
+        return float(header_number(status, "retry-after", text))
+    try:
+        when = email.utils.parsedate_to_datetime(text)
+        stamp = (when if when.tzinfo else when.replace(tzinfo=dt.timezone.utc)).timestamp()
+    except (TypeError, ValueError, IndexError, OverflowError):
+        raise ApiError(f"HTTP {status}: the retry-after header is neither a number of seconds nor an "
+                       f"HTTP date: {text[:40]!r}") from None
+    return max(0.0, stamp - now)
 
 
 def _link_header(headers: Mapping[str, str]) -> str | None:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import http.client
 import ipaddress
+import re
 import socket
 import threading
 import time
@@ -41,6 +42,7 @@ MAX_REDIRECTS = 5
 CHUNK = 64 * 1024
 REDIRECTS = frozenset({301, 302, 303, 307, 308})
 _DEFAULT_PORT = {"http": 80, "https": 443}
+_DIGITS = re.compile(r"[0-9]{1,18}")      # ASCII only: str.isdigit() is true for "²", int() is not
 
 
 class ApiError(RuntimeError):
@@ -202,9 +204,14 @@ class OriginClient:
             held.append(conn.sock)
             conn.request("GET", target, headers=dict(headers))
             answer = conn.getresponse()
-            length = answer.getheader("Content-Length")
-            if length and length.strip().isdigit() and int(length) > self.max_body:
-                raise ApiError(f"GET {url}: the answer is {int(length)} bytes, over the {self.max_body}-byte cap")
+            lengths = {value.strip() for value in answer.headers.get_all("Content-Length") or ()}
+            if len(lengths) > 1 or not all(_DIGITS.fullmatch(value) for value in lengths):
+                shown = ", ".join(sorted(repr(value[:40]) for value in lengths))
+                raise ApiError(f"GET {url}: the Content-Length header is not one whole number "
+                               f"(up to 18 ASCII digits): {shown[:200]}")
+            if lengths and int(next(iter(lengths))) > self.max_body:
+                raise ApiError(f"GET {url}: the answer is {int(next(iter(lengths)))} bytes, "
+                               f"over the {self.max_body}-byte cap")
             chunks, size = [], 0
             while True:
                 chunk = answer.read(min(CHUNK, self.max_body + 1 - size))
