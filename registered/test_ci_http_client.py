@@ -628,3 +628,25 @@ def test_a_header_number_is_ascii_digits_only(root, capsys):
     with RawServer(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}") as server:
         assert _raw_main(root, server) == 2
     assert "the Content-Length header is not one whole number" in _one_line(capsys.readouterr().err)
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
+def test_a_body_shorter_than_its_length_is_retried_and_a_malformed_answer_is_not(root, capsys):
+    """http.client's ``read(n)`` returns what came before the connection closed: a prefix that is
+    valid JSON (an empty list of runs) was read as the whole answer, so DEAD (exit 1). Now a short
+    body is a failed transfer (retried, then exit 2); an answer http.client cannot parse (over 100
+    header lines, a line over 64 KiB) is the server's doing: exit 2 at once, not retried."""
+    body = b'{"total_count": 0, "workflow_runs": []}'
+    short = b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % (len(body) + 50) + body
+    with RawServer(short) as server:
+        assert _raw_main(root, server, attempts=3) == 2
+    err = _one_line(capsys.readouterr().err)
+    assert f"the connection closed after {len(body)} of the {len(body) + 50} bytes" in err and "(3 attempts)" in err
+    assert len(server.requests) == 3
+    many = b"HTTP/1.1 200 OK\r\n" + b"X-A: b\r\n" * 101 + b"Content-Length: 2\r\n\r\n{}"
+    long_line = b"HTTP/1.1 200 OK\r\nX-A: " + b"b" * 70_000 + b"\r\nContent-Length: 2\r\n\r\n{}"
+    for answer, words in ((many, "got more than 100 headers"), (long_line, "LineTooLong")):
+        with RawServer(answer) as server:
+            assert _raw_main(root, server) == 2
+        err = _one_line(capsys.readouterr().err)
+        assert "a malformed answer" in err and words in err and len(server.requests) == 1, err

@@ -54,7 +54,8 @@ class DeadlineExceeded(ApiError):
 
 
 class TransportError(ApiError):
-    """The connection failed or was reset before a whole answer arrived (worth one more try)."""
+    """The connection failed, was reset or closed before a whole answer arrived (worth one more
+    try): an ``OSError``, a chunked body cut short, a body shorter than its ``Content-Length``."""
 
 
 @dataclass(frozen=True)
@@ -223,6 +224,9 @@ class OriginClient:
                 size += len(chunk)
                 if size > self.max_body:
                     raise ApiError(f"GET {url}: the answer is over the {self.max_body}-byte cap")
+            if answer.length:       # what is left of the Content-Length: the connection closed early
+                raise TransportError(f"GET {url}: the connection closed after {size} of the "
+                                     f"{size + answer.length} bytes its Content-Length announces")
             return Response(answer.status, answer.headers, b"".join(chunks), url)
         except ApiError:
             raise
@@ -236,7 +240,11 @@ class OriginClient:
                 raise ApiError(f"GET {url}: the proxy {self.proxy} refused the tunnel ({_reason(exc)})") from None
             if fired.is_set() or time.monotonic() > end:
                 raise DeadlineExceeded(f"GET {url}: timed out: no complete answer within {timeout:g} s") from None
-            raise TransportError(f"GET {url}: {type(exc).__name__}: {_reason(exc)}") from None
+            if isinstance(exc, (OSError, http.client.IncompleteRead)):  # RemoteDisconnected is an OSError
+                raise TransportError(f"GET {url}: {type(exc).__name__}: {_reason(exc)}") from None
+            # an answer arrived but http.client cannot parse it (a line over 64 KiB, over 100 header
+            # lines, a bad status line or transfer coding): the server's doing, not worth a retry
+            raise ApiError(f"GET {url}: a malformed answer ({type(exc).__name__}: {_reason(exc)})") from None
         finally:
             timer.cancel()
             conn.close()
