@@ -650,3 +650,38 @@ def test_a_body_shorter_than_its_length_is_retried_and_a_malformed_answer_is_not
             assert _raw_main(root, server) == 2
         err = _one_line(capsys.readouterr().err)
         assert "a malformed answer" in err and words in err and len(server.requests) == 1, err
+
+
+def _cli(api: str, *args: str, lang: str = "C.UTF-8", root=None) -> subprocess.CompletedProcess:
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": str(REAL_ROOT), "LANG": lang,
+           "GITHUB_TOKEN": "test-token", "GITHUB_API_URL": api}
+    where = ["--root", str(root)] if root else []
+    return subprocess.run([sys.executable, "-m", "ci.tools.liveness", *where, "--repo", REPO, "--now", NOW_ARG,
+                           *args], cwd=REAL_ROOT, env=env, capture_output=True, timeout=60)
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=3)
+def test_server_text_with_a_lone_surrogate_or_a_command_prints_escaped(root):
+    """JSON may carry ``"\\ud800"``, a str no encoder writes: printing it crashed the report half-way
+    (exit 3). Every unprintable character of server text is escaped, ``##[`` (read anywhere in a
+    line) and a leading ``::`` are encoded, under a UTF-8 and a C locale; the verdict stands."""
+    case = load_case("alive")
+    job = next(j for j in case["jobs"]["80101"] if j["name"] == "per-commit/cpu shard 1/1")
+    job.update(status="in_progress\ud800 ##[add-mask]x \u202egnp.exe", conclusion=None, completed_at=None)
+    flows = load_case("alive")
+    for flow in flows["workflows"]:
+        flow["state"] = "active\udcff\ud800 ##[warning]y"
+    for lang in ("C.UTF-8", "C"):
+        with FakeGitHub(case) as gh:
+            proc = _cli(gh.base, root=root, lang=lang)
+        out = proc.stdout.decode("utf-8")        # strict: no raw surrogate bytes reached the log
+        assert proc.returncode == 1 and proc.stderr == b"", (lang, proc.stderr)
+        assert "in_progress\\ud800 ##%5Badd-mask]x \\u202egnp.exe since" in out and "##[" not in out, out
+        assert len(out.splitlines()) == 2, out
+        with FakeGitHub(flows) as gh:
+            proc = _cli(gh.base, "--self-check", lang=lang)
+        out = proc.stdout.decode("utf-8")
+        assert proc.returncode == 1 and proc.stderr == b"", (lang, proc.stderr)
+        assert "state active\\udcff\\ud800 ##%5Bwarning]y" in out and "##[" not in out, out
+    assert liveness.one_line("::add-mask::x") == "%3A%3Aadd-mask::x"
+    assert liveness.one_line(" \t::x\n::y") == " \\t::x\\n::y"     # escaped first: one line, never at its start

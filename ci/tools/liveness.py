@@ -54,6 +54,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Mapping, NoReturn
 
+from ci.log_escape import log_safe
 from ci.registry.catalog import CatalogError
 from ci.registry.collect import CollectionError
 from ci.github.http_client import proxy_of
@@ -91,7 +92,6 @@ JOB_FIELDS = (("name", (str,), True), ("status", (str,), True), ("conclusion", (
               ("runner_name", (str, _NULL), False), ("run_id", (int, _NULL), False),
               ("run_attempt", (int, _NULL), False), ("steps", (list, _NULL), False),
               ("labels", (list, _NULL), False))
-_CONTROL = re.compile(r"[\x00-\x1f\x7f\x85\u2028\u2029]")
 
 
 @dataclass(frozen=True)
@@ -461,8 +461,15 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def one_line(text: object) -> str:
-    """Text from an answer, safe to print as one line of a CI log: control characters escaped."""
-    return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), str(text))
+    """Text from an answer, safe to print as (part of) one line of a CI log: every character that is
+    not printable (line breaks and other controls, a lone surrogate such as ``\\ud800`` that no
+    encoder writes, bidi and other format characters, spaces other than U+0020) is written as its
+    ``\\x..``/``\\u..`` escape, then :func:`ci.log_escape.log_safe` encodes a ``::`` that would
+    start the line and every ``##[``, so the runner never reads a workflow command in it."""
+    text = str(text)
+    if not text.isprintable():
+        text = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+    return log_safe(text)
 
 
 def _report(findings: list[Finding]) -> int:
@@ -525,4 +532,7 @@ def main(argv: list[str] | None = None, fetch: Fetch | None = None, env: Mapping
 
 
 if __name__ == "__main__":
+    # one_line escapes what it prints; this keeps any other character an odd locale's encoding
+    # lacks from turning a report into a crash half-way (exit 3)
+    sys.stdout.reconfigure(errors="backslashreplace")
     sys.exit(main())
