@@ -10,12 +10,16 @@ as subprocesses and bounds their time and memory. Never the network.
 from __future__ import annotations
 
 import datetime as dt
+import http.server
+import json
 import os
+import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
+import urllib.parse
 
 import pytest
 
@@ -685,3 +689,107 @@ def test_server_text_with_a_lone_surrogate_or_a_command_prints_escaped(root):
         assert "state active\\udcff\\ud800 ##%5Bwarning]y" in out and "##[" not in out, out
     assert liveness.one_line("::add-mask::x") == "%3A%3Aadd-mask::x"
     assert liveness.one_line(" \t::x\n::y") == " \\t::x\\n::y"     # escaped first: one line, never at its start
+
+
+class EndlessHistory:
+    """A loopback API with no end: every runs page lists 100 new runs (the runs listing runs to its
+    100-page cap), every run's jobs listing has 50 pages of ``jobs`` jobs named the expected shard
+    and queued (the jobs a walk must keep). Pages are built once and served as fast as asked for."""
+
+    def __init__(self, jobs: int):
+        job = {"name": "per-commit/cpu shard 1/1", "status": "queued", "conclusion": None,
+               "created_at": "2026-11-30T00:00:00Z", "runner_id": None, "labels": ["self-hosted", "x" * 100]}
+        self.jobs_page = json.dumps({"total_count": jobs, "jobs": [job] * jobs}).encode()
+        self.pages = 0
+        history = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.0"
+
+            def do_GET(self):  # noqa: N802 - http.server's name
+                history.pages += 1
+                parts = urllib.parse.urlsplit(self.path)
+                page = int(dict(urllib.parse.parse_qsl(parts.query)).get("page", "1"))
+                if "/jobs" in parts.path:
+                    body = history.jobs_page
+                else:
+                    runs = [{"id": page * 1000 + i, "conclusion": None, "created_at": "2026-11-30T00:00:00Z"}
+                            for i in range(100)]
+                    body = json.dumps({"total_count": 10**6, "workflow_runs": runs}).encode()
+                nxt = f"{history.base}{parts.path}?{urllib.parse.urlencode({'per_page': 100, 'page': page + 1})}"
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                if "/jobs" not in parts.path or page < 50:          # under the 100-page cap of a listing
+                    self.send_header("Link", f'<{nxt}>; rel="next"')
+                self.end_headers()
+                try:
+                    self.wfile.write(body)
+                except OSError:
+                    pass
+
+            def log_message(self, *args):
+                pass
+
+        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self.base = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02},
+                                        daemon=True)
+
+    def __enter__(self) -> "EndlessHistory":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=10)
+def test_memory_is_bounded_over_a_run_that_reads_pages_without_end(root):
+    """The byte cap is per answer; the walk kept every job of every page until the run's deadline
+    (2.3 GB after 120 s, about 17 GB by the default 900 s: an OOM kill, not exit 2). Now a walk
+    keeps only the jobs the verdict reads, slimmed, and a run reads at most 50,000 runs and jobs:
+    exit 2 ("too large to read") long before the deadline, with peak memory bounded."""
+    with EndlessHistory(jobs=2000) as api:
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": str(REAL_ROOT),
+               "GITHUB_TOKEN": "test-token", "GITHUB_API_URL": api.base}
+        cmd = [sys.executable, "-c", MEASURE, sys.executable, "-m", "ci.tools.liveness", "--root", str(root),
+               "--repo", REPO, "--now", NOW_ARG, "--deadline", "300"]
+        start = time.monotonic()
+        proc = subprocess.Popen(cmd, cwd=REAL_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, start_new_session=True)
+        try:
+            _, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)           # the wrapper and the check under it
+            proc.communicate()
+            pytest.fail(f"still reading after 60 s ({api.pages} pages served)")
+        took = time.monotonic() - start
+    err, _, usage = err.rstrip("\n").rpartition("\n")
+    rss_mb = int(usage.split()[0]) / 1024
+    print(f"exit {proc.returncode}, {took:.1f} s, peak {rss_mb:.0f} MB, {api.pages} pages: {err[:200]}")
+    assert proc.returncode == 2, err
+    assert "more than 50000 runs and jobs in this run; the history is too large to read" in _one_line(err + "\n")
+    assert rss_mb < 150 and took < 30, (rss_mb, took)
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
+def test_the_walk_keeps_only_the_jobs_the_verdict_reads_and_slims_them(root):
+    case = load_case("alive")
+    jobs = case["jobs"]["80101"]
+    template = next(j for j in jobs if j["name"] == "per-commit/cpu shard 1/1")
+    jobs.append(dict(template, name="lint", steps=[{"status": "completed"}] * 500))
+    jobs.append(dict(template, name="per-commit/cpu shard 2/3", status="queued" + "x" * 10_000, runner_id=None,
+                     runner_name=None, labels=[f"l{i}" for i in range(50)],
+                     steps=[{"status": "queued"}] * 499 + [{"status": "in_progress"}]))
+    jobs.append(dict(template, name="other/group shard 1/2"))
+    exps = liveness.expectations(liveness.load_registry(root))
+    since = dt.datetime(2026, 11, 24, 6, 41, tzinfo=dt.timezone.utc)
+    with FakeGitHub(case) as gh:
+        history = liveness._walk(_api(gh), REPO, exps, since)
+    names = [j["name"] for j in history.jobs]
+    assert "lint" not in names and "other/group shard 1/2" not in names, names
+    old = next(j for j in history.jobs if j["name"] == "per-commit/cpu shard 2/3")
+    assert len(old["status"]) == 103 and old["steps"] == [{"status": "in_progress"}], old
+    assert old["labels"] == [f"l{i}" for i in range(10)] + ["..."] and liveness.has_runner(old)

@@ -187,6 +187,7 @@ class Limits:
     max_wait: float = 300.0                # the longest rate-limit wait honoured
     max_body: int = 8 * 1024 * 1024        # bytes per answer; a page of 100 runs or jobs is under 1 MiB
     max_pages: int = 100                   # per listing: 10 000 runs or jobs at per_page=100
+    max_items: int = 50_000                # runs and jobs of every listing of the run, together
 
 
 @dataclass(frozen=True)
@@ -217,6 +218,7 @@ class GitHubApi:
             raise ApiError("GITHUB_TOKEN has characters a token never has (spaces, control or non-ASCII characters)")
         self.token, self.base, self.limits, self.clocks = token, base.rstrip("/"), limits, clocks
         self._start = clocks.monotonic()
+        self.items = 0                          # listed objects read so far (``max_items``)
         self.http = OriginClient(self.base, max_body=limits.max_body, what="the API root", proxy=proxy)
 
     def url(self, path_or_url: str) -> str:
@@ -224,6 +226,11 @@ class GitHubApi:
             return self.base + path_or_url
         self.http.check(path_or_url, "a next-page link")
         return path_or_url
+
+    def check_deadline(self, what: str) -> None:
+        """Raise :class:`DeadlineExceeded` when the run's deadline has passed (``what`` names the work)."""
+        if self.clocks.monotonic() - self._start >= self.limits.run_seconds:
+            raise DeadlineExceeded(f"{what}: the run's {self.limits.run_seconds:g}-second deadline has passed")
 
     def _left(self, full: str) -> float:
         left = self.limits.run_seconds - (self.clocks.monotonic() - self._start)
@@ -266,7 +273,8 @@ class GitHubApi:
 
     def pages(self, url: str, key: str) -> Iterator[dict[str, Any]]:
         """The objects of ``key`` on every page, fetched lazily; a next link that was already
-        read, leaves the origin, or a listing over ``max_pages`` pages is an :class:`ApiError`."""
+        read, leaves the origin, a listing over ``max_pages`` pages, or a page that takes the run
+        past ``max_items`` objects (all listings together) is an :class:`ApiError`."""
         seen: set[str] = set()
         next_url: str | None = url
         while next_url:
@@ -278,6 +286,10 @@ class GitHubApi:
             seen.add(full)
             data, next_url = self(full)
             items = field(data, key, list, where=f"GET {full}")
+            self.items += len(items)
+            if self.items > self.limits.max_items:
+                raise ApiError(f"GET {full}: more than {self.limits.max_items} runs and jobs in this run; "
+                               f"the history is too large to read")
             for i, item in enumerate(items):
                 if not isinstance(item, dict):
                     raise ApiError(f"GET {full}: entry {i} of '{key}' is {_got(item)}, expected an object")
