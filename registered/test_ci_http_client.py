@@ -13,8 +13,10 @@ import datetime as dt
 import http.server
 import json
 import os
+import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import threading
@@ -484,17 +486,42 @@ def test_the_self_check_reads_typed_fields_too(capsys):
         assert words in _one_line(capsys.readouterr().err)
 
 
+@pytest.fixture(scope="module")
+def tls_cert(tmp_path_factory):
+    """A self-signed certificate for 127.0.0.1 (openssl, on every hosted runner), for an https API on loopback."""
+    assert shutil.which("openssl"), "the https proxy test makes its certificate with openssl, which is not installed"
+    where = tmp_path_factory.mktemp("tls")
+    cert, key = where / "cert.pem", where / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out",
+                    str(cert), "-days", "2", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+                   check=True, capture_output=True, timeout=60)
+    return cert, key
+
+
+def _https(gh: FakeGitHub, tls_cert) -> str:
+    """Serve ``gh`` over TLS with the test certificate; its https base URL."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(*map(str, tls_cert))
+    gh._server.socket = context.wrap_socket(gh._server.socket, server_side=True)   # noqa: SLF001 - test wiring
+    return gh.base.replace("http://", "https://", 1)
+
+
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=3)
-def test_a_named_proxy_is_a_connect_tunnel_that_learns_the_origin_and_nothing_else(root, capsys, monkeypatch):
-    """--proxy: the run goes through a real CONNECT proxy on loopback; the proxy's only view is
-    ``CONNECT host:port`` (no token, no path, no header of the request), the API gets the token; a
-    proxy that refuses the tunnel is exit 2 in one line, at once (a configuration, not retried); one
-    that never answers is cut by the request deadline; HTTPS_PROXY alone is never used."""
+def test_a_named_proxy_is_a_connect_tunnel_that_learns_the_origin_and_nothing_else(root, capsys, monkeypatch,
+                                                                                  tls_cert):
+    """--proxy: the run goes over https (a loopback API with a test certificate the client is told
+    to trust) through a real CONNECT proxy on loopback; the proxy's only view is ``CONNECT
+    host:port`` (no token, no path, no header of the request), the API gets the token; a proxy
+    that refuses the tunnel is exit 2 in one line, at once (a configuration, not retried); one that
+    never answers is cut by the request deadline; HTTPS_PROXY alone is never used."""
+    monkeypatch.setenv("SSL_CERT_FILE", str(tls_cert[0]))
     env = {"GITHUB_TOKEN": "test-token", "GITHUB_REPOSITORY": REPO}
     argv = ["--root", str(root), "--now", NOW_ARG]
     with FakeGitHub(load_case("alive")) as gh, ConnectProxy() as proxy:
+        api = _https(gh, tls_cert)
         port = gh.origin.rsplit(":", 1)[1]
-        assert liveness.main([*argv, "--proxy", proxy.url], env={**env, "GITHUB_API_URL": gh.base}) == 0
+        assert liveness.main([*argv, "--proxy", proxy.url], env={**env, "GITHUB_API_URL": api}) == 0, \
+            capsys.readouterr()
         assert proxy.heads and all(head.splitlines()[0] == f"CONNECT 127.0.0.1:{port} HTTP/1.0"
                                    for head in proxy.heads), proxy.heads
         assert not any("test-token" in head or "/repos/" in head for head in proxy.heads), proxy.heads
@@ -503,19 +530,36 @@ def test_a_named_proxy_is_a_connect_tunnel_that_learns_the_origin_and_nothing_el
         tunnels = len(proxy.heads)
         monkeypatch.setenv("HTTPS_PROXY", proxy.url)
         monkeypatch.setenv("HTTP_PROXY", proxy.url)
-        assert liveness.main(argv, env={**env, "GITHUB_API_URL": gh.base}) == 0
+        assert liveness.main(argv, env={**env, "GITHUB_API_URL": api}) == 0
         assert len(proxy.heads) == tunnels, "a proxy variable was used without --proxy"
     capsys.readouterr()
     with FakeGitHub(load_case("alive")) as gh, ConnectProxy("refuse") as proxy:
-        assert liveness.main([*argv, "--proxy", proxy.url], env={**env, "GITHUB_API_URL": gh.base}) == 2
+        api = _https(gh, tls_cert)
+        assert liveness.main([*argv, "--proxy", proxy.url], env={**env, "GITHUB_API_URL": api}) == 2
         err = _one_line(capsys.readouterr().err)
         assert "refused the tunnel" in err and "407" in err and gh.requests == [] and len(proxy.heads) == 1, err
     with FakeGitHub(load_case("alive")) as gh, ConnectProxy("silent") as proxy:
-        api = GitHubApi("test-token", gh.base, Limits(request_seconds=1.0, attempts=1), proxy=proxy.url)
+        api = GitHubApi("test-token", _https(gh, tls_cert), Limits(request_seconds=1.0, attempts=1),
+                        proxy=proxy.url)
         start = time.monotonic()
         with pytest.raises(ApiError, match="timed out"):
             api(f"/repos/{REPO}{RUNS}")
         assert time.monotonic() - start < 5 and gh.requests == []
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
+def test_a_proxy_with_an_http_api_is_refused_before_any_connection(root, capsys):
+    """Through a tunnel, an http API's request (the token in its header) reaches the proxy in the
+    clear, and ``CONNECT 127.0.0.1:P`` reaches whatever listens on the proxy's own loopback: the
+    loopback exemption from https does not hold there. Refused, exit 2 in one line, nothing sent."""
+    env = {"GITHUB_TOKEN": "test-token", "GITHUB_REPOSITORY": REPO}
+    with FakeGitHub(load_case("alive")) as gh, ConnectProxy() as proxy:
+        for api in (gh.base, gh.base.replace("127.0.0.1", "localhost")):
+            assert liveness.main(["--root", str(root), "--now", NOW_ARG, "--proxy", proxy.url],
+                                 env={**env, "GITHUB_API_URL": api}) == 2
+            err = _one_line(capsys.readouterr().err)
+            assert "--proxy needs an https API URL (over http the proxy would read the token)" in err, err
+        assert proxy.heads == [] and gh.requests == [] and "test-token" not in err
 
 
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)

@@ -19,8 +19,9 @@ promises are listed in docs/http-client.md and each has a test in registered/tes
   is an :class:`ApiError`, so memory is bounded whatever the server sends.
 
 Proxy variables are ignored: a proxy is one more party on the token's path, so it is used only
-when the caller names one (``proxy="http://host:port"``, a tool's ``--proxy``), and then only as a
-``CONNECT`` tunnel: the proxy is told the origin's host and port and nothing else (no token, no
+when the caller names one (``proxy="http://host:port"``, a tool's ``--proxy``), only for an https
+origin (an http one, loopback included, is refused: the token would cross to the proxy in the clear),
+and then only as a ``CONNECT`` tunnel: the proxy is told the origin's host and port and nothing else (no token, no
 path, no credentials of its own), and TLS runs end to end through it to the origin, whose
 certificate is checked as without a proxy. The deadline and the cap hold through the tunnel; a
 proxy that refuses the tunnel is an :class:`ApiError` (not retried). Retries, rate limits and pagination
@@ -144,6 +145,11 @@ class OriginClient:
         self.origin = origin_of(base, what)
         self.max_body = max_body
         self.proxy = proxy_of(proxy) if proxy else None
+        if self.proxy is not None and self.origin.scheme != "https":
+            # the tunnel would carry the request, token included, in the clear to the proxy, and
+            # CONNECT to a loopback host reaches the proxy's own loopback, not this machine's
+            raise ApiError(f"--proxy needs an https API URL (over http the proxy would read the token), "
+                           f"got {self.origin}")
 
     def check(self, url: str, why: str) -> None:
         """Raise unless ``url`` is on this client's origin (``why`` names where the URL came from)."""
