@@ -9,16 +9,24 @@ answer) is :mod:`ci.github.http_client`; docs/http-client.md lists every promise
 
 Everything that keeps the history from being read raises :class:`ApiError` (the callers'
 "unreadable" exit 2) with one line: an HTTP error (401, 403 and 404 name the token permission
-they usually mean), a deadline, a reset connection, an answer over the cap, a body that is not
-JSON, a field of the wrong type (:func:`field`), a ``Link: rel="next"`` that leaves the origin,
-comes back to a page already read or goes past :data:`MAX_PAGES`. Retried, with a doubling
-pause, are only: 429, 5xx, a 403 that GitHub marks as a rate limit (``retry-after``,
-``x-ratelimit-remaining: 0`` or "rate limit" in the message), and a connection that failed
-before an answer; a 404, 401, 422 or a request past its deadline is not. A rate limit waits
+they usually mean), a deadline, a reset connection, an answer over the cap, a malformed answer,
+a body that is not JSON, a field of the wrong type (:func:`field`), a ``Link`` header over
+:data:`MAX_LINK` characters or that does not parse, a ``rel="next"`` that leaves the origin,
+comes back to a page already read or goes past ``max_pages``, a run past ``max_items`` runs and
+jobs, a ``retry-after``/``x-ratelimit-reset`` that is not 1 to 18 ASCII digits (``retry-after``
+may also be an HTTP date). Retried, at most ``attempts`` times in all, are only: a 429, a 5xx,
+a 403 that GitHub marks as a rate limit (``retry-after``, ``x-ratelimit-remaining: 0`` or "rate
+limit" in the message), and a :class:`TransportError` (a connection that failed, was reset or
+closed before the whole answer: a chunked body cut short, a body shorter than its
+``Content-Length``). Nothing else is: not another 4xx, a request past its deadline, a malformed
+answer, an answer over the cap, a body that is not JSON, a refused URL or redirect, a proxy that
+refuses the tunnel. A 5xx or a transport failure pauses 1 s, doubling; a rate limit waits
 ``retry-after`` seconds, else until ``x-ratelimit-reset``, else a minute, doubling; a wait
 beyond ``max_wait`` seconds, or beyond what is left of the run's deadline (``run_seconds``),
-fails at once saying when the limit resets. The bounds are one :class:`Limits`; the clock, the
-monotonic clock and the sleeper one :class:`Clocks`, so tests run the backoff without sleeping. Imports the stdlib and
+fails at once saying when the limit resets. The run's deadline is checked before each request
+and pause, after each page is decoded and after the caller has processed it. The bounds are
+one :class:`Limits`; the clock, the monotonic clock and the sleeper one :class:`Clocks`, so
+tests run the backoff without sleeping. Imports the stdlib and
 :mod:`ci.github.http_client` only; never torch, ``impl`` or test code.
 """
 from __future__ import annotations

@@ -16,7 +16,12 @@ promises are listed in docs/http-client.md and each has a test in registered/tes
   socket down when it passes, so a server that drips one byte every few seconds is cut off
   (a socket timeout alone restarts with every byte);
 * a byte cap on a body, read in chunks: a ``Content-Length`` over the cap or the cap + 1st byte
-  is an :class:`ApiError`, so memory is bounded whatever the server sends.
+  is an :class:`ApiError`, so one answer's memory is bounded whatever the server sends;
+* a whole answer or none: a ``Content-Length`` that is not 1 to 18 ASCII digits (or two different
+  ones) is an :class:`ApiError`; a body shorter than its ``Content-Length`` (the connection closed
+  early) is a :class:`TransportError`, like a reset or a chunked body cut short; an answer
+  ``http.client`` cannot parse (a line over 64 KiB, over 100 header lines, a bad status line) is
+  an :class:`ApiError`, not a :class:`TransportError`: the caller does not retry it.
 
 Proxy variables are ignored: a proxy is one more party on the token's path, so it is used only
 when the caller names one (``proxy="http://host:port"``, a tool's ``--proxy``), only for an https

@@ -474,7 +474,7 @@ EPILOG = """exit codes:
   3  internal error (a bug): one line; --debug prints the traceback
 The token goes only to the origin of GITHUB_API_URL (https unless loopback); a redirect to
 another origin is refused; proxy variables are ignored unless --proxy names one, used as a
-CONNECT tunnel (docs/http-client.md)."""
+CONNECT tunnel, with an https API URL only (docs/http-client.md)."""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -493,8 +493,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--deadline", type=_seconds, default=RUN_SECONDS,
                         help=f"wall-clock seconds for the whole run, waits included (default {RUN_SECONDS:g})")
     parser.add_argument("--proxy", default=None, type=_proxy, metavar="http://HOST:PORT",
-                        help="reach the API through this CONNECT proxy (TLS end to end; the proxy learns the API's "
-                             "host and port only). HTTP(S)_PROXY are never read: pass one here to use it")
+                        help="reach the API (https only) through this CONNECT proxy (TLS end to end; the proxy "
+                             "learns the API's host and port only). HTTP(S)_PROXY are never read: pass one here "
+                             "to use it")
     parser.add_argument("--debug", action="store_true", help="on an internal error (exit 3), print the traceback")
     return parser
 
