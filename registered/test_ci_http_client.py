@@ -10,16 +10,23 @@ as subprocesses and bounds their time and memory. Never the network.
 from __future__ import annotations
 
 import datetime as dt
+import http.server
+import json
 import os
+import shutil
+import signal
 import socket
+import ssl
 import subprocess
 import sys
+import threading
 import time
+import urllib.parse
 
 import pytest
 
 from ci.tools import liveness
-from ci.github.api import ApiError, Clocks, GitHubApi, Limits, field, path_id
+from ci.github.api import ApiError, Clocks, DeadlineExceeded, GitHubApi, Limits, field, path_id
 from ci.github.http_client import OriginClient, is_loopback, origin_of
 from ci.registration import register
 from registered.connect_proxy import ConnectProxy
@@ -84,6 +91,52 @@ def _one_line(err: str) -> str:
 
 def _hits(gh: FakeGitHub, part: str) -> int:
     return sum(part in p for p in gh.requests)
+
+
+class RawServer:
+    """A loopback server that answers every request with the same bytes, written as given (a
+    header http.server would not send, a body shorter than its Content-Length), then closes."""
+
+    def __init__(self, answer: bytes):
+        self.answer, self.requests = answer, []
+        self._sock = socket.create_server(("127.0.0.1", 0))
+        self.base = f"http://127.0.0.1:{self._sock.getsockname()[1]}"
+        self._thread, self._stop = threading.Thread(target=self._serve, daemon=True), threading.Event()
+
+    def _serve(self) -> None:
+        self._sock.settimeout(0.05)
+        while not self._stop.is_set():
+            try:
+                conn, _ = self._sock.accept()
+            except (TimeoutError, OSError):
+                continue
+            conn.settimeout(None)
+            with conn:
+                head = b""
+                while b"\r\n\r\n" not in head:
+                    data = conn.recv(65536)
+                    if not data:
+                        break
+                    head += data
+                self.requests.append(head.split(b"\r\n", 1)[0].decode("latin-1"))
+                try:
+                    conn.sendall(self.answer)
+                except OSError:
+                    pass
+
+    def __enter__(self) -> "RawServer":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        self._sock.close()
+
+
+def _raw_main(root, server: RawServer, **limits) -> int:
+    api = GitHubApi("test-token", server.base, Limits(**limits), Clocks(sleep=Clock().sleep, wall=Clock()))
+    return liveness.main(["--root", str(root), "--repo", REPO, "--now", NOW_ARG], fetch=api)
 
 
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
@@ -433,17 +486,42 @@ def test_the_self_check_reads_typed_fields_too(capsys):
         assert words in _one_line(capsys.readouterr().err)
 
 
+@pytest.fixture(scope="module")
+def tls_cert(tmp_path_factory):
+    """A self-signed certificate for 127.0.0.1 (openssl, on every hosted runner), for an https API on loopback."""
+    assert shutil.which("openssl"), "the https proxy test makes its certificate with openssl, which is not installed"
+    where = tmp_path_factory.mktemp("tls")
+    cert, key = where / "cert.pem", where / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out",
+                    str(cert), "-days", "2", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+                   check=True, capture_output=True, timeout=60)
+    return cert, key
+
+
+def _https(gh: FakeGitHub, tls_cert) -> str:
+    """Serve ``gh`` over TLS with the test certificate; its https base URL."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(*map(str, tls_cert))
+    gh._server.socket = context.wrap_socket(gh._server.socket, server_side=True)   # noqa: SLF001 - test wiring
+    return gh.base.replace("http://", "https://", 1)
+
+
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=3)
-def test_a_named_proxy_is_a_connect_tunnel_that_learns_the_origin_and_nothing_else(root, capsys, monkeypatch):
-    """--proxy: the run goes through a real CONNECT proxy on loopback; the proxy's only view is
-    ``CONNECT host:port`` (no token, no path, no header of the request), the API gets the token; a
-    proxy that refuses the tunnel is exit 2 in one line, at once (a configuration, not retried); one
-    that never answers is cut by the request deadline; HTTPS_PROXY alone is never used."""
+def test_a_named_proxy_is_a_connect_tunnel_that_learns_the_origin_and_nothing_else(root, capsys, monkeypatch,
+                                                                                  tls_cert):
+    """--proxy: the run goes over https (a loopback API with a test certificate the client is told
+    to trust) through a real CONNECT proxy on loopback; the proxy's only view is ``CONNECT
+    host:port`` (no token, no path, no header of the request), the API gets the token; a proxy
+    that refuses the tunnel is exit 2 in one line, at once (a configuration, not retried); one that
+    never answers is cut by the request deadline; HTTPS_PROXY alone is never used."""
+    monkeypatch.setenv("SSL_CERT_FILE", str(tls_cert[0]))
     env = {"GITHUB_TOKEN": "test-token", "GITHUB_REPOSITORY": REPO}
     argv = ["--root", str(root), "--now", NOW_ARG]
     with FakeGitHub(load_case("alive")) as gh, ConnectProxy() as proxy:
+        api = _https(gh, tls_cert)
         port = gh.origin.rsplit(":", 1)[1]
-        assert liveness.main([*argv, "--proxy", proxy.url], env={**env, "GITHUB_API_URL": gh.base}) == 0
+        assert liveness.main([*argv, "--proxy", proxy.url], env={**env, "GITHUB_API_URL": api}) == 0, \
+            capsys.readouterr()
         assert proxy.heads and all(head.splitlines()[0] == f"CONNECT 127.0.0.1:{port} HTTP/1.0"
                                    for head in proxy.heads), proxy.heads
         assert not any("test-token" in head or "/repos/" in head for head in proxy.heads), proxy.heads
@@ -452,19 +530,36 @@ def test_a_named_proxy_is_a_connect_tunnel_that_learns_the_origin_and_nothing_el
         tunnels = len(proxy.heads)
         monkeypatch.setenv("HTTPS_PROXY", proxy.url)
         monkeypatch.setenv("HTTP_PROXY", proxy.url)
-        assert liveness.main(argv, env={**env, "GITHUB_API_URL": gh.base}) == 0
+        assert liveness.main(argv, env={**env, "GITHUB_API_URL": api}) == 0
         assert len(proxy.heads) == tunnels, "a proxy variable was used without --proxy"
     capsys.readouterr()
     with FakeGitHub(load_case("alive")) as gh, ConnectProxy("refuse") as proxy:
-        assert liveness.main([*argv, "--proxy", proxy.url], env={**env, "GITHUB_API_URL": gh.base}) == 2
+        api = _https(gh, tls_cert)
+        assert liveness.main([*argv, "--proxy", proxy.url], env={**env, "GITHUB_API_URL": api}) == 2
         err = _one_line(capsys.readouterr().err)
         assert "refused the tunnel" in err and "407" in err and gh.requests == [] and len(proxy.heads) == 1, err
     with FakeGitHub(load_case("alive")) as gh, ConnectProxy("silent") as proxy:
-        api = GitHubApi("test-token", gh.base, Limits(request_seconds=1.0, attempts=1), proxy=proxy.url)
+        api = GitHubApi("test-token", _https(gh, tls_cert), Limits(request_seconds=1.0, attempts=1),
+                        proxy=proxy.url)
         start = time.monotonic()
         with pytest.raises(ApiError, match="timed out"):
             api(f"/repos/{REPO}{RUNS}")
         assert time.monotonic() - start < 5 and gh.requests == []
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
+def test_a_proxy_with_an_http_api_is_refused_before_any_connection(root, capsys):
+    """Through a tunnel, an http API's request (the token in its header) reaches the proxy in the
+    clear, and ``CONNECT 127.0.0.1:P`` reaches whatever listens on the proxy's own loopback: the
+    loopback exemption from https does not hold there. Refused, exit 2 in one line, nothing sent."""
+    env = {"GITHUB_TOKEN": "test-token", "GITHUB_REPOSITORY": REPO}
+    with FakeGitHub(load_case("alive")) as gh, ConnectProxy() as proxy:
+        for api in (gh.base, gh.base.replace("127.0.0.1", "localhost")):
+            assert liveness.main(["--root", str(root), "--now", NOW_ARG, "--proxy", proxy.url],
+                                 env={**env, "GITHUB_API_URL": api}) == 2
+            err = _one_line(capsys.readouterr().err)
+            assert "--proxy needs an https API URL (over http the proxy would read the token)" in err, err
+        assert proxy.heads == [] and gh.requests == [] and "test-token" not in err
 
 
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
@@ -490,3 +585,255 @@ def test_a_proxy_that_is_not_a_plain_connect_proxy_url_is_exit_2_before_any_conn
     assert liveness.main(["--root", str(root), "--now", NOW_ARG, "--proxy", value], env=env) == 2
     err = _one_line(capsys.readouterr().err)
     assert words in err and "secret" not in err and calls == [], err
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=2)
+def test_a_crafted_link_header_is_read_in_linear_time_and_refused(root, capsys):
+    """``Link: <<<<...`` (no ``>``) took a backtracking pattern 13 s of CPU for 65,000 characters and
+    grew with the square of the length (a folded header reaches 6 MB): now one pass, a header over
+    8 KiB is refused unread, and one that does not parse is unreadable, exit 2 in one line."""
+    one_line_of_it = "<" * 60_000
+    folded = "\r\n ".join(["<" * 6_000] * 10)                 # obsolete line folding: one 60 KB value
+    for header, words in ((one_line_of_it, "over the 8192-character limit"),
+                          (folded, "over the 8192-character limit"),
+                          ("<" * 8_000, "the Link header cannot be read (a '<' without its '>'"),
+                          ('<' + "a" * 8_000 + '> rel="next"', "expected ';' or ','")):
+        with FakeGitHub(load_case("alive")) as gh:
+            gh.script(RUNS, status=200, body={"total_count": 0, "workflow_runs": []}, headers={"Link": header})
+            cpu = time.process_time()
+            assert _main(root, gh) == 2
+            cpu = time.process_time() - cpu
+        err = _one_line(capsys.readouterr().err)
+        assert words in err and len(err) < 400, err
+        assert cpu < 0.5, (words, cpu)
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
+def test_every_valid_spelling_of_rel_next_is_followed(root, capsys):
+    """``rel=next``, ``rel = "next"``, ``rel="next last"``, ``REL=NEXT``, a second Link field: each
+    reads on (the run is on page 2), where paging that stopped would read as no run at all (DEAD)."""
+    for spelling in ('<{}>;rel=next', '<{}> ; rel = "next"', '<{}>; rel="last next"', '<{}>; REL=NEXT',
+                     '<{}>; title="a, b; rel=prev"; rel="next"'):
+        with FakeGitHub(load_case("alive")) as gh:
+            page2 = f"{gh.base}/repos/{REPO}{RUNS}?branch=main&event=push&per_page=100"
+            gh.script(RUNS, status=200, body={"total_count": 0, "workflow_runs": []},
+                      headers={"Link": spelling.format(page2)})
+            assert _main(root, gh) == 0, (spelling, capsys.readouterr())
+            assert _hits(gh, RUNS) == 2, spelling
+    capsys.readouterr()
+    assert liveness.next_link('<https://a/1>; rel="prev", <https://a/2>; rel="next"') == "https://a/2"
+    with pytest.raises(ApiError, match='two different rel="next" URLs'):
+        liveness.next_link("<https://a/1>; rel=next, <https://a/2>; rel=next")
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
+def test_the_run_deadline_is_checked_after_each_page_is_processed(root):
+    """Work on a page (not only waiting for one) counts: a run that passes its deadline while the
+    last page is processed ends with DeadlineExceeded, with no request left to notice it."""
+    clock = Clock()
+    with FakeGitHub(load_case("alive")) as gh:
+        api = _api(gh, clock, fake_monotonic=True, run_seconds=60)
+        seen = []
+        with pytest.raises(DeadlineExceeded, match="60-second deadline has passed"):
+            for run in api.pages(f"/repos/{REPO}{RUNS}?branch=main&per_page=100", "workflow_runs"):
+                seen.append(run["id"])
+                clock.now += 61                  # the caller's work on this page
+        assert seen and _hits(gh, RUNS) == 1
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
+def test_a_header_number_is_ascii_digits_only(root, capsys):
+    """``str.isdigit()`` is true for ``²`` and ``¹²`` (Latin-1, as http.client decodes headers), which
+    ``float``/``int`` refuse: a crash, exit 3, before. Now a header number is 1 to 18 ASCII digits
+    (``Retry-After`` may also be an HTTP date); anything else is exit 2 naming the header."""
+    limited = {"retry-after": "\u00b2"}, {"x-ratelimit-remaining": "0", "x-ratelimit-reset": "\u00b9\u00b2"}
+    for status, headers, words in ((429, limited[0], "the retry-after header is not a whole number "
+                                    "(up to 18 ASCII digits): '\u00b2'"),
+                                   (403, limited[1], "the x-ratelimit-reset header is not a whole number"),
+                                   (429, {"retry-after": "9" * 5000}, "the retry-after header is not a whole"),
+                                   (429, {"retry-after": "-1"}, "the retry-after header is not a whole"),
+                                   (429, {"retry-after": "soon"}, "neither a number of seconds nor an HTTP date")):
+        clock = Clock()
+        with FakeGitHub(load_case("alive")) as gh:
+            gh.script(JOBS, status=status, headers=headers, body={"message": "API rate limit exceeded"})
+            assert _main(root, gh, clock=clock) == 2, headers
+        err = _one_line(capsys.readouterr().err)
+        assert f"/jobs?filter=all&per_page=100: HTTP {status}: " in err and words in err, err
+        assert clock.sleeps == []
+    clock = Clock()                                       # an HTTP date: waited until then
+    with FakeGitHub(load_case("alive")) as gh:
+        gh.script(JOBS, status=429, headers={"retry-after": "Tue, 01 Dec 2026 06:41:30 GMT"}, body={})
+        assert _main(root, gh, clock=clock) == 0
+    assert clock.sleeps == [30.0]
+    capsys.readouterr()
+    for length in ("\u00b2", "1_0", "+10", "9" * 5000):     # http.client's own int() takes 1_0 and +10
+        answer = f"HTTP/1.1 200 OK\r\nContent-Length: {length}\r\n\r\n{{}}".encode("latin-1")
+        with RawServer(answer) as server:
+            assert _raw_main(root, server) == 2
+        err = _one_line(capsys.readouterr().err)
+        assert "the Content-Length header is not one whole number (up to 18 ASCII digits)" in err, err
+        assert len(server.requests) == 1, "a malformed answer is not retried"
+    with RawServer(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}") as server:
+        assert _raw_main(root, server) == 2
+    assert "the Content-Length header is not one whole number" in _one_line(capsys.readouterr().err)
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
+def test_a_body_shorter_than_its_length_is_retried_and_a_malformed_answer_is_not(root, capsys):
+    """http.client's ``read(n)`` returns what came before the connection closed: a prefix that is
+    valid JSON (an empty list of runs) was read as the whole answer, so DEAD (exit 1). Now a short
+    body is a failed transfer (retried, then exit 2); an answer http.client cannot parse (over 100
+    header lines, a line over 64 KiB) is the server's doing: exit 2 at once, not retried."""
+    body = b'{"total_count": 0, "workflow_runs": []}'
+    short = b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % (len(body) + 50) + body
+    with RawServer(short) as server:
+        assert _raw_main(root, server, attempts=3) == 2
+    err = _one_line(capsys.readouterr().err)
+    assert f"the connection closed after {len(body)} of the {len(body) + 50} bytes" in err and "(3 attempts)" in err
+    assert len(server.requests) == 3
+    many = b"HTTP/1.1 200 OK\r\n" + b"X-A: b\r\n" * 101 + b"Content-Length: 2\r\n\r\n{}"
+    long_line = b"HTTP/1.1 200 OK\r\nX-A: " + b"b" * 70_000 + b"\r\nContent-Length: 2\r\n\r\n{}"
+    for answer, words in ((many, "got more than 100 headers"), (long_line, "LineTooLong")):
+        with RawServer(answer) as server:
+            assert _raw_main(root, server) == 2
+        err = _one_line(capsys.readouterr().err)
+        assert "a malformed answer" in err and words in err and len(server.requests) == 1, err
+
+
+def _cli(api: str, *args: str, lang: str = "C.UTF-8", root=None) -> subprocess.CompletedProcess:
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": str(REAL_ROOT), "LANG": lang,
+           "GITHUB_TOKEN": "test-token", "GITHUB_API_URL": api}
+    where = ["--root", str(root)] if root else []
+    return subprocess.run([sys.executable, "-m", "ci.tools.liveness", *where, "--repo", REPO, "--now", NOW_ARG,
+                           *args], cwd=REAL_ROOT, env=env, capture_output=True, timeout=60)
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=3)
+def test_server_text_with_a_lone_surrogate_or_a_command_prints_escaped(root):
+    """JSON may carry ``"\\ud800"``, a str no encoder writes: printing it crashed the report half-way
+    (exit 3). Every unprintable character of server text is escaped, ``##[`` (read anywhere in a
+    line) and a leading ``::`` are encoded, under a UTF-8 and a C locale; the verdict stands."""
+    case = load_case("alive")
+    job = next(j for j in case["jobs"]["80101"] if j["name"] == "per-commit/cpu shard 1/1")
+    job.update(status="in_progress\ud800 ##[add-mask]x \u202egnp.exe", conclusion=None, completed_at=None)
+    flows = load_case("alive")
+    for flow in flows["workflows"]:
+        flow["state"] = "active\udcff\ud800 ##[warning]y"
+    for lang in ("C.UTF-8", "C"):
+        with FakeGitHub(case) as gh:
+            proc = _cli(gh.base, root=root, lang=lang)
+        out = proc.stdout.decode("utf-8")        # strict: no raw surrogate bytes reached the log
+        assert proc.returncode == 1 and proc.stderr == b"", (lang, proc.stderr)
+        assert "in_progress\\ud800 ##%5Badd-mask]x \\u202egnp.exe since" in out and "##[" not in out, out
+        assert len(out.splitlines()) == 2, out
+        with FakeGitHub(flows) as gh:
+            proc = _cli(gh.base, "--self-check", lang=lang)
+        out = proc.stdout.decode("utf-8")
+        assert proc.returncode == 1 and proc.stderr == b"", (lang, proc.stderr)
+        assert "state active\\udcff\\ud800 ##%5Bwarning]y" in out and "##[" not in out, out
+    assert liveness.one_line("::add-mask::x") == "%3A%3Aadd-mask::x"
+    assert liveness.one_line(" \t::x\n::y") == " \\t::x\\n::y"     # escaped first: one line, never at its start
+
+
+class EndlessHistory:
+    """A loopback API with no end: every runs page lists 100 new runs (the runs listing runs to its
+    100-page cap), every run's jobs listing has 50 pages of ``jobs`` jobs named the expected shard
+    and queued (the jobs a walk must keep). Pages are built once and served as fast as asked for."""
+
+    def __init__(self, jobs: int):
+        job = {"name": "per-commit/cpu shard 1/1", "status": "queued", "conclusion": None,
+               "created_at": "2026-11-30T00:00:00Z", "runner_id": None, "labels": ["self-hosted", "x" * 100]}
+        self.jobs_page = json.dumps({"total_count": jobs, "jobs": [job] * jobs}).encode()
+        self.pages = 0
+        history = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.0"
+
+            def do_GET(self):  # noqa: N802 - http.server's name
+                history.pages += 1
+                parts = urllib.parse.urlsplit(self.path)
+                page = int(dict(urllib.parse.parse_qsl(parts.query)).get("page", "1"))
+                if "/jobs" in parts.path:
+                    body = history.jobs_page
+                else:
+                    runs = [{"id": page * 1000 + i, "conclusion": None, "created_at": "2026-11-30T00:00:00Z"}
+                            for i in range(100)]
+                    body = json.dumps({"total_count": 10**6, "workflow_runs": runs}).encode()
+                nxt = f"{history.base}{parts.path}?{urllib.parse.urlencode({'per_page': 100, 'page': page + 1})}"
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                if "/jobs" not in parts.path or page < 50:          # under the 100-page cap of a listing
+                    self.send_header("Link", f'<{nxt}>; rel="next"')
+                self.end_headers()
+                try:
+                    self.wfile.write(body)
+                except OSError:
+                    pass
+
+            def log_message(self, *args):
+                pass
+
+        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self.base = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02},
+                                        daemon=True)
+
+    def __enter__(self) -> "EndlessHistory":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=10)
+def test_memory_is_bounded_over_a_run_that_reads_pages_without_end(root):
+    """The byte cap is per answer; the walk kept every job of every page until the run's deadline
+    (2.3 GB after 120 s, about 17 GB by the default 900 s: an OOM kill, not exit 2). Now a walk
+    keeps only the jobs the verdict reads, slimmed, and a run reads at most 50,000 runs and jobs:
+    exit 2 ("too large to read") long before the deadline, with peak memory bounded."""
+    with EndlessHistory(jobs=2000) as api:
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": str(REAL_ROOT),
+               "GITHUB_TOKEN": "test-token", "GITHUB_API_URL": api.base}
+        cmd = [sys.executable, "-c", MEASURE, sys.executable, "-m", "ci.tools.liveness", "--root", str(root),
+               "--repo", REPO, "--now", NOW_ARG, "--deadline", "300"]
+        start = time.monotonic()
+        proc = subprocess.Popen(cmd, cwd=REAL_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, start_new_session=True)
+        try:
+            _, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)           # the wrapper and the check under it
+            proc.communicate()
+            pytest.fail(f"still reading after 60 s ({api.pages} pages served)")
+        took = time.monotonic() - start
+    err, _, usage = err.rstrip("\n").rpartition("\n")
+    rss_mb = int(usage.split()[0]) / 1024
+    print(f"exit {proc.returncode}, {took:.1f} s, peak {rss_mb:.0f} MB, {api.pages} pages: {err[:200]}")
+    assert proc.returncode == 2, err
+    assert "more than 50000 runs and jobs in this run; the history is too large to read" in _one_line(err + "\n")
+    assert rss_mb < 150 and took < 30, (rss_mb, took)
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
+def test_the_walk_keeps_only_the_jobs_the_verdict_reads_and_slims_them(root):
+    case = load_case("alive")
+    jobs = case["jobs"]["80101"]
+    template = next(j for j in jobs if j["name"] == "per-commit/cpu shard 1/1")
+    jobs.append(dict(template, name="lint", steps=[{"status": "completed"}] * 500))
+    jobs.append(dict(template, name="per-commit/cpu shard 2/3", status="queued" + "x" * 10_000, runner_id=None,
+                     runner_name=None, labels=[f"l{i}" for i in range(50)],
+                     steps=[{"status": "queued"}] * 499 + [{"status": "in_progress"}]))
+    jobs.append(dict(template, name="other/group shard 1/2"))
+    exps = liveness.expectations(liveness.load_registry(root))
+    since = dt.datetime(2026, 11, 24, 6, 41, tzinfo=dt.timezone.utc)
+    with FakeGitHub(case) as gh:
+        history = liveness._walk(_api(gh), REPO, exps, since)
+    names = [j["name"] for j in history.jobs]
+    assert "lint" not in names and "other/group shard 1/2" not in names, names
+    old = next(j for j in history.jobs if j["name"] == "per-commit/cpu shard 2/3")
+    assert len(old["status"]) == 103 and old["steps"] == [{"status": "in_progress"}], old
+    assert old["labels"] == [f"l{i}" for i in range(10)] + ["..."] and liveness.has_runner(old)

@@ -9,21 +9,30 @@ answer) is :mod:`ci.github.http_client`; docs/http-client.md lists every promise
 
 Everything that keeps the history from being read raises :class:`ApiError` (the callers'
 "unreadable" exit 2) with one line: an HTTP error (401, 403 and 404 name the token permission
-they usually mean), a deadline, a reset connection, an answer over the cap, a body that is not
-JSON, a field of the wrong type (:func:`field`), a ``Link: rel="next"`` that leaves the origin,
-comes back to a page already read or goes past :data:`MAX_PAGES`. Retried, with a doubling
-pause, are only: 429, 5xx, a 403 that GitHub marks as a rate limit (``retry-after``,
-``x-ratelimit-remaining: 0`` or "rate limit" in the message), and a connection that failed
-before an answer; a 404, 401, 422 or a request past its deadline is not. A rate limit waits
+they usually mean), a deadline, a reset connection, an answer over the cap, a malformed answer,
+a body that is not JSON, a field of the wrong type (:func:`field`), a ``Link`` header over
+:data:`MAX_LINK` characters or that does not parse, a ``rel="next"`` that leaves the origin,
+comes back to a page already read or goes past ``max_pages``, a run past ``max_items`` runs and
+jobs, a ``retry-after``/``x-ratelimit-reset`` that is not 1 to 18 ASCII digits (``retry-after``
+may also be an HTTP date). Retried, at most ``attempts`` times in all, are only: a 429, a 5xx,
+a 403 that GitHub marks as a rate limit (``retry-after``, ``x-ratelimit-remaining: 0`` or "rate
+limit" in the message), and a :class:`TransportError` (a connection that failed, was reset or
+closed before the whole answer: a chunked body cut short, a body shorter than its
+``Content-Length``). Nothing else is: not another 4xx, a request past its deadline, a malformed
+answer, an answer over the cap, a body that is not JSON, a refused URL or redirect, a proxy that
+refuses the tunnel. A 5xx or a transport failure pauses 1 s, doubling; a rate limit waits
 ``retry-after`` seconds, else until ``x-ratelimit-reset``, else a minute, doubling; a wait
 beyond ``max_wait`` seconds, or beyond what is left of the run's deadline (``run_seconds``),
-fails at once saying when the limit resets. The bounds are one :class:`Limits`; the clock, the
-monotonic clock and the sleeper one :class:`Clocks`, so tests run the backoff without sleeping. Imports the stdlib and
+fails at once saying when the limit resets. The run's deadline is checked before each request
+and pause, after each page is decoded and after the caller has processed it. The bounds are
+one :class:`Limits`; the clock, the monotonic clock and the sleeper one :class:`Clocks`, so
+tests run the backoff without sleeping. Imports the stdlib and
 :mod:`ci.github.http_client` only; never torch, ``impl`` or test code.
 """
 from __future__ import annotations
 
 import datetime as dt
+import email.utils
 import json
 import re
 import reprlib
@@ -38,15 +47,92 @@ __all__ = ["ApiError", "Clocks", "DeadlineExceeded", "GitHubApi", "Limits", "api
 
 DEFAULT_API_URL = "https://api.github.com"
 RUN_SECONDS = 900.0
-_NEXT = re.compile(r'<([^>]+)>\s*;\s*rel="next"')
+MAX_LINK = 8 * 1024             # characters of Link header; GitHub's (next, last, prev, first) are < 1 KiB
+_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")       # RFC 9110 token: one character class, linear
+_DIGITS = re.compile(r"[0-9]{1,18}")      # a header's number: ASCII digits only
+_OWS = " \t\r\n"                 # \r\n: a folded header line arrives joined by http.client
 _TYPE_WORDS = {int: "an integer", float: "a number", str: "a string", bool: "a boolean", list: "a list",
                dict: "an object", type(None): "null"}
 
 
 def next_link(header: str | None) -> str | None:
-    """The ``rel="next"`` URL of a GitHub ``Link`` header."""
-    match = _NEXT.search(header or "")
-    return match.group(1) if match else None
+    """The ``rel="next"`` URL of a ``Link`` header (RFC 8288: ``<url>; rel="next"``, ``rel=next``,
+    ``rel = "next"``, ``rel="next last"``; link-values separated by commas), or None.
+
+    One pass over the header, no backtracking pattern, so the time is linear in its length; a
+    header over :data:`MAX_LINK` characters, one that does not parse, or two different next URLs
+    is an :class:`ApiError` (paging that stopped silently would read as a shorter history)."""
+    if header is None:
+        return None
+    if len(header) > MAX_LINK:
+        raise ApiError(f"the Link header is {len(header)} characters, over the {MAX_LINK}-character limit")
+    found: str | None = None
+    pos, end = 0, len(header)
+    while True:
+        while pos < end and header[pos] in _OWS + ",":
+            pos += 1
+        if pos == end:
+            return found
+        if header[pos] != "<":
+            raise _bad_link(header, pos, "expected '<'")
+        close = header.find(">", pos + 1)
+        if close < 0 or "<" in header[pos + 1:close]:
+            raise _bad_link(header, pos, "a '<' without its '>'")
+        url, pos = header[pos + 1:close].strip(), close + 1
+        rels: list[str] = []
+        while True:                                  # ; name [= token | "quoted"] ...
+            while pos < end and header[pos] in _OWS:
+                pos += 1
+            if pos == end or header[pos] == ",":
+                break
+            if header[pos] != ";":
+                raise _bad_link(header, pos, "expected ';' or ','")
+            pos += 1
+            while pos < end and header[pos] in _OWS:
+                pos += 1
+            name = _TOKEN.match(header, pos)
+            if not name:
+                raise _bad_link(header, pos, "expected a parameter name")
+            pos = name.end()
+            while pos < end and header[pos] in _OWS:
+                pos += 1
+            value = ""
+            if pos < end and header[pos] == "=":
+                pos += 1
+                while pos < end and header[pos] in _OWS:
+                    pos += 1
+                value, pos = _param_value(header, pos)
+            if name.group().lower() == "rel":
+                rels.extend(value.lower().split())
+        if "next" in rels:
+            if found is not None and found != url:
+                raise ApiError(f"the Link header has two different rel=\"next\" URLs: {found!r} and {url!r}")
+            found = url
+
+
+def _param_value(header: str, pos: int) -> tuple[str, int]:
+    """A token or a quoted string (backslash escapes) starting at ``pos``, and the position after it."""
+    if pos < len(header) and header[pos] == '"':
+        out, pos = [], pos + 1
+        while pos < len(header):
+            char = header[pos]
+            if char == '"':
+                return "".join(out), pos + 1
+            if char == "\\" and pos + 1 < len(header):
+                pos += 1
+                char = header[pos]
+            out.append(char)
+            pos += 1
+        raise _bad_link(header, pos, "a quoted string without its closing quote")
+    token = _TOKEN.match(header, pos)
+    if not token:
+        raise _bad_link(header, pos, "expected a parameter value")
+    return token.group(), token.end()
+
+
+def _bad_link(header: str, pos: int, what: str) -> ApiError:
+    return ApiError(f"the Link header cannot be read ({what} at character {pos}): {header[:80]!r}"
+                    + ("..." if len(header) > 80 else ""))
 
 
 def api_base(env: Mapping[str, str]) -> str:
@@ -109,6 +195,7 @@ class Limits:
     max_wait: float = 300.0                # the longest rate-limit wait honoured
     max_body: int = 8 * 1024 * 1024        # bytes per answer; a page of 100 runs or jobs is under 1 MiB
     max_pages: int = 100                   # per listing: 10 000 runs or jobs at per_page=100
+    max_items: int = 50_000                # runs and jobs of every listing of the run, together
 
 
 @dataclass(frozen=True)
@@ -139,6 +226,7 @@ class GitHubApi:
             raise ApiError("GITHUB_TOKEN has characters a token never has (spaces, control or non-ASCII characters)")
         self.token, self.base, self.limits, self.clocks = token, base.rstrip("/"), limits, clocks
         self._start = clocks.monotonic()
+        self.items = 0                          # listed objects read so far (``max_items``)
         self.http = OriginClient(self.base, max_body=limits.max_body, what="the API root", proxy=proxy)
 
     def url(self, path_or_url: str) -> str:
@@ -146,6 +234,11 @@ class GitHubApi:
             return self.base + path_or_url
         self.http.check(path_or_url, "a next-page link")
         return path_or_url
+
+    def check_deadline(self, what: str) -> None:
+        """Raise :class:`DeadlineExceeded` when the run's deadline has passed (``what`` names the work)."""
+        if self.clocks.monotonic() - self._start >= self.limits.run_seconds:
+            raise DeadlineExceeded(f"{what}: the run's {self.limits.run_seconds:g}-second deadline has passed")
 
     def _left(self, full: str) -> float:
         left = self.limits.run_seconds - (self.clocks.monotonic() - self._start)
@@ -167,9 +260,18 @@ class GitHubApi:
                 continue
             status, headers, body = response.status, response.headers, response.body
             if status == 200:
-                return _decode(full, body), next_link(headers.get("Link"))
+                data = _decode(full, body)
+                try:
+                    link = next_link(_link_header(headers))
+                except ApiError as exc:
+                    raise ApiError(f"GET {full}: {exc}") from None
+                self._left(full)                    # decoding a large page takes time too
+                return data, link
             message = _message(body)
-            wait = self._rate_limit_wait(status, headers, message, attempt)
+            try:
+                wait = self._rate_limit_wait(status, headers, message, attempt)
+            except ApiError as exc:
+                raise ApiError(f"GET {full}: {exc}") from None
             if wait is None and status < 500:
                 raise ApiError(f"GET {full}: HTTP {status}: {_explain(status, message)}")
             if last:
@@ -179,7 +281,8 @@ class GitHubApi:
 
     def pages(self, url: str, key: str) -> Iterator[dict[str, Any]]:
         """The objects of ``key`` on every page, fetched lazily; a next link that was already
-        read, leaves the origin, or a listing over ``max_pages`` pages is an :class:`ApiError`."""
+        read, leaves the origin, a listing over ``max_pages`` pages, or a page that takes the run
+        past ``max_items`` objects (all listings together) is an :class:`ApiError`."""
         seen: set[str] = set()
         next_url: str | None = url
         while next_url:
@@ -191,10 +294,15 @@ class GitHubApi:
             seen.add(full)
             data, next_url = self(full)
             items = field(data, key, list, where=f"GET {full}")
+            self.items += len(items)
+            if self.items > self.limits.max_items:
+                raise ApiError(f"GET {full}: more than {self.limits.max_items} runs and jobs in this run; "
+                               f"the history is too large to read")
             for i, item in enumerate(items):
                 if not isinstance(item, dict):
                     raise ApiError(f"GET {full}: entry {i} of '{key}' is {_got(item)}, expected an object")
                 yield item
+            self._left(full)        # the caller's work on the page counts against the run's deadline
 
     def _headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.token}", "Accept": "application/vnd.github+json",
@@ -215,11 +323,11 @@ class GitHubApi:
         limited = status == 429 or retry_after is not None or remaining == "0" or "rate limit" in message.lower()
         if not limited:
             return None
-        if retry_after is not None and retry_after.strip().isdigit() and len(retry_after.strip()) < 10:
-            wait = float(retry_after)
-        elif remaining == "0" and (reset := (headers.get("x-ratelimit-reset") or "").strip()).isdigit() \
-                and len(reset) < 12:
-            wait = max(0.0, float(reset) - self.clocks.wall()) + 1.0
+        reset = headers.get("x-ratelimit-reset")
+        if retry_after is not None:
+            wait = _retry_after(status, retry_after, self.clocks.wall())
+        elif remaining == "0" and reset is not None:
+            wait = max(0.0, header_number(status, "x-ratelimit-reset", reset) - self.clocks.wall()) + 1.0
         else:
             wait = 60.0 * 2 ** attempt
         if wait > self.limits.max_wait:
@@ -228,6 +336,38 @@ class GitHubApi:
             raise ApiError(f"rate limited (HTTP {status}); GitHub asks to wait {wait:.0f} s, until {resume}, "
                            f"longer than the {self.limits.max_wait:.0f} s this check waits")
         return wait
+
+
+def header_number(status: int, name: str, value: str) -> int:
+    """A header's whole number: ASCII digits only (``str.isdigit`` is true for ``²``, which no
+    number parser takes), at most 18 of them; anything else is an :class:`ApiError` naming the header."""
+    text = value.strip()
+    if not _DIGITS.fullmatch(text):
+        raise ApiError(f"HTTP {status}: the {name} header is not a whole number "
+                       f"(up to 18 ASCII digits): {text[:40]!r}")
+    return int(text)
+
+
+def _retry_after(status: int, value: str, now: float) -> float:
+    """``Retry-After``: seconds, or an HTTP date (RFC 9110); anything else is an :class:`ApiError`."""
+    text = value.strip()
+    if _DIGITS.fullmatch(text) or not text.isascii() or not text[:1].isalpha():
+        return float(header_number(status, "retry-after", text))
+    try:
+        when = email.utils.parsedate_to_datetime(text)
+        stamp = (when if when.tzinfo else when.replace(tzinfo=dt.timezone.utc)).timestamp()
+    except (TypeError, ValueError, IndexError, OverflowError):
+        raise ApiError(f"HTTP {status}: the retry-after header is neither a number of seconds nor an "
+                       f"HTTP date: {text[:40]!r}") from None
+    return max(0.0, stamp - now)
+
+
+def _link_header(headers: Mapping[str, str]) -> str | None:
+    """Every ``Link`` field of an answer as one value (several fields are one comma-separated list)."""
+    get_all = getattr(headers, "get_all", None)
+    values = get_all("Link") if get_all else [headers.get("Link")]
+    values = [v for v in values or () if v is not None]
+    return ", ".join(values) if values else None
 
 
 def _message(body: bytes) -> str:

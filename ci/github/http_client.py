@@ -16,11 +16,17 @@ promises are listed in docs/http-client.md and each has a test in registered/tes
   socket down when it passes, so a server that drips one byte every few seconds is cut off
   (a socket timeout alone restarts with every byte);
 * a byte cap on a body, read in chunks: a ``Content-Length`` over the cap or the cap + 1st byte
-  is an :class:`ApiError`, so memory is bounded whatever the server sends.
+  is an :class:`ApiError`, so one answer's memory is bounded whatever the server sends;
+* a whole answer or none: a ``Content-Length`` that is not 1 to 18 ASCII digits (or two different
+  ones) is an :class:`ApiError`; a body shorter than its ``Content-Length`` (the connection closed
+  early) is a :class:`TransportError`, like a reset or a chunked body cut short; an answer
+  ``http.client`` cannot parse (a line over 64 KiB, over 100 header lines, a bad status line) is
+  an :class:`ApiError`, not a :class:`TransportError`: the caller does not retry it.
 
 Proxy variables are ignored: a proxy is one more party on the token's path, so it is used only
-when the caller names one (``proxy="http://host:port"``, a tool's ``--proxy``), and then only as a
-``CONNECT`` tunnel: the proxy is told the origin's host and port and nothing else (no token, no
+when the caller names one (``proxy="http://host:port"``, a tool's ``--proxy``), only for an https
+origin (an http one, loopback included, is refused: the token would cross to the proxy in the clear),
+and then only as a ``CONNECT`` tunnel: the proxy is told the origin's host and port and nothing else (no token, no
 path, no credentials of its own), and TLS runs end to end through it to the origin, whose
 certificate is checked as without a proxy. The deadline and the cap hold through the tunnel; a
 proxy that refuses the tunnel is an :class:`ApiError` (not retried). Retries, rate limits and pagination
@@ -30,6 +36,7 @@ from __future__ import annotations
 
 import http.client
 import ipaddress
+import re
 import socket
 import threading
 import time
@@ -41,6 +48,7 @@ MAX_REDIRECTS = 5
 CHUNK = 64 * 1024
 REDIRECTS = frozenset({301, 302, 303, 307, 308})
 _DEFAULT_PORT = {"http": 80, "https": 443}
+_DIGITS = re.compile(r"[0-9]{1,18}")      # ASCII only: str.isdigit() is true for "²", int() is not
 
 
 class ApiError(RuntimeError):
@@ -52,7 +60,8 @@ class DeadlineExceeded(ApiError):
 
 
 class TransportError(ApiError):
-    """The connection failed or was reset before a whole answer arrived (worth one more try)."""
+    """The connection failed, was reset or closed before a whole answer arrived (worth one more
+    try): an ``OSError``, a chunked body cut short, a body shorter than its ``Content-Length``."""
 
 
 @dataclass(frozen=True)
@@ -141,6 +150,11 @@ class OriginClient:
         self.origin = origin_of(base, what)
         self.max_body = max_body
         self.proxy = proxy_of(proxy) if proxy else None
+        if self.proxy is not None and self.origin.scheme != "https":
+            # the tunnel would carry the request, token included, in the clear to the proxy, and
+            # CONNECT to a loopback host reaches the proxy's own loopback, not this machine's
+            raise ApiError(f"--proxy needs an https API URL (over http the proxy would read the token), "
+                           f"got {self.origin}")
 
     def check(self, url: str, why: str) -> None:
         """Raise unless ``url`` is on this client's origin (``why`` names where the URL came from)."""
@@ -202,9 +216,14 @@ class OriginClient:
             held.append(conn.sock)
             conn.request("GET", target, headers=dict(headers))
             answer = conn.getresponse()
-            length = answer.getheader("Content-Length")
-            if length and length.strip().isdigit() and int(length) > self.max_body:
-                raise ApiError(f"GET {url}: the answer is {int(length)} bytes, over the {self.max_body}-byte cap")
+            lengths = {value.strip() for value in answer.headers.get_all("Content-Length") or ()}
+            if len(lengths) > 1 or not all(_DIGITS.fullmatch(value) for value in lengths):
+                shown = ", ".join(sorted(repr(value[:40]) for value in lengths))
+                raise ApiError(f"GET {url}: the Content-Length header is not one whole number "
+                               f"(up to 18 ASCII digits): {shown[:200]}")
+            if lengths and int(next(iter(lengths))) > self.max_body:
+                raise ApiError(f"GET {url}: the answer is {int(next(iter(lengths)))} bytes, "
+                               f"over the {self.max_body}-byte cap")
             chunks, size = [], 0
             while True:
                 chunk = answer.read(min(CHUNK, self.max_body + 1 - size))
@@ -216,6 +235,9 @@ class OriginClient:
                 size += len(chunk)
                 if size > self.max_body:
                     raise ApiError(f"GET {url}: the answer is over the {self.max_body}-byte cap")
+            if answer.length:       # what is left of the Content-Length: the connection closed early
+                raise TransportError(f"GET {url}: the connection closed after {size} of the "
+                                     f"{size + answer.length} bytes its Content-Length announces")
             return Response(answer.status, answer.headers, b"".join(chunks), url)
         except ApiError:
             raise
@@ -229,7 +251,11 @@ class OriginClient:
                 raise ApiError(f"GET {url}: the proxy {self.proxy} refused the tunnel ({_reason(exc)})") from None
             if fired.is_set() or time.monotonic() > end:
                 raise DeadlineExceeded(f"GET {url}: timed out: no complete answer within {timeout:g} s") from None
-            raise TransportError(f"GET {url}: {type(exc).__name__}: {_reason(exc)}") from None
+            if isinstance(exc, (OSError, http.client.IncompleteRead)):  # RemoteDisconnected is an OSError
+                raise TransportError(f"GET {url}: {type(exc).__name__}: {_reason(exc)}") from None
+            # an answer arrived but http.client cannot parse it (a line over 64 KiB, over 100 header
+            # lines, a bad status line or transfer coding): the server's doing, not worth a retry
+            raise ApiError(f"GET {url}: a malformed answer ({type(exc).__name__}: {_reason(exc)})") from None
         finally:
             timer.cancel()
             conn.close()

@@ -31,7 +31,8 @@ old count M vouches for it, and a new index beyond M is vouched for by all M old
 Exit codes: 0 every job alive; 1 some job DEAD; 2 the history cannot be read or the check is
 misconfigured (a usage error, no ``GITHUB_TOKEN``, bad ``--repo`` or ``GITHUB_API_URL``, registry
 errors, HTTP errors, deadlines, resets, an answer over the size cap, a body that is not JSON, a
-field of the wrong type, a paging loop, a rate limit longer than the wait); 3 an internal error
+field of the wrong type, a paging loop, a history of more than 50,000 runs and jobs, a rate limit
+longer than the wait); 3 an internal error
 (a bug: one line, the traceback only with ``--debug``). A failure is one line on stderr (a
 registry that cannot be collected: one line per error).
 Environment: ``GITHUB_TOKEN`` (required; in a workflow ``${{ github.token }}`` with
@@ -54,6 +55,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Mapping, NoReturn
 
+from ci.log_escape import log_safe
 from ci.registry.catalog import CatalogError
 from ci.registry.collect import CollectionError
 from ci.github.http_client import proxy_of
@@ -91,7 +93,6 @@ JOB_FIELDS = (("name", (str,), True), ("status", (str,), True), ("conclusion", (
               ("runner_name", (str, _NULL), False), ("run_id", (int, _NULL), False),
               ("run_attempt", (int, _NULL), False), ("steps", (list, _NULL), False),
               ("labels", (list, _NULL), False))
-_CONTROL = re.compile(r"[\x00-\x1f\x7f\x85\u2028\u2029]")
 
 
 @dataclass(frozen=True)
@@ -238,23 +239,53 @@ class _History:
     startup_failures: list[dict[str, Any]]
 
 
+def _short(value: Any, limit: int = 100) -> Any:
+    """A string cut to ``limit`` characters (no value this module compares with is that long)."""
+    return value[:limit] + "..." if isinstance(value, str) and len(value) > limit else value
+
+
+def _slim(job: dict[str, Any]) -> dict[str, Any]:
+    """What :func:`judge` and :func:`describe` read of a job, bounded in size: the steps reduced to
+    whether one started (``has_runner``), at most 10 labels, long strings cut."""
+    slim = {key: _short(job.get(key)) for key in ("name", "status", "conclusion", "created_at", "started_at",
+                                                  "completed_at", "runner_id", "runner_name", "run_id")}
+    slim["run_attempt"] = job.get("run_attempt", 1)
+    slim["steps"] = [{"status": "in_progress"}] if has_runner({"steps": job.get("steps")}) else []
+    labels = job.get("labels") or []
+    slim["labels"] = [_short(label) for label in labels[:10]] + (["..."] if len(labels) > 10 else [])
+    return slim
+
+
 def _walk(fetch: Fetch, repo: str, exps: list[Expected], since: dt.datetime) -> _History:
-    """Runs newest first, each run's jobs (all attempts); stop once every expected shard has evidence."""
+    """Runs newest first, each run's jobs (all attempts); stop once every expected shard has evidence.
+    Kept are only the jobs :func:`judge` reads (the expected names, other shard counts of the same
+    groups, the dispatch-skipped name), slimmed: memory follows the evidence, not the pages read."""
     schedule, workflow = exps[0].schedule, exps[0].workflow
     url = runs_url(repo, workflow, since - RUN_SLACK, event="push" if schedule == "per-commit" else None)
     missing = {e.name for e in exps}
+    names = missing | {_dispatch_name(e.group) for e in exps}
+    groups_of = {e.group for e in exps}
     history = _History([], [])
     for run in iter_pages(fetch, url, "workflow_runs"):
         run = _run(run, url)
         if run.get("conclusion") == "startup_failure":
-            history.startup_failures.append(run)
+            history.startup_failures.append({"id": run["id"], "created_at": run.get("created_at")})
         for job in iter_pages(fetch, jobs_url(repo, run["id"]), "jobs"):
-            history.jobs.append(_job(job, run["id"]))
-            if job.get("name") in missing and counts(job, schedule, since):
-                missing.discard(job["name"])
+            job = _job(job, run["id"])
+            name = job["name"]
+            shard = _SHARD_NAME.fullmatch(name) if name not in names else None
+            if name in names or (shard and shard["group"] in groups_of):
+                history.jobs.append(_slim(job))
+            if name in missing and counts(job, schedule, since):
+                missing.discard(name)
         if not missing:
             break
     return history
+
+
+def _dispatch_name(group: str) -> str:
+    """The name GitHub gives a matrix job that a dispatch for another group skipped (not expanded)."""
+    return f"{group} shard ${{{{ matrix.shard }}}}"
 
 
 # ---------------------------------------------------------------- judging one shard
@@ -313,7 +344,7 @@ def judge(exp: Expected, history: _History, now: dt.datetime, since: dt.datetime
     notes = []
     if mine:
         notes.append("newest job: " + describe(_newest(mine, "created_at"), exp.labels, now))
-    dispatch_skipped = [j for j in history.jobs if j.get("name") == f"{exp.group} shard ${{{{ matrix.shard }}}}"]
+    dispatch_skipped = [j for j in history.jobs if j.get("name") == _dispatch_name(exp.group)]
     if dispatch_skipped and not mine:
         notes.append(f"{len(dispatch_skipped)} run(s) skipped the group (a dispatch for another group)")
     if history.startup_failures:
@@ -337,7 +368,9 @@ def check_liveness(registry, fetch: Fetch, repo: str, now: dt.datetime,
         window = days[exps[0].schedule]
         since = now - dt.timedelta(days=window)
         history = _walk(fetch, repo, exps, since)
-        findings.extend(judge(e, history, now, since, window, dt.timedelta(hours=max_queued_hours)) for e in exps)
+        for exp in exps:
+            fetch.check_deadline(f"judging {exp.name}")
+            findings.append(judge(exp, history, now, since, window, dt.timedelta(hours=max_queued_hours)))
     return findings
 
 
@@ -350,16 +383,21 @@ def self_check(fetch: Fetch, repo: str, now: dt.datetime, days: int = SELF_CHECK
         url = f"/repos/{repo}/actions/workflows/{workflow}"
         data, _ = fetch(url)
         state = field(data, "state", str, where=f"GET {url}")
+        state = _short(state)
         findings.append(Finding(f"{workflow} schedule", state == "active", f"state {state}" if state == "active" else
                                 f"state {state}: GitHub does not run its schedule; re-enable it "
                                 f"(gh workflow enable {workflow}, or the Actions tab)"))
     since = now - dt.timedelta(days=days)
     url = runs_url(repo, SELF_WORKFLOW, since, status="completed")
-    completed = [run for run in (_run(r, url) for r in iter_pages(fetch, url, "workflow_runs"))
-                 if run.get("conclusion") in ("success", "failure")
-                 and parse_time(run.get("updated_at") or run.get("created_at"), "updated_at") >= since]
-    if completed:
-        run = max(completed, key=lambda r: parse_time(r.get("updated_at") or r.get("created_at")))
+    run, newest = None, None          # only the newest completed run is kept, however many are listed
+    for item in iter_pages(fetch, url, "workflow_runs"):
+        item = _run(item, url)
+        if item.get("conclusion") not in ("success", "failure"):
+            continue
+        stamp = parse_time(item.get("updated_at") or item.get("created_at"), "updated_at")
+        if stamp >= since and (newest is None or stamp > newest):
+            run, newest = {key: item.get(key) for key in ("id", "updated_at", "conclusion")}, stamp
+    if run is not None:
         words = f"last completed run {run.get('id')} at {run.get('updated_at')} ({run.get('conclusion')})"
         findings.append(Finding(f"{SELF_WORKFLOW} ran", True, words, run.get("updated_at")))
     else:
@@ -431,11 +469,12 @@ EPILOG = """exit codes:
   1  some job is DEAD
   2  usage error, or the history cannot be read: no GITHUB_TOKEN, bad --repo or GITHUB_API_URL,
      registry errors, HTTP errors, a deadline, a reset, an answer over the size cap, a body that
-     is not JSON, a field of the wrong type, a paging loop, a rate limit longer than the wait
+     is not JSON, a field of the wrong type, a paging loop, a history of more than 50,000 runs
+     and jobs, a rate limit longer than the wait
   3  internal error (a bug): one line; --debug prints the traceback
 The token goes only to the origin of GITHUB_API_URL (https unless loopback); a redirect to
 another origin is refused; proxy variables are ignored unless --proxy names one, used as a
-CONNECT tunnel (docs/http-client.md)."""
+CONNECT tunnel, with an https API URL only (docs/http-client.md)."""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -454,15 +493,23 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--deadline", type=_seconds, default=RUN_SECONDS,
                         help=f"wall-clock seconds for the whole run, waits included (default {RUN_SECONDS:g})")
     parser.add_argument("--proxy", default=None, type=_proxy, metavar="http://HOST:PORT",
-                        help="reach the API through this CONNECT proxy (TLS end to end; the proxy learns the API's "
-                             "host and port only). HTTP(S)_PROXY are never read: pass one here to use it")
+                        help="reach the API (https only) through this CONNECT proxy (TLS end to end; the proxy "
+                             "learns the API's host and port only). HTTP(S)_PROXY are never read: pass one here "
+                             "to use it")
     parser.add_argument("--debug", action="store_true", help="on an internal error (exit 3), print the traceback")
     return parser
 
 
 def one_line(text: object) -> str:
-    """Text from an answer, safe to print as one line of a CI log: control characters escaped."""
-    return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), str(text))
+    """Text from an answer, safe to print as (part of) one line of a CI log: every character that is
+    not printable (line breaks and other controls, a lone surrogate such as ``\\ud800`` that no
+    encoder writes, bidi and other format characters, spaces other than U+0020) is written as its
+    ``\\x..``/``\\u..`` escape, then :func:`ci.log_escape.log_safe` encodes a ``::`` that would
+    start the line and every ``##[``, so the runner never reads a workflow command in it."""
+    text = str(text)
+    if not text.isprintable():
+        text = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+    return log_safe(text)
 
 
 def _report(findings: list[Finding]) -> int:
@@ -525,4 +572,7 @@ def main(argv: list[str] | None = None, fetch: Fetch | None = None, env: Mapping
 
 
 if __name__ == "__main__":
+    # one_line escapes what it prints; this keeps any other character an odd locale's encoding
+    # lacks from turning a report into a crash half-way (exit 3)
+    sys.stdout.reconfigure(errors="backslashreplace")
     sys.exit(main())
