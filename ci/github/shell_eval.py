@@ -93,17 +93,19 @@ class Path:
     cwd: str | None = ""            # directory relative to the step's start (None: unknown after `cd $X`)
     failing: bool = False           # the judged runner call failed on this path (see :func:`judge_call`)
     fail_ctx: str = ""              # why that failure did not end the script where it happened
+    local_names: frozenset[str] = frozenset()   # names `local` made in the function being run
 
     def copy(self) -> "Path":
         return Path(dict(self.vars), set(self.exported), dict(self.funcs), self.args, self.errexit, self.maybe,
                     self.ghost, self.ended, self.exit_code, self.status, self.tainted, self.pipefail,
-                    self.errexit_why, dict(self.aliases), self.traps, self.cwd, self.failing, self.fail_ctx)
+                    self.errexit_why, dict(self.aliases), self.traps, self.cwd, self.failing, self.fail_ctx,
+                    self.local_names)
 
     def same_state(self, other: "Path") -> bool:
         return (self.vars, self.exported, self.errexit, self.tainted, self.ghost, self.ended, set(self.funcs),
-                self.pipefail, self.aliases, self.traps, self.cwd, self.failing) == \
+                self.pipefail, self.aliases, self.traps, self.cwd, self.failing, self.local_names) == \
             (other.vars, other.exported, other.errexit, other.tainted, other.ghost, other.ended, set(other.funcs),
-             other.pipefail, other.aliases, other.traps, other.cwd, other.failing)
+             other.pipefail, other.aliases, other.traps, other.cwd, other.failing, other.local_names)
 
 
 class Evaluator:
@@ -420,6 +422,10 @@ class Evaluator:
             self.run_handler(path, handler, line)
             if path.ghost:
                 return
+            if path.ended:   # `return` in the ERR trap leaves the function: the script goes on
+                path.status = None
+                path.fail_ctx = path.fail_ctx or f"the ERR trap `{handler[:40]}` leaves the function at line {line}"
+                return
         if path.errexit is True:
             self.end(path, FAIL_CODE, f"`set -e` ends the script at line {line}", line)
             return
@@ -666,11 +672,23 @@ class Evaluator:
                     else "assumed"
                 out.append(path)
                 continue
+            for word in node.words:
+                for piece in word.pieces:
+                    if piece.kind == "proc":
+                        self.process_substitution(path, piece.text, self.outer_line or node.line)
             words: list[str] = []
             for word in node.words:
                 words += self.expand(path, word)
             out += self.command(path, node, words)
         return out
+
+    def process_substitution(self, path: Path, text: str, line: int) -> None:
+        """``<(CMD)`` / ``>(CMD)``: CMD runs in a subshell beside the command, and its status is never read."""
+        self.exempt.append(f"process substitution `{text[:2]}...)` on line {line}: its status is never read")
+        try:
+            self.scoped(path, lambda q: self.nested(q, text[2:-1], line, same_env=True))
+        finally:
+            self.exempt.pop()
 
     def command(self, path: Path, node: Simple, words: list[str]) -> list[Path]:
         line = self.outer_line or node.line
@@ -745,17 +763,26 @@ class Evaluator:
                 if eq and name:
                     path.aliases[name] = f"`alias {name}=...` on line {line}"
             path.status = True
+        elif head == "hash" and "-p" in words[1:-1]:   # `hash -p FILE NAME`: NAME runs FILE from now on
+            i = words.index("-p")
+            for name in words[i + 2:]:
+                path.aliases[name] = f"`hash -p {words[i + 1]}` on line {line}"
+            path.status = True
         elif head == "trap":
-            self.set_trap(path, words[1:])
+            self.set_trap(path, words[1:], line)
             path.status = True
         elif head == "cd":
             path.cwd = _cd(path.cwd, words[1:])
         elif head in ("pushd", "popd"):
             path.cwd = None
         elif head in ("export", "declare", "local", "readonly", "typeset"):
+            local = self.in_function and head in ("local", "declare", "typeset") and not any(
+                w.startswith("-") and "g" in w for w in words[1:])
             for w in words[1:]:
                 name, eq, value = w.partition("=")
                 if re.fullmatch(r"[A-Za-z_]\w*", name):
+                    if local:
+                        path.local_names |= {name}
                     if eq:
                         path.vars[name] = None if "$" in value else value
                     if head == "export":
@@ -793,6 +820,9 @@ class Evaluator:
                 path.failing = True
                 path.fail_ctx = self.exempt[-1] if self.exempt else (
                     "" if path.errexit is True else path.errexit_why or "errexit is off")
+                if head == "find" and _find_exec_semicolon(words):   # find's status ignores `-exec ... ;`
+                    path.status = True
+                    path.fail_ctx = path.fail_ctx or f"`find ... -exec ... ;` on line {line} ignores its status"
                 return [path]
             if inner is not None:
                 script, transparent, errexit = inner
@@ -820,6 +850,8 @@ class Evaluator:
             for ch in w[1:]:
                 if ch == "e":
                     self.set_option(path, "errexit", on, where)
+                elif ch == "n":
+                    self.set_option(path, "noexec", on, where)
                 elif ch == "o" and i + 1 < len(words):
                     i += 1
                     self.set_option(path, words[i], on, where)
@@ -831,8 +863,12 @@ class Evaluator:
             path.errexit_why = "" if on else f"{where} turns errexit off"
         elif name == "pipefail":
             path.pipefail = on
+        elif name == "noexec" and on and not path.ghost:   # bash reads the rest and runs none of it
+            how = f"{where} turns on noexec: bash runs no later command"
+            self.end(path, "0", how, 0)
+            path.ghost = how
 
-    def set_trap(self, path: Path, args: list[str]) -> None:
+    def set_trap(self, path: Path, args: list[str], line: int = 0) -> None:
         """``trap [--] HANDLER SIGNAL...`` (EXIT and ERR are kept; ``-`` resets; ``-p``/``-l`` list)."""
         if args[:1] == ["--"]:
             args = args[1:]
@@ -844,6 +880,9 @@ class Evaluator:
             handler, signals = args[0], args[1:]
         traps = dict(path.traps)
         for sig in signals:
+            if sig.upper() in ("DEBUG", "RETURN") and handler not in ("-", ""):   # runs before each command
+                self.unknown_code(path, f"`trap ... {sig}` on line {line} runs a handler the audit does not "
+                                        "follow before later commands")
             name = {"0": "EXIT", "SIGEXIT": "EXIT", "EXIT": "EXIT", "ERR": "ERR", "SIGERR": "ERR"}.get(sig.upper())
             if name is None:
                 continue
@@ -885,7 +924,9 @@ class Evaluator:
 
     def call_function(self, path: Path, func: FuncDef, args: list[str], line: int) -> list[Path]:
         saved_args, saved_flag = path.args, self.in_function
+        saved_vars, saved_locals = dict(path.vars), path.local_names
         path.args = tuple(args)
+        path.local_names = frozenset()
         self.depth += 1
         self.in_function = True
         try:
@@ -895,6 +936,12 @@ class Evaluator:
             self.in_function = saved_flag
         for p in results:
             p.args = saved_args
+            for name in p.local_names:   # `local` names go back to what they were before the call
+                if name in saved_vars:
+                    p.vars[name] = saved_vars[name]
+                else:
+                    p.vars.pop(name, None)
+            p.local_names = saved_locals
             if p.ended == "return":
                 p.ended = ""
         return results
@@ -1002,6 +1049,16 @@ def _loop_exits(paths: list[Path]) -> tuple[list[Path], list[Path]]:
         p.ended = f"{what} {n - 1}" if n > 1 else ""
         (going if what == "continue" and n == 1 else left).append(p)
     return going, left
+
+
+def _find_exec_semicolon(words: list[str]) -> bool:
+    """``find ... -exec CMD ;`` (also -execdir, -ok, -okdir): find exits 0 whatever CMD returns (only
+    ``-exec CMD {} +`` passes a failure on); an unknown word may be either."""
+    for i, w in enumerate(words):
+        if w in ("-exec", "-execdir", "-ok", "-okdir"):
+            ends = [x for x in words[i + 1:] if x in (";", "+") or _has_unknown(x)]
+            return not ends or ends[0] != "+"
+    return False
 
 
 def _exec_command(args: list[str]) -> list[str]:

@@ -20,7 +20,7 @@ RESERVED_END = frozenset({"then", "fi", "do", "done", "elif", "else", "esac", "}
 
 @dataclass(frozen=True)
 class Piece:
-    kind: str        # "lit" | "var" | "expr" | "sub"
+    kind: str        # "lit" | "var" | "expr" | "sub" | "proc" (`<(...)`, `>(...)`)
     text: str        # lit: the text; var: what is inside ${ } (or the name); expr: the body; sub: raw source
     quoted: bool
 
@@ -350,6 +350,12 @@ def tokenize(script: str) -> list[Tok]:
         elif two in ("&&", "||", ";;", ";&"):
             lx.toks.append(Tok("op", two, lx.line))
             lx.i += 2
+        elif two in ("<(", ">("):   # process substitution: a word whose command runs beside this one
+            end = _match_close(text, lx.i + 1, "(", ")")
+            src = text[lx.i:end]
+            lx.toks.append(Tok("word", "", lx.line, Word((Piece("proc", src, False),), src)))
+            lx.line += src.count("\n")
+            lx.i = end
         elif ch in "<>" or two == "&>":
             _read_redirection(lx)
         elif ch in ";&|()":
