@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ci.github.shell_syntax import ansi_c
+from ci.github.shell_syntax import ansi_c, heredoc_word
 
 OPERATORS = ("||", "&&", "|", ";", "&", "\n")
 # commands whose arguments are text, never a command to run (``echo nox -s suite ...``)
@@ -144,12 +144,12 @@ def _heredoc_stop(text: str, i: int) -> int | None:
     """The index just past the terminator line of the heredoc ``<<WORD`` at ``i`` (None: no complete heredoc)."""
     if not text.startswith("<<", i) or text.startswith("<<<", i):
         return None
-    match = re.match(r"<<-?\s*(['\"]?)([A-Za-z_]\w*)\1", text[i:])
-    if not match:
+    word = heredoc_word(text, i + (3 if text.startswith("<<-", i) else 2))
+    if not word:
         return None
     # bash ends the body only at a line that is exactly the word (leading tabs stripped for <<-)
     indent = r"\t*" if text.startswith("<<-", i) else ""
-    end = re.search(r"^" + indent + re.escape(match.group(2)) + r"$", text[i:], re.M)
+    end = re.search(r"^" + indent + re.escape(word[0]) + r"$", text[i:], re.M)
     nl = text.find("\n", i)
     if end and nl >= 0:
         return i + end.end()

@@ -24,7 +24,6 @@ MAX_STEPS = 20000     # statements evaluated per script (loops, functions, eval)
 MAX_DEPTH = 6         # nested bash -c / eval / function calls
 UNKNOWN = None
 SHELLS = ("bash", "sh", "zsh", "dash")
-C_FLAGS = re.compile(r"^-[a-z]*c[a-z]*$")
 # commands that run the rest of their words as a command in the same environment
 TRANSPARENT = frozenset({"sudo", "env", "nice", "nohup", "time", "timeout", "stdbuf", "exec", "command",
                          "xargs", "setsid", "numactl", "taskset", "ionice", "unbuffer"})
@@ -1163,11 +1162,30 @@ def _inner_script(words: list[str]) -> tuple[str, bool, bool] | None:
     """``[wrapper ...] bash -c SCRIPT``: (SCRIPT, whether it runs in this machine's environment, whether
     it runs with errexit: only with an ``e`` among the flags, as in ``bash -ec``)."""
     for i, word in enumerate(words[:-1]):
-        if word.rpartition("/")[2] in SHELLS and C_FLAGS.match(words[i + 1]) and i + 2 < len(words):
+        if word.rpartition("/")[2] not in SHELLS:
+            continue
+        # the shell's options in order (`-e -c`, `+e -c`, `-o errexit -c`, `--norc -ec`), then the script
+        j, c_flag, errexit = i + 1, False, False
+        while j < len(words) and words[j][:1] in ("-", "+") and len(words[j]) > 1:
+            w = words[j]
+            if w == "--":
+                j += 1
+                break
+            if w.startswith("--"):
+                j += 1
+                continue
+            if w[1:] == "o" and j + 1 < len(words):
+                errexit = (w[0] == "-") if words[j + 1] == "errexit" else errexit
+                j += 2
+                continue
+            c_flag = c_flag or (w[0] == "-" and "c" in w[1:])
+            errexit = (w[0] == "-") if "e" in w[1:] else errexit
+            j += 1
+        if c_flag and j < len(words):
             prefix = [w.rpartition("/")[2] for w in words[:i]]
             transparent = all(w in TRANSPARENT or w.startswith("-") or w.isdigit() or re.fullmatch(r"\d+[smh]?", w)
                               or "=" in w for w in prefix)
-            return words[i + 2], transparent, "e" in words[i + 1]
+            return words[j], transparent, errexit
     return None
 
 

@@ -277,16 +277,51 @@ def _skip_heredocs(lx: Lexer) -> None:
     lx.heredocs.clear()
 
 
+def heredoc_word(text: str, i: int) -> tuple[str, int] | None:
+    """The delimiter of a heredoc whose word starts at ``i`` (blanks before it skipped) and the index after
+    the word: bash removes its quotes and backslashes, whatever part of it they cover (``E"O"F``, ``'E'OF``
+    and ``\\EOF`` all end at a line ``EOF``). None: no word there."""
+    n = len(text)
+    while i < n and text[i] in " \t":
+        i += 1
+    out: list[str] = []
+    start = i
+    while i < n and text[i] not in " \t\n;&|<>()":
+        ch = text[i]
+        if ch == "'":
+            close = text.find("'", i + 1)
+            close = n if close < 0 else close
+            out.append(text[i + 1:close])
+            i = close + 1
+        elif ch == '"':
+            j = i + 1
+            while j < n and text[j] != '"':
+                if text[j] == "\\" and j + 1 < n and text[j + 1] in '"\\$`':
+                    j += 1
+                out.append(text[j])
+                j += 1
+            i = j + 1
+        elif ch == "\\" and i + 1 < n:
+            out.append(text[i + 1])
+            i += 2
+        else:
+            out.append(ch)
+            i += 1
+    if i == start:
+        return None
+    return "".join(out), min(i, n)
+
+
 def _read_redirection(lx: Lexer) -> None:
     text = lx.text
     m = re.compile(r"&>>?|<<<|<<-?|>>|>&|<&|>\||<>|>|<").match(text, lx.i)
     op = m.group(0)
     lx.i = m.end()
     if op in ("<<", "<<-"):
-        hd = re.compile(r"[ \t]*(['\"]?)([^\s'\";&|<>()]+)\1").match(text, lx.i)
+        hd = heredoc_word(text, lx.i)
         if hd:
-            lx.heredocs.append((hd.group(2), op == "<<-"))
-            lx.i = hd.end()
+            lx.heredocs.append((hd[0], op == "<<-"))
+            lx.i = hd[1]
         return
     if op in (">&", "<&"):
         fd = re.compile(r"[ \t]*(\d+-?|-)").match(text, lx.i)
