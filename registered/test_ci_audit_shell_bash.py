@@ -201,6 +201,17 @@ CASES: dict[str, tuple[str, dict, dict, str]] = {
     "split-exit0": (f"ex''it 0\n{R}\n", {}, {}, "dormant"),
     "command-exit0": (f"command exit 0\n{R}\n", {}, {}, "dormant"),
     "shell-bash-n": (f"{R}\n", {"shell": "bash -n {0}"}, {}, "masked"),
+    "find-exec-sh-c": (f"find . -maxdepth 0 -exec sh -c '{R}' \\;\n", {}, {}, "masked"),
+    "find-exec-bash-ec": (f"find . -maxdepth 0 -exec bash -ec '{R}' \\;\n", {}, {}, "masked"),
+    "find-exec-sh-c-plus": (f"find . -maxdepth 0 -exec sh -c '{R}' sh {{}} +\n", {}, {}, "run"),
+    "source-return": (f". ci/env.sh\n{R}\n", {}, {"ci/env.sh": "return 0\nexit 0\n"}, "run"),   # a false red before
+    "xargs-sh-c": (f"echo r1 | xargs -I{{}} sh -c '{R}'\n", {}, {}, "run"),
+    "or-subshell-exit1": (f"{R} || (echo failed; exit 1)\n", {}, {}, "masked"),
+    "parallel-bg-wait-all": (f"{R} &\n{R} &\nwait\n", {}, {}, "masked"),
+    "eval-in-if": (f"if eval '{R}'; then echo ok; fi\n", {}, {}, "masked"),
+    "while-read-heredoc": (f"while read s; do\n  {R}\ndone <<EOF\nr1\nEOF\n", {}, {}, "maybe"),
+    "while-read-pipe": (f"echo r1 | while read s; do\n  {R}\ndone\n", {}, {}, "masked"),
+    "for-in-file": (f"for s in $(cat list); do {R}; done\n", {}, {"list": "r1\n"}, "maybe"),
     "find-exec-plus": (f"find . -maxdepth 0 -exec {R} {{}} +\n", {}, {}, "run"),   # `+` passes the failure on
 }
 

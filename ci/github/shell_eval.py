@@ -123,6 +123,7 @@ class Evaluator:
         self.outer_line = 0   # inside bash -c / eval: the outer command's line
         self.whys: dict[int, str] = {}
         self.in_function = False
+        self.in_source = False   # reading a sourced file (not in a function it defines)
         self.in_condition = 0   # inside an if/while condition: set -e does not apply
         self.max_paths = MAX_PATHS
 
@@ -698,7 +699,7 @@ class Evaluator:
         if head in ("builtin", "command") and len(words) > 1 and not words[1].startswith("-"):
             return self.command(path, node, words[1:])   # `builtin echo ...` is `echo ...`
         prior, path.status = path.status, "assumed"   # `$?` in a function body, `exit` alone: the status before
-        if head == "return" and self.in_function:
+        if head == "return" and (self.in_function or self.in_source):
             path.ended = "return"
             return [path]
         if head in ("exit", "return"):
@@ -835,6 +836,9 @@ class Evaluator:
                 if path.failing:
                     statuses = {_result_status(r) for r in results}
                     path.status = statuses.pop() if len(statuses) == 1 else None
+                    if head == "find" and _find_exec_semicolon(words):   # find ignores `-exec ... ;`'s status
+                        path.status = True
+                        path.fail_ctx = path.fail_ctx or f"`find ... -exec ... ;` on line {line} ignores its status"
         return [path]
 
     def set_options(self, path: Path, words: list[str], line: int) -> None:
@@ -916,14 +920,21 @@ class Evaluator:
         saved_args = path.args
         if len(words) > 2:
             path.args = tuple(words[2:])
-        results = self.nested(path, text, line, same_env=True)
+        saved_flag, self.in_source = self.in_source, True   # `return` at its top level ends only the file
+        try:
+            results = self.nested(path, text, line, same_env=True)
+        finally:
+            self.in_source = saved_flag
         for p in results:
             p.args = saved_args
+            if p.ended == "return":
+                p.ended = ""
         return results
 
     def call_function(self, path: Path, func: FuncDef, args: list[str], line: int) -> list[Path]:
-        saved_args, saved_flag = path.args, self.in_function
+        saved_args, saved_flag, saved_source = path.args, self.in_function, self.in_source
         saved_vars, saved_locals = dict(path.vars), path.local_names
+        self.in_source = False
         path.args = tuple(args)
         path.local_names = frozenset()
         self.depth += 1
@@ -932,7 +943,7 @@ class Evaluator:
             results = self.run_list(func.body, [path])
         finally:
             self.depth -= 1
-            self.in_function = saved_flag
+            self.in_function, self.in_source = saved_flag, saved_source
         for p in results:
             p.args = saved_args
             for name in p.local_names:   # `local` names go back to what they were before the call
