@@ -212,6 +212,22 @@ CASES: dict[str, tuple[str, dict, dict, str]] = {
     "while-read-heredoc": (f"while read s; do\n  {R}\ndone <<EOF\nr1\nEOF\n", {}, {}, "maybe"),
     "while-read-pipe": (f"echo r1 | while read s; do\n  {R}\ndone\n", {}, {}, "masked"),
     "for-in-file": (f"for s in $(cat list); do {R}; done\n", {}, {"list": "r1\n"}, "maybe"),
+    "kill-self-trap": (f"trap 'exit 0' TERM\nkill $$\n{R}\n", {}, {}, "maybe"),
+    "kill-self-trap-num": (f"trap 'exit 0' 15\nkill -TERM $$\n{R}\n", {}, {}, "maybe"),
+    "set-subst-plus-e": (f"set $(echo +e)\n{R}\necho done\n", {}, {}, "masked"),
+    "func-unset-f": (f"python3() {{ :; }}\nunset -f python3\n{R}\n", {}, {}, "run"),   # a false red before
+    "set-var-plus-e": (f"OPTS=+e\nset $OPTS\n{R}\necho done\n", {}, {}, "masked"),
+    "shopt-u-o-sep": (f"shopt -u -o errexit\n{R}\necho done\n", {}, {}, "masked"),
+    "source-procsub": (f". <(echo exit 0)\n{R}\n", {}, {}, "maybe"),
+    "cmd-var-set": (f"s=set\n$s +e\n{R}\necho done\n", {}, {}, "masked"),
+    "exec-env-true": (f"exec env true\n{R}\n", {}, {}, "dormant"),
+    "exit-in-brace-pipe": (f"{{ exit 0; }} | cat\n{R}\n", {}, {}, "run"),
+    "case-exit-glob": (f"case $GITHUB_EVENT_NAME in\n  *) exit 0 ;;\nesac\n{R}\n", {}, {}, "maybe"),
+    "test-unknown-exit": (f"[ -d /nonexistent ] || exit 0\n{R}\n", {}, {}, "maybe"),
+    "for-empty-var": (f"for s in $EMPTY; do {R}; done\n", {}, {}, "dormant"),
+    "func-redefined": (f"run() {{ {R}; }}\nrun() {{ :; }}\nrun\n", {}, {}, "dormant"),
+    "func-defined-in-func": (f"setup() {{ python3() {{ :; }}; }}\nsetup\n{R}\n", {}, {}, "dormant"),
+    "func-defined-source": (f". ci/env.sh\n{R}\n", {}, {"ci/env.sh": "python3() { :; }\n"}, "dormant"),
     "find-exec-plus": (f"find . -maxdepth 0 -exec {R} {{}} +\n", {}, {}, "run"),   # `+` passes the failure on
 }
 

@@ -791,10 +791,19 @@ class Evaluator:
                 self.assign(path, name, value, append)
             path.status = True
         elif head == "unset":
+            flags = "".join(w[1:] for w in words[1:] if w.startswith("-"))
             for w in words[1:]:
                 if not w.startswith("-"):
-                    path.vars[w] = ""
+                    # bash: -f a function; -v a variable; neither: the variable, else a function of that name
+                    if "f" in flags or ("v" not in flags and w not in path.vars and w in path.funcs):
+                        path.funcs.pop(w, None)
+                    else:
+                        path.vars[w] = ""
             path.status = True
+        elif head == "kill" and any(w in ("0", "-0") or re.search(r"\$\{?(\$|BASHPID)\b|\$\{?\$\}", w)
+                                    for w in words[1:]):
+            # the script signals itself (or its group): a trap on that signal may exit, with any code
+            self.unknown_code(path, f"`{' '.join(words[:3])}` on line {line} signals the script itself")
         elif head in READERS:
             for w in words[1:]:
                 if re.fullmatch(r"[A-Za-z_]\w*", w):
@@ -847,6 +856,9 @@ class Evaluator:
         i = 1
         while i < len(words):
             w = words[i]
+            if _has_unknown(w):   # `set $(...)`, `set $OPTS`: options (even -n) known only at run time
+                self.unknown_code(path, f"{where} sets options known only at run time")
+                break
             if w in ("--", "-") or w[:1] not in ("-", "+") or len(w) < 2:
                 break
             on = w[0] == "-"
