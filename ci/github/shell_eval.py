@@ -344,7 +344,21 @@ class Evaluator:
             status = None
         path.status = status
         self.carry_failure(path, results, status)
+        self.child_exit_trap(path, results)
         return path
+
+    def child_exit_trap(self, path: Path, results: list[Path]) -> None:
+        """A subshell or child shell that set its own EXIT trap: its handler runs when it ends and may
+        replace the failing status with its own `exit` code (not followed: the status is unknown)."""
+        if not path.failing:
+            return
+        for r in results:
+            handler = dict(r.traps).get("EXIT")
+            if handler is not None and (re.search(r"\bexit\b", handler) or handler.split()[:1] and
+                                        handler.split()[0] in r.funcs):
+                path.status = None
+                path.fail_ctx = path.fail_ctx or f"the EXIT trap `{handler[:40]}` of a subshell may set its status"
+                return
 
     def carry_failure(self, path: Path, results: list[Path], status: object) -> None:
         """A subshell or child shell whose judged runner call failed: the failure reaches ``path`` only
@@ -845,6 +859,7 @@ class Evaluator:
                 if path.failing:
                     statuses = {_result_status(r) for r in results}
                     path.status = statuses.pop() if len(statuses) == 1 else None
+                    self.child_exit_trap(path, results)
                     if head == "find" and _find_exec_semicolon(words):   # find ignores `-exec ... ;`'s status
                         path.status = True
                         path.fail_ctx = path.fail_ctx or f"`find ... -exec ... ;` on line {line} ignores its status"
