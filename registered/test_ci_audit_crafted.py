@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from ci.audit import cli as audit_cli
+from ci.audit.foreign import run_foreign_audit
 from ci.registration import register
 from ci.safe_files import MAX_SOURCE_BYTES, UnreadableFile, UnsafeOutput, write_atomic
 from registered.fixture_repo import REAL_ROOT, FixtureRepo
@@ -285,6 +286,17 @@ def test_crafted_sglang_literals_are_unreadable_registrations_not_exit_3(tmp_pat
         lines = [line for line in captured.out.splitlines()
                  if "[unreadable-registration]" in line and f"test/registered/{name}:" in line]
         assert len(lines) == 1, (name, captured.out[-3000:])
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=2)
+def test_registered_files_whose_names_hold_a_colon_keep_keys_of_their_own(tmp_path):
+    """An unreadable registration is keyed by its file (a baseline matches on that key). Two files whose names
+    share the text before a ":" (``test_a:x.py``, ``test_a:y.py``) must not share a key, or a baselined problem of
+    one would hide a new problem of the other."""
+    bad = 'register_cuda_ci(est_time=1, suite="stage-a", disabled={[]: 1})\n'
+    root = sglang_tree(tmp_path, {"test_a:x.py": bad, "test_a:y.py": bad, "test_b.py": bad})
+    keys = sorted(f.suite for f in run_foreign_audit(root).findings if f.rule == "unreadable-registration")
+    assert keys == ["test/registered/test_a:x.py", "test/registered/test_a:y.py", "test/registered/test_b.py"], keys
 
 
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=4)

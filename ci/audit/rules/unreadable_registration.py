@@ -16,7 +16,19 @@ RULE = Rule(
 )
 
 
+def problem_file(problem: str, files: set[str]) -> str:
+    """The registered file a ``file:line: ...`` problem is about: the longest prefix before a ":" that is a
+    file the collection read (a file name may hold ":" itself), else the text before the first ":"."""
+    best, at = "", problem.find(":")
+    while at >= 0:
+        if problem[:at] in files:
+            best = problem[:at]
+        at = problem.find(":", at + 1)
+    return best or problem.split(":", 1)[0]
+
+
 def foreign(report) -> None:
     """``report``: ``ci.audit.foreign.ForeignReport``."""
+    files = set(report.suites.files)
     for problem in report.suites.problems:   # "file:line: ...": keyed by the registered file
-        report.add(RULE.id, problem, suite=problem.split(":", 1)[0])
+        report.add(RULE.id, problem, suite=problem_file(problem, files))
