@@ -102,7 +102,7 @@ CASES: dict[str, tuple[str, dict, dict, str]] = {
     "github-env-quoted-hash-line": (f"{R}\n", {"before": 'echo "BASH_ENV=ci/env.sh\n# end" >> "$GITHUB_ENV"\n'}, {},
                                     "masked"),
     "github-env-unnamed": (f"{R}\n", {"before": 'echo "$LINE" >> "$GITHUB_ENV"\n'}, {}, "masked"),  # a warning
-    # round 2: false greens (the audit said run, bash stayed green), now fixed
+    # more false greens the audit once gave (it said run, bash stayed green)
     "procsub-cat": (f"cat <({R})\n", {}, {}, "masked"),
     "find-exec": (f"find . -maxdepth 0 -exec {R} \\;\n", {}, {}, "masked"),
     "trap-debug-exit0": (f"trap 'exit 0' DEBUG\n{R}\n", {}, {}, "maybe"),
@@ -115,12 +115,12 @@ CASES: dict[str, tuple[str, dict, dict, str]] = {
     "heredoc-quoted-part": (f"cat <<'E'OF\nE\n{R}\nEOF\n", {}, {}, "dormant"),
     # control: PATH changes are not followed (a python3 that always passes put first on PATH: docs' limits)
     "path-fake-python3-control": (f"export PATH=$HOME/.local/bin:$PATH\n{R}\n", {}, {}, "run"),
-    # round 2: checked against bash, no false green (a false red before: the audit said never)
+    # checked against bash, no false green (a false red once: the audit said never)
     "heredoc-backslash": (f"cat <<\\EOF\nhi\nEOF\n{R}\n", {}, {}, "run"),
     "bash-e-c-split": (f"bash -e -c '{R}; echo done'\n", {}, {}, "run"),
     "bash-o-errexit-c": (f"bash -o errexit -c '{R}; echo done'\n", {}, {}, "run"),
     "bash-c-plus-e-opt": (f"bash +e -c '{R}; echo done'\n", {}, {}, "masked"),
-    # round 2: more checked against bash
+    # more shapes checked against bash
     "comment-backslash": (f"# note \\\nexit 0\n{R}\n", {}, {}, "dormant"),
     "heredoc-two": (f"cat <<A <<B\nA\nB\n{R}\n", {}, {}, "run"),
     "trap-exit-00": (f"trap 'exit 00' EXIT\n{R}\n", {}, {}, "masked"),
@@ -142,7 +142,7 @@ CASES: dict[str, tuple[str, dict, dict, str]] = {
     "trap-exit-sig-list": (f"trap 'exit 0' INT TERM EXIT\n{R}\n", {}, {}, "masked"),
     "nested-bash-c-set-plus-e": (f"bash -ec 'set +e; {R}; echo done'\n", {}, {}, "masked"),
     "sh-c-e": (f"sh -ec '{R}; echo done'\n", {}, {}, "run"),
-    # round 2: checked against bash, no false green
+    # checked against bash, no false green
     "func-if-cond": (f"f() {{\n  {R}\n  echo after\n}}\nif f; then echo ok; fi\n", {}, {}, "masked"),
     "func-or-true": (f"f() {{\n  {R}\n  echo after\n}}\nf || true\n", {}, {}, "masked"),
     "func-and-echo": (f"f() {{\n  {R}\n  echo after\n}}\nf && echo ok\n", {}, {}, "masked"),
