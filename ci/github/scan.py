@@ -16,7 +16,7 @@ Imports nothing from ``impl/`` or test code.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -27,7 +27,7 @@ from ci.adapters.base import UNRESOLVED
 from ci.github.fork_safety import fork_findings
 from ci.safe_files import UnreadableFile, is_inside, read_inside
 from ci.safe_yaml import YamlTooLarge, mapping, sequence, short
-from ci.github.shell_eval import Reading, ShellEnv, read_runs, substitute
+from ci.github.shell_eval import Reading, ShellEnv, StepBudget, read_runs, substitute
 from ci.github.shell import StepShell, not_a_run, split_commands, step_shell
 from ci.github.shell_syntax import MAX_SCRIPT
 from ci.github.option_values import Resolver
@@ -43,6 +43,12 @@ MAX_WORKFLOW_BYTES = 1024 * 1024   # no hand-written workflow comes near 1 MiB; 
 # characters of run: scripts read again for another matrix row or env, per scan (the first read of each
 # script is not counted): rows x script size past this reads the script once with row values unknown
 MAX_REREAD_CHARS = 2 * MAX_SCRIPT   # 512 KiB
+# statements evaluated over every reading of one scan (each reading also stops at MAX_READ_STEPS): past
+# it a script is read as written, every command a maybe (this project's own workflows take under 100)
+MAX_SCAN_STEPS = 500_000
+# distinct runner calls (line, words) one reading of a script may make: each is resolved again for every
+# matrix row. A loop can unroll into thousands; past this the script is an unreadable-input finding.
+MAX_RUNNER_CALLS = 256
 
 
 @dataclass(frozen=True)
@@ -135,6 +141,7 @@ class WorkflowScan:
     input_findings: list[tuple[str, str, str, int]] = field(default_factory=list)
     readings: dict[tuple[str, ShellEnv], Reading] = field(default_factory=dict)   # memo: script read per row
     reread_chars: int = 0   # characters of scripts read again for another row/env (bounded: MAX_REREAD_CHARS)
+    steps: StepBudget = field(default_factory=lambda: StepBudget(MAX_SCAN_STEPS))   # shared by every reading
     read_templates: set[str] = field(default_factory=set)   # run: texts read once already
     env_writers: dict[str, bool] = field(default_factory=dict)   # memo: a step of the workflow writes $GITHUB_ENV
 
@@ -472,10 +479,14 @@ def _reading(cx: ScanContext, step: dict[str, Any], resolver: Resolver, opened: 
     scan = cx.scan
     adapter = cx.adapter
 
-    def read(script_and_env: tuple[str, ShellEnv]):
-        return read_runs(*script_and_env,
-                         runner=lambda words: not not_a_run(words) and adapter.find_call(words) is not None,
-                         source=_source_reader(cx.root))
+    def is_call(words: tuple[str, ...]) -> bool:
+        return not not_a_run(words) and adapter.find_call(words) is not None
+
+    def read(script_and_env: tuple[str, ShellEnv]) -> Reading:
+        """The reading, keeping only the runner calls (at most MAX_RUNNER_CALLS; ``calls_cut`` counts the rest)."""
+        got = read_runs(*script_and_env, runner=is_call, source=_source_reader(cx.root), budget=scan.steps)
+        calls = tuple(run for run in got.runs if is_call(run.words))
+        return replace(got, runs=calls[:MAX_RUNNER_CALLS], calls_cut=max(0, len(calls) - MAX_RUNNER_CALLS))
 
     if key not in scan.readings:
         first = template not in scan.read_templates
@@ -514,6 +525,7 @@ def _step_targets(cx: ScanContext, step: dict[str, Any], events: StepEvents, whe
     evaluated: dict[tuple[str, bool], None] = {}   # what can swallow a call's failure (why, proven)
     call_lines: dict[tuple[int, str], RunnerCall] = {}
     unresolved: dict[str, UnresolvedStep] = {}
+    cut: set[str] = set()
     acts = cx.acts or [Activation("none", ())]
     for index, act in enumerate(acts):
         status = events.status[index] if index < len(events.status) else None
@@ -525,9 +537,13 @@ def _step_targets(cx: ScanContext, step: dict[str, Any], events: StepEvents, whe
             reading = _reading(cx, step, resolver, opened)
             runners = _row_runners(cx, resolver)
             per_target: dict[Target, list] = {}
-            for run in reading.runs:
-                if not_a_run(run.words):   # echo/printf/grep ...: the runner named in text is not a run
-                    continue
+            if reading.calls_cut and where not in cut:
+                cut.add(where)
+                cx.scan.input_findings.append((
+                    "unreadable-input", f"{where}: its run: script makes more than {MAX_RUNNER_CALLS} distinct "
+                    f"runner calls ({reading.calls_cut} more were not followed): what they run is not seen "
+                    "(loop over the suites in a file the step calls)", cx.rel, line))
+            for run in reading.runs:   # runner calls only (_reading): echo/printf/grep naming it are not runs
                 call = cx.adapter.find_call(run.words)
                 if call is None:
                     continue

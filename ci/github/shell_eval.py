@@ -20,7 +20,11 @@ from ci.github.shell import split_commands
 from ci.github.shell_syntax import AndOr, Case, FuncDef, Group, If, Loop, Piece, Simple, Word, parse
 
 MAX_PATHS = 32        # live paths through one script; past it, unknown branches merge (variables -> unknown)
-MAX_STEPS = 20000     # statements evaluated per script (loops, functions, eval)
+MAX_STEPS = 20000     # statements per reading past which paths merge into one and loops are not unrolled
+MAX_READ_STEPS = 100_000   # statements per reading past which it stops: every command of the script a maybe
+MAX_VALUE_CHARS = 65536    # a variable's value or an expanded word; a longer one is unknown
+MAX_NESTED_CHARS = 1 << 20   # text parsed again per reading (eval, bash -c, source), past which it stops
+NESTED_CHARS_A_STEP = 64     # what that text costs against the shared StepBudget
 MAX_DEPTH = 6         # nested bash -c / eval / function calls
 UNKNOWN = None
 SHELLS = ("bash", "sh", "zsh", "dash")
@@ -33,6 +37,17 @@ READERS = frozenset({"read", "mapfile", "readarray", "getopts"})
 Decision = tuple[int, bool]   # (id of a condition known only at run time, the side this path took)
 FAILED = "failed"             # status: the judged runner call failed (its exit code is FAIL_CODE)
 FAIL_CODE = "<runner-status>"   # the judged runner's non-zero exit code, as `$?` / `exit $rc` carry it
+
+
+class StepBudget:
+    """Statements left to every reading of one audit (shared: scripts x matrix rows x judged calls)."""
+
+    def __init__(self, steps: int):
+        self.left = steps
+
+
+class _OutOfSteps(Exception):
+    """A reading stopped at a step budget; the message says which."""
 
 
 @dataclass(frozen=True)
@@ -109,8 +124,9 @@ class Path:
 
 class Evaluator:
     def __init__(self, env: ShellEnv, fails: Callable[[int, tuple[str, ...]], bool] | None = None,
-                 source: Callable[[str], str | None] | None = None):
+                 source: Callable[[str], str | None] | None = None, budget: StepBudget | None = None):
         self.env = env
+        self.budget = budget          # shared by every reading of one audit (None: only MAX_READ_STEPS)
         self.fails = fails            # judging one runner call: (line, words) -> it is that call (it fails)
         self.source = source          # reads a sourced file of the tree (None: not read)
         self.exempt: list[str] = []   # why `set -e` does not apply here (left of &&/||, a condition, `!`)
@@ -119,6 +135,7 @@ class Evaluator:
         self.outcomes: list[tuple[str, str]] = []   # judging: ("loud" | "masked" | "unknown", why) per path
         self.runs: list[Run] = []
         self.steps = 0
+        self.nested_chars = 0   # text read again (eval, bash -c, source): bounded by MAX_NESTED_CHARS
         self.depth = 0
         self.outer_line = 0   # inside bash -c / eval: the outer command's line
         self.whys: dict[int, str] = {}
@@ -219,8 +236,12 @@ class Evaluator:
         """The words ``word`` expands to (unquoted values split on blanks; unknown parts keep their source)."""
         fields: list[list[str]] = [[]]
         started = False
+        size = 0
         for piece in word.pieces:
             value = self.piece_value(path, piece)
+            size += len(value) + sum(map(len, value)) if isinstance(value, list) else len(value or "")
+            if size > MAX_VALUE_CHARS:   # past the cap a value is unknown: its source text stands for it
+                value = UNKNOWN
             if isinstance(value, list):
                 if piece.quoted:
                     if not value:
@@ -262,11 +283,15 @@ class Evaluator:
     def scalar(self, path: Path, word: Word) -> str | None:
         """A word's value as one string (None when any part is unknown)."""
         out = []
+        size = 0
         for piece in word.pieces:
             value = self.piece_value(path, piece)
             if value is None:
                 return None
             out.append(" ".join(value) if isinstance(value, list) else value)
+            size += len(out[-1])
+            if size > MAX_VALUE_CHARS:
+                return None
         return "".join(out)
 
     # ---- statements ----
@@ -298,8 +323,17 @@ class Evaluator:
             live = [merged]
         return live + ghosts[:1]
 
+    def spend(self, steps: int) -> None:
+        if self.budget is not None:
+            self.budget.left -= steps
+            if self.budget.left < 0:
+                raise _OutOfSteps("the audit's budget of steps for reading scripts is spent")
+
     def run_node(self, node, paths: list[Path], tail: bool = False) -> list[Path]:
         self.steps += 1
+        if self.steps > MAX_READ_STEPS:
+            raise _OutOfSteps("the script takes more steps than the reader follows")
+        self.spend(1)
         if self.steps > MAX_STEPS and self.max_paths > 1:   # past the budget: one path, every run a maybe
             self.max_paths = 1
             did = self.decision("the script is longer than the reader follows")
@@ -563,7 +597,7 @@ class Evaluator:
                         items = None
                         break
                     items += self.expand(path, word)
-                if items is not None and len(items) <= 16:
+                if items is not None and len(items) <= 16 and self.max_paths > 1:   # unrolled within MAX_STEPS
                     current, left = [path], []
                     for item in items:
                         for p in current:
@@ -574,7 +608,9 @@ class Evaluator:
                             break
                     out += current + left
                     continue
-                why = f"`for {node.var} in ...` on line {node.line} loops over a list known only at run time"
+                why = f"`for {node.var} in ...` on line {node.line} loops over a list known only at run time" \
+                    if items is None or len(items) > 16 else \
+                    f"`for {node.var} in ...` on line {node.line} is past the steps the reader unrolls"
             else:
                 why = f"the `{node.kind}` loop on line {node.line} runs a number of times known only at run time"
                 path = self.condition(node.cond, path, node.kind, node.line)[0]
@@ -667,13 +703,14 @@ class Evaluator:
             if old is None:
                 path.vars[name] = UNKNOWN
                 return
-            path.vars[name] = (old if isinstance(old, tuple) else (old,)) + tuple(items)
+            got = (old if isinstance(old, tuple) else (old,)) + tuple(items)
+            path.vars[name] = got if len(got) + sum(map(len, got)) <= MAX_VALUE_CHARS else UNKNOWN
             return
         text = self.scalar(path, value)
         if append and text is not None:
             old = self.var(path, name)
             text = None if old is None else (old if isinstance(old, str) else " ".join(old)) + text
-        path.vars[name] = text
+        path.vars[name] = text if text is None or len(text) <= MAX_VALUE_CHARS else UNKNOWN
 
     def run_simple(self, node: Simple, paths: list[Path]) -> list[Path]:
         out = []
@@ -991,6 +1028,10 @@ class Evaluator:
                 return [path]
             self.unknown_code(path, f"line {line} nests deeper than the reader follows")
             return [path]
+        self.nested_chars += len(script)
+        if self.nested_chars > MAX_NESTED_CHARS:
+            raise _OutOfSteps("the script has the reader parse more text again than it follows")
+        self.spend(len(script) // NESTED_CHARS_A_STEP)
         inner = path
         if subshell:
             inner.vars = {k: v for k, v in path.vars.items() if k in path.exported}
@@ -1233,6 +1274,7 @@ class Reading:
     whys: dict[int, str]   # decision id -> the construct it hangs on
     # per runner call (line, words): what can swallow its failure, as (why, proven); empty: nothing
     masks: dict[tuple[int, tuple[str, ...]], tuple[tuple[str, bool], ...]] = field(default_factory=dict)
+    calls_cut: int = 0   # runner calls left out of ``runs`` by the caller's cap (ci/github/scan.py)
 
     def state(self, runs: list[Run]) -> tuple[str, str]:
         """("run" | "maybe" | "never", why) of a command reached as each of ``runs`` (e.g. every run of
@@ -1276,39 +1318,50 @@ def _start(env: ShellEnv) -> Path:
 
 
 def read_runs(script: str, env: ShellEnv = ShellEnv(), *, runner: Callable[[tuple[str, ...]], bool] | None = None,
-              source: Callable[[str], str | None] | None = None) -> Reading:
+              source: Callable[[str], str | None] | None = None, budget: StepBudget | None = None) -> Reading:
     """Every simple command of ``script`` (its ``${{ }}`` already substituted) and where it is reached;
     with ``runner`` (which words start the runner), what can swallow each runner call's failure
-    (:attr:`Reading.masks`). ``source`` reads a file of the tree for ``source FILE`` (None: not read)."""
-    ev = Evaluator(env, source=source)
+    (:attr:`Reading.masks`). ``source`` reads a file of the tree for ``source FILE`` (None: not read).
+    Bounded: MAX_READ_STEPS statements a reading, ``budget`` for all of them; past either, :func:`_unread`."""
+    ev = Evaluator(env, source=source, budget=budget)
     try:
         ev.run_list(parse(script), [_start(env)], tail=True)
     except RecursionError:   # nesting deeper than Python's stack: every command is a maybe
-        why = "the script nests deeper than the reader follows"
-        runs = tuple(Run(c.words, c.line, frozenset({(0, True)})) for c in split_commands(script) if c.words)
-        masks = {(r.line, r.words): ((why, False),) for r in runs if runner is not None and runner(r.words)}
-        return Reading(runs, {0: why}, masks)
+        return _unread(script, runner, "the script nests deeper than the reader follows")
+    except _OutOfSteps as stop:
+        return _unread(script, runner, str(stop))
     masks: dict[tuple[int, tuple[str, ...]], tuple[tuple[str, bool], ...]] = {}
     if runner is not None:
         calls = list(dict.fromkeys((r.line, r.words) for r in ev.runs if not r.never and runner(r.words)))
         for n, call in enumerate(calls):
-            masks[call] = judge_call(script, env, call, source) if n < MAX_JUDGED else (
+            masks[call] = judge_call(script, env, call, source, budget) if n < MAX_JUDGED else (
                 ("more runner calls in one script than the audit judges", False),)
-    return Reading(tuple(ev.runs), ev.whys, masks)
+    return Reading(tuple(dict.fromkeys(ev.runs)), ev.whys, masks)   # a loop reaches the same run many times
+
+
+def _unread(script: str, runner: Callable[[tuple[str, ...]], bool] | None, why: str) -> Reading:
+    """A script the reader gave up on: each command as written, a maybe hanging on ``why``, and each runner
+    call's failure maybe swallowed (unproven): never a run, never a "never"."""
+    runs = tuple(Run(c.words, c.line, frozenset({(0, True)})) for c in split_commands(script) if c.words)
+    masks = {(r.line, r.words): ((why, False),) for r in runs if runner is not None and runner(r.words)}
+    return Reading(runs, {0: why}, masks)
 
 
 MAX_JUDGED = 16   # runner calls of one script whose failure is followed to the end of the script
 
 
 def judge_call(script: str, env: ShellEnv, call: tuple[int, tuple[str, ...]],
-               source: Callable[[str], str | None] | None = None) -> tuple[tuple[str, bool], ...]:
+               source: Callable[[str], str | None] | None = None,
+               budget: StepBudget | None = None) -> tuple[tuple[str, bool], ...]:
     """Read ``script`` again with the runner call ``call`` (line, words) failing: every path on which the
     failure does not make the step fail, as (why, proven). Empty: it always fails the step."""
-    ev = Evaluator(env, fails=lambda line, words: (line, words) == call, source=source)
+    ev = Evaluator(env, fails=lambda line, words: (line, words) == call, source=source, budget=budget)
     try:
         paths = ev.run_list(parse(script), [_start(env)], tail=True)
     except RecursionError:
         return (("the script nests deeper than the reader follows", False),)
+    except _OutOfSteps as stop:
+        return ((str(stop), False),)
     for p in paths:
         if p.failing and not p.ghost:   # fell off the end: its last status is the step's
             code = _status_code(p.status) or "?"
