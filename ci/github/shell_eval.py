@@ -139,6 +139,7 @@ class Evaluator:
         self.depth = 0
         self.outer_line = 0   # inside bash -c / eval: the outer command's line
         self.whys: dict[int, str] = {}
+        self.decision_ids: dict[str, int] = {}   # the inverse of whys
         self.in_function = False
         self.in_source = False   # reading a sourced file (not in a function it defines)
         self.in_condition = 0   # inside an if/while condition: set -e does not apply
@@ -155,11 +156,9 @@ class Evaluator:
 
     def decision(self, why: str) -> int:
         """The id of a run-time condition; the same construct read on two paths is the same condition."""
-        for did, text in self.whys.items():
-            if text == why:
-                return did
-        self.whys[len(self.whys)] = why
-        return len(self.whys) - 1
+        did = self.decision_ids.setdefault(why, len(self.whys))   # a dict: thousands of conditions stay linear
+        self.whys[did] = why
+        return did
 
     def fork(self, path: Path, why: str, taken_side: Callable[[Path], list[Path]]) -> list[Path]:
         """A condition known only at run time: ``path`` both takes ``taken_side`` and skips it. A taken
@@ -1325,7 +1324,8 @@ def read_runs(script: str, env: ShellEnv = ShellEnv(), *, runner: Callable[[tupl
     Bounded: MAX_READ_STEPS statements a reading, ``budget`` for all of them; past either, :func:`_unread`."""
     ev = Evaluator(env, source=source, budget=budget)
     try:
-        ev.run_list(parse(script), [_start(env)], tail=True)
+        nodes = parse(script)   # read again for each judged call: the evaluator never changes the tree
+        ev.run_list(nodes, [_start(env)], tail=True)
     except RecursionError:   # nesting deeper than Python's stack: every command is a maybe
         return _unread(script, runner, "the script nests deeper than the reader follows")
     except _OutOfSteps as stop:
@@ -1334,7 +1334,7 @@ def read_runs(script: str, env: ShellEnv = ShellEnv(), *, runner: Callable[[tupl
     if runner is not None:
         calls = list(dict.fromkeys((r.line, r.words) for r in ev.runs if not r.never and runner(r.words)))
         for n, call in enumerate(calls):
-            masks[call] = judge_call(script, env, call, source, budget) if n < MAX_JUDGED else (
+            masks[call] = judge_call(script, env, call, source, budget, nodes) if n < MAX_JUDGED else (
                 ("more runner calls in one script than the audit judges", False),)
     return Reading(tuple(dict.fromkeys(ev.runs)), ev.whys, masks)   # a loop reaches the same run many times
 
@@ -1352,12 +1352,13 @@ MAX_JUDGED = 16   # runner calls of one script whose failure is followed to the 
 
 def judge_call(script: str, env: ShellEnv, call: tuple[int, tuple[str, ...]],
                source: Callable[[str], str | None] | None = None,
-               budget: StepBudget | None = None) -> tuple[tuple[str, bool], ...]:
-    """Read ``script`` again with the runner call ``call`` (line, words) failing: every path on which the
-    failure does not make the step fail, as (why, proven). Empty: it always fails the step."""
+               budget: StepBudget | None = None, nodes: list | None = None) -> tuple[tuple[str, bool], ...]:
+    """Read ``script`` (parsed already: ``nodes``) again with the runner call ``call`` (line, words) failing:
+    every path on which the failure does not make the step fail, as (why, proven). Empty: it always fails
+    the step."""
     ev = Evaluator(env, fails=lambda line, words: (line, words) == call, source=source, budget=budget)
     try:
-        paths = ev.run_list(parse(script), [_start(env)], tail=True)
+        paths = ev.run_list(parse(script) if nodes is None else nodes, [_start(env)], tail=True)
     except RecursionError:
         return (("the script nests deeper than the reader follows", False),)
     except _OutOfSteps as stop:
