@@ -342,6 +342,30 @@ def _action_script(step_id: str) -> str:
     return next(s for s in action["runs"]["steps"] if s.get("id") == step_id)["run"]
 
 
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=10)
+def test_the_actions_install_step_imports_nothing_from_the_audited_checkout(tmp_path):
+    """The install step runs in the caller's checkout, the tree being audited. ``python3 -m venv`` and
+    ``python -m pip`` put the working directory first on the import path, so a ``venv/`` or ``pip/``
+    folder there ran as the step (checked: both wrote their marker). The step, run by real bash and the
+    real interpreter in such a checkout (the install itself refused offline and pointed at an empty
+    folder, so nothing is fetched), creates the venv and runs none of the checkout's modules."""
+    checkout = tmp_path / "checkout"
+    for module in ("venv", "pip", "ensurepip"):
+        (checkout / module).mkdir(parents=True)
+        (checkout / module / "__init__.py").write_text("")
+        (checkout / module / "__main__.py").write_text(
+            f"open({str(tmp_path / ('RAN-' + module))!r}, 'w').write('the checkout ran')\n")
+    (tmp_path / "action").mkdir()
+    env = {"PATH": os.environ["PATH"], "RUNNER_TEMP": str(tmp_path), "ACTION_PATH": str(tmp_path / "action"),
+           "PIP_NO_INDEX": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1", "HOME": str(tmp_path)}
+    proc = subprocess.run([shutil.which("bash"), "-e", "-c", _action_script("install")], cwd=checkout, env=env,
+                          capture_output=True, text=True, timeout=120)
+    ran = sorted(p.name for p in tmp_path.glob("RAN-*"))
+    assert ran == [], (ran, proc.stderr[-500:])
+    assert (tmp_path / "dspark-audit-venv" / "bin" / "python").exists(), proc.stderr[-500:]
+    assert proc.returncode != 0 and "action" in proc.stderr, proc.stderr[-500:]   # pip refused the empty folder
+
+
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=2)
 @pytest.mark.parametrize("code, writes, uploads, step_rc", [
     (0, True, True, 0), (1, True, True, 0),       # clean, findings: upload (1 fails the job after it)
