@@ -83,7 +83,9 @@ def matrix_rows(job: dict[str, Any], ctx: Mapping[str, Any] | None = None) -> tu
             rows.append(dict(item))
     if len(rows) > MAX_JOBS:
         return [{"*": UNKNOWN}], f"matrix of {len(rows)} jobs: over GitHub's {MAX_JOBS}-job cap"
-    return rows or [{}], why
+    # no row (an empty vector, everything excluded, no vector): GitHub fails the job when it evaluates its
+    # strategy ("Matrix vector 's' does not contain any values", "Matrix must define at least one vector")
+    return rows, why
 
 
 def _unread(value: Any) -> str:

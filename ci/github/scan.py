@@ -34,7 +34,8 @@ from ci.github.option_values import Resolver
 from ci.github.masking import (PathEvent, StepEvents, command_masks, env_masks, github_env_masks, step_events,
                                writes_github_env)
 from ci.github.matrix import matrix_rows, oversize_matrix
-from ci.github.reusable import activations, expanded_steps
+from ci.github.refusals import refusals
+from ci.github.reusable import activations, called_file, expanded_steps
 from ci.github.triggers import (MANUAL_TRIGGERS, NIGHTLY_TRIGGERS, PER_COMMIT_TRIGGERS, Activation,  # noqa: F401
                                   events_needed, load_yaml, paths_trigger, workflow_triggers)
 
@@ -235,12 +236,16 @@ def scan_workflows(root: str | Path, adapter: Adapter | str = "dspark") -> Workf
     scan = WorkflowScan()
     docs: dict[str, dict[str, Any]] = {}
     lines: dict[str, dict[str, int]] = {}
+    broken: set[str] = set()   # workflows GitHub refuses: none of their jobs start
     for path in workflow_files(root, scan):
+        rel = path.relative_to(root).as_posix()
         loaded = _load(path, root, scan)
         if loaded is not None:
-            rel = path.relative_to(root).as_posix()
             docs[rel] = loaded[0]
             lines[rel] = _key_lines(loaded[1])
+        elif any(where == rel for where, _line in scan.broken.values()):
+            broken.add(rel)
+    _drop_refused(scan, root, docs, lines, broken)
     base_ctx = dict(adapter.context)
     acts = activations(docs, root, base_ctx)
     for rel, doc in docs.items():
@@ -252,31 +257,60 @@ def scan_workflows(root: str | Path, adapter: Adapter | str = "dspark") -> Workf
                                             lines[rel].get(f"job:{key}", 0)))
             if isinstance(job, dict):
                 scan.job_lines[(rel, str(key))] = lines[rel].get(f"job:{key}", 0)
-                _check_local_call(scan, root, rel, str(key), job.get("uses"), scan.job_lines[(rel, str(key))])
                 _scan_job(ScanContext(scan, adapter, root, rel, doc, str(key), job, acts[rel], base_ctx, lines[rel]))
     scan.input_findings += fork_findings(docs, scan.runs_on, lines, base_ctx, catalog_runner_labels(root))
     return scan
 
 
-def _check_local_call(scan: WorkflowScan, root: Path, rel: str, key: str, uses: Any, line: int) -> None:
-    """A job calling a local reusable workflow that is not a workflow file of the tree: GitHub refuses
-    the calling workflow as a whole (none of its jobs start), so it is broken (reported by unknown-suite),
-    not skipped. A callee that is in the folder but unreadable already has its unreadable-input finding."""
+def _drop_refused(scan: WorkflowScan, root: Path, docs: dict[str, dict[str, Any]], lines: dict[str, dict[str, int]],
+                  broken: set[str]) -> None:
+    """Remove from ``docs`` every workflow GitHub refuses as a whole (ci/github/refusals.py; a job calling a
+    local workflow that is not a workflow file of the tree, or one that is refused or not valid YAML,
+    repeated until nothing changes), each reported as broken (unknown-suite, keyed by the file): none of
+    its jobs start, so none of its steps may count as a run."""
+    refused = {rel: [(lines[rel].get(f"job:{key}", 1) if key else 1, why) for key, why in refusals(doc)]
+               for rel, doc in docs.items()}
+    changed = True
+    while changed:
+        changed = False
+        for rel, doc in docs.items():
+            if refused[rel]:
+                continue
+            for key, job in doc["jobs"].items():
+                why = _local_call_refusal(root, job.get("uses"), docs, refused, broken) \
+                    if isinstance(job, dict) else None
+                if why:
+                    refused[rel].append((lines[rel].get(f"job:{key}", 1),
+                                         f"job {str(key)[:80]} calls {short(job.get('uses'))}, {why}"))
+                    changed = True
+    for rel, whys in refused.items():
+        if whys:
+            for line, why in whys:
+                _broken(scan, rel, line or 1, f"{rel}:{line or 1}: {why}: GitHub refuses the whole workflow, none "
+                        "of its jobs start")
+            del docs[rel]
+            broken.add(rel)
+
+
+def _local_call_refusal(root: Path, uses: Any, docs: dict[str, Any], refused: dict[str, list],
+                        broken: set[str]) -> str | None:
+    """Why GitHub refuses a workflow with a job ``uses: ./...`` (None: it does not, or ``uses`` is remote). A
+    callee that is in the folder but unreadable already has its unreadable-input finding."""
     if not isinstance(uses, str) or not uses.startswith("./"):
-        return
+        return None
     target = uses[2:].split("@", 1)[0]
     parent, _, name = target.rpartition("/")
     path = root / target
     if ".." in target.split("/") or not is_inside(root, path.parent):
-        why = "a path out of the audited tree"   # not looked at
-    elif parent == WORKFLOW_DIR and name.endswith((".yml", ".yaml")) and (path.is_file() or path.is_symlink()):
-        return   # a workflow of the folder: read (or reported unreadable) like every other
-    elif not path.exists() and not path.is_symlink():
-        why = "not in the audited tree"
-    else:
-        why = f"not a workflow file directly in {WORKFLOW_DIR}/ (the only place GitHub calls one from)"
-    _broken(scan, rel, line or 1, f"{rel}:{line or 1}: job {key[:80]} calls {short(uses)}, {why}: GitHub "
-            "refuses the whole workflow, none of its jobs start")
+        return "a path out of the audited tree"   # not looked at
+    if parent == WORKFLOW_DIR and name.endswith((".yml", ".yaml")) and (path.is_file() or path.is_symlink()):
+        callee = called_file(uses, root)
+        if callee in broken or refused.get(callee):
+            return "which GitHub refuses"
+        return None   # a workflow of the folder: read (or reported unreadable) like every other
+    if not path.exists() and not path.is_symlink():
+        return "not in the audited tree"
+    return f"not a workflow file directly in {WORKFLOW_DIR}/ (the only place GitHub calls one from)"
 
 
 def catalog_runner_labels(root: Path) -> tuple[str, ...]:
