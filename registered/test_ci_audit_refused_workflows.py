@@ -42,6 +42,14 @@ REFUSED = {
                            "job 'k', step 2 repeats the id 'a'"),
     "a step id that is no id": (RUNS + OTHER + "        id: a.b\n", "job 'k', step 1 has id 'a.b', which is not an id"),
     "a workflow key typo": (RUNS + "job:\n  x: 1\n", "the workflow has a key 'job', which GitHub does not know"),
+    "an if with a single =": (RUNS + OTHER + "        if: github.event_name = 'push'\n",
+                              "job 'k', step 1's if has an expression GitHub cannot parse: cannot read \"= 'push'\""),
+    "a job if that ends early": (RUNS + OTHER.replace("    steps", "    if: ${{ always() && }}\n    steps"),
+                                 "job 'k' has an expression GitHub cannot parse: expression ' always() && ' ends"),
+    "a ${{ never closed": (RUNS + OTHER + "      - run: echo ${{ github.sha\n",
+                           "job 'k' has a ${{ that is never closed"),
+    "an env expression": (RUNS + "env:\n  A: ${{ (github.ref }}\n",
+                          "the workflow's 'env' has an expression GitHub cannot parse: expected )"),
 }
 VALID = (HEAD.replace("jobs:\n", "run-name: r\nenv: {A: 1}\ndefaults: {run: {shell: bash}}\nconcurrency: c\njobs:\n")
          + RUNS.replace("    steps:", "    name: n\n    needs: [k2]\n    permissions: {}\n    environment: e\n"
@@ -50,7 +58,8 @@ VALID = (HEAD.replace("jobs:\n", "run-name: r\nenv: {A: 1}\ndefaults: {run: {she
                         "matrix: {s: [a]}}\n    continue-on-error: false\n    container: {image: x}\n"
                         "    services: {}\n    steps:")
          + "        id: s_1-x\n        name: n\n        if: true\n        working-directory: .\n        shell: bash\n"
-           "        env: {C: 3}\n        continue-on-error: false\n        timeout-minutes: 3\n"
+           "        env: {C: \"${{ format('}}{0}', github.sha) }}\"}\n        continue-on-error: false\n"
+           "        timeout-minutes: ${{ fromJSON('3') }}\n"
            "      - uses: actions/checkout@v4\n        with: {a: 1}\n"
          + "  k2:\n    runs-on: ubuntu-latest\n    steps:\n      - run: echo\n"
          + "  call:\n    name: c\n    uses: octo/repo/.github/workflows/x.yml@v1\n    with: {a: 1}\n"
@@ -76,8 +85,8 @@ def test_a_workflow_github_refuses_runs_none_of_its_jobs(tmp_path, name):
 
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
 def test_every_key_github_documents_is_accepted_and_the_suite_runs(tmp_path):
-    """A workflow that uses every workflow, job, caller and step key GitHub documents is not refused (a
-    false refusal would be an error on a valid workflow)."""
+    """A workflow that uses every workflow, job, caller and step key GitHub documents, and expressions
+    whose strings hold ``}}``, is not refused (a false refusal would be an error on a valid workflow)."""
     import yaml
 
     assert refusals(yaml.safe_load(VALID)) == []

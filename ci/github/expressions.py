@@ -357,6 +357,36 @@ def evaluate(text: Any, context: Mapping[str, Any] | None = None) -> Any:
     return _Parser(body, context or {}).parse()
 
 
+def syntax_error(body: str) -> str | None:
+    """Why ``body`` (one expression, without ``${{ }}``) is not an expression GitHub can parse, or None.
+    Read with nothing known, so only the grammar can fail; nesting past MAX_NESTING is this reader's
+    limit, not GitHub's, and is never an answer."""
+    try:
+        _Parser(body, {}).parse()
+    except ExpressionError as exc:
+        return None if "nested deeper" in str(exc) else str(exc)
+    return None
+
+
+def embedded(text: str) -> tuple[list[str], bool]:
+    """The bodies of the ``${{ ... }}`` in ``text``, read the way GitHub reads them (a ``}}`` inside a
+    quoted string does not close one), and whether one is left open (GitHub refuses that too)."""
+    out, start = [], text.find("${{")
+    while start >= 0:
+        i, quoted = start + 3, False
+        while i < len(text):
+            if text[i] == "'":
+                quoted = not quoted   # '' inside a string: closes and reopens, the same as an escape
+            elif not quoted and text.startswith("}}", i):
+                break
+            i += 1
+        if i >= len(text):
+            return out, True
+        out.append(text[start + 3:i])
+        start = text.find("${{", i + 2)
+    return out, False
+
+
 def truth(text: Any, context: Mapping[str, Any] | None = None) -> bool | None:
     """True / False / None (unknown) for a job or step ``if:`` (absent means True)."""
     if text is None:

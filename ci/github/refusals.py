@@ -1,20 +1,22 @@
 """What GitHub refuses before any job of a workflow starts: the whole file is then "not valid", so none of
-its jobs run, whatever their steps say.
-
-Only refusals that are certain are listed (each one GitHub documents or reports with a fixed message):
-keys a workflow, a job or a step cannot have (``continue_on_error``, ``runs_on``), a step with both
-``uses`` and ``run`` or neither, a job with neither ``runs-on`` nor ``uses`` or without a list of
-``steps``, ids that are not ids (``1build``) or that repeat inside a job, ``needs`` naming a job the
-workflow does not have, and ``needs`` that go round in a cycle. Expressions are not checked for syntax
-here (the expression reader is smaller than GitHub's: a false refusal would be an error on a valid
-workflow). ``ci/github/scan.py`` drops a refused workflow before anything of it is read, so its suites
-lose the runs it seemed to give them, and reports why (``unknown-suite``, keyed by the file).
+its jobs run, whatever their steps say. Only refusals that are certain are listed (each one GitHub
+documents or reports with a fixed message): keys a workflow, a job or a step cannot have
+(``continue_on_error``, ``runs_on``), a step with both ``uses`` and ``run`` or neither, a job with
+neither ``runs-on`` nor ``uses`` or without a list of ``steps``, ids that are not ids (``1build``) or
+that repeat inside a job, ``needs`` naming a job the workflow does not have, ``needs`` that go round in
+a cycle, and an expression whose grammar is wrong (``github.event_name = 'push'``, a ``${{`` never
+closed). Only the grammar: an unknown function or context name is not a refusal here, and the expression
+reader accepts every expression of the public workflows it was checked on (a false refusal would be an
+error on a valid workflow). ``ci/github/scan.py`` drops a refused workflow before anything of it is
+read, so its suites lose the runs it seemed to give them, and reports why (``unknown-suite``, keyed by
+the file).
 """
 from __future__ import annotations
 
 import re
 from typing import Any
 
+from ci.github.expressions import embedded, syntax_error
 from ci.safe_yaml import short
 
 # the keys GitHub's workflow syntax allows (docs.github.com, "Workflow syntax for GitHub Actions")
@@ -39,6 +41,7 @@ def refusals(doc: dict[Any, Any]) -> list[tuple[str, str]]:
     jobs = doc["jobs"]
     for key, job in jobs.items():
         out += [(str(key), why) for why in _job_refusals(key, job, jobs)]
+    out += _expression_refusals(doc)
     cycle = _needs_cycle(jobs)
     if cycle:
         out.append((cycle[0], "its needs go round in a cycle: " + " -> ".join(short(k, 40) for k in cycle)))
@@ -90,6 +93,49 @@ def _step_refusals(job: str, index: int, step: Any, ids: set[str]) -> list[str]:
             out.append(f"{where} repeats the id {short(got)} of an earlier step")
         else:
             ids.add(got)
+    return out
+
+
+def _expression_refusals(doc: dict[Any, Any]) -> list[tuple[str, str]]:
+    """Expressions GitHub cannot parse: each ``${{ }}`` anywhere but ``on:``, and each job's and step's
+    ``if:`` (an expression with or without the wrapper)."""
+    out: list[tuple[str, str]] = []
+    for key, value in doc.items():
+        if key in ("on", True):
+            continue
+        if key != "jobs" or not isinstance(value, dict):
+            out += [("", why) for why in _unparsable(value, f"the workflow's {short(key)}")]
+            continue
+        for job_key, job in value.items():
+            name = f"job {short(job_key, 80)}"
+            if isinstance(job, dict) and isinstance(job.get("if"), str) and "${{" not in job["if"]:
+                out += [(str(job_key), why) for why in _unparsable("${{" + job["if"] + "}}", f"{name}'s if")]
+            steps = job.get("steps") if isinstance(job, dict) else None
+            for index, step in enumerate(steps if isinstance(steps, list) else [], 1):
+                if isinstance(step, dict) and isinstance(step.get("if"), str) and "${{" not in step["if"]:
+                    out += [(str(job_key), why) for why in _unparsable("${{" + step["if"] + "}}",
+                                                                      f"{name}, step {index}'s if")]
+            out += [(str(job_key), why) for why in _unparsable(job, name)]
+    return out
+
+
+def _unparsable(value: Any, where: str) -> list[str]:
+    """Why GitHub cannot parse an expression inside ``value`` (strings at any depth; iterative)."""
+    out, stack = [], [value]
+    while stack and len(out) < MAX_SHOWN:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack += list(item.values())
+        elif isinstance(item, list):
+            stack += item
+        elif isinstance(item, str) and "${{" in item:
+            bodies, unclosed = embedded(item)
+            if unclosed:
+                out.append(f"{where} has a ${{{{ that is never closed")
+            for body in bodies:
+                why = syntax_error(body)
+                if why:
+                    out.append(f"{where} has an expression GitHub cannot parse: {why[:200]}")
     return out
 
 
