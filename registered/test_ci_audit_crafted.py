@@ -426,6 +426,31 @@ def test_a_file_name_that_is_not_utf8_gives_valid_sarif_and_json(tmp_path, where
         assert ("caf\\\\xe9" if fmt == "json" else "caf\\xe9") in env_got["out"]   # JSON: the text \xe9, escaped
 
 
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=4)
+def test_a_file_name_with_a_backslash_or_a_colon_gives_valid_sarif(tmp_path):
+    """A broken workflow named ``a\\b.yml`` was exit 3 in SARIF mode (the URI writer refused a backslash as
+    a Windows path): the Action uploaded nothing. Such names are POSIX file names from the tree: the SARIF
+    is schema-valid, each URI percent-encodes the backslash and the colons (no ``c:`` reads as a scheme)
+    and resolves back to the file's own name."""
+    import jsonschema
+    from urllib.parse import unquote
+
+    root = sglang_tree(tmp_path)
+    names = ["a\\b.yml", "c:x.yml", "d:\\e.yml"]
+    for name in names:
+        (root / ".github" / "workflows" / name).write_text("on: [\n")
+    sarif = tmp_path / "out.sarif"
+    got = audit("--root", str(root), "--adapter", "sglang", "--format", "sarif", "--output", str(sarif))
+    assert got["rc"] == 1 and got["err"] == "", got["err"]
+    doc = json.loads(sarif.read_text())
+    schema = json.loads((REAL_ROOT / "registered" / "fixtures" / "sarif" / "sarif-schema-2.1.0.json").read_text())
+    jsonschema.Draft4Validator(schema).validate(doc)
+    uris = {loc["physicalLocation"]["artifactLocation"]["uri"] for r in doc["runs"][0]["results"]
+            for loc in r["locations"]}
+    assert {unquote(u) for u in uris} >= {f".github/workflows/{n}" for n in names}, uris
+    assert not any("\\" in u or ":" in u for u in uris), uris
+
+
 @register(suite="ci", hardware="cpu", schedule="per-commit", est_time=2)
 def test_a_composite_step_env_of_the_wrong_type_reads_as_empty(tmp_path):
     """``uses: ./act`` with ``env: [a, b]`` or ``env: 5``, or an inner step's ``env: [a]``: TypeError, exit 3.

@@ -52,8 +52,10 @@ def rule_descriptor(rule: Rule) -> dict[str, Any]:
 
 
 def _uri(path: str) -> str:
-    """A repo-relative POSIX path as a relative URI reference (spaces and the like percent-encoded)."""
-    if not path or path.startswith("/") or "\\" in path or (len(path) > 1 and path[1] == ":"):
+    """A repo-relative POSIX path as a relative URI reference (spaces and the like percent-encoded). A
+    backslash or a colon is a character of a POSIX file name (``a\\b.yml``, ``c:x.yml``), encoded
+    (``%5C``, ``%3A``: no colon can read as a scheme), never a refusal: the names come from the tree."""
+    if not path or path.startswith("/"):
         raise ValueError(f"finding location {path!r}: expected a repo-relative POSIX path")
     path = path.removeprefix("./")
     try:   # a file name that is not UTF-8 (kept as surrogates): its own bytes, percent-encoded
