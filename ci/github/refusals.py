@@ -50,7 +50,7 @@ def refusals(doc: dict[Any, Any]) -> list[tuple[str, str]]:
 
 def _job_refusals(key: Any, job: Any, jobs: dict[Any, Any]) -> list[str]:
     name = short(key, 80)
-    if not isinstance(key, str) or not ID.match(key):
+    if isinstance(key, str) and not ID.match(key):   # a YAML number or boolean: its text is not known here
         return [f"job id {name} is not an id (a letter or _, then letters, digits, _ or -)"]
     if not isinstance(job, dict):
         return [f"job {name} is {short(job)}, not a mapping"]
@@ -87,7 +87,7 @@ def _step_refusals(job: str, index: int, step: Any, ids: set[str]) -> list[str]:
         out.append(f"{where} has neither uses nor run")
     if "id" in step:
         got = step["id"]
-        if not isinstance(got, str) or not ID.match(got):
+        if isinstance(got, str) and not ID.match(got):
             out.append(f"{where} has id {short(got)}, which is not an id")
         elif got in ids:
             out.append(f"{where} repeats the id {short(got)} of an earlier step")
