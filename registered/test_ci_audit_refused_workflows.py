@@ -133,3 +133,17 @@ def test_breaking_a_workflow_is_a_regression_under_the_baseline(tmp_path):
     assert got["rc"] == 1, got["err"]
     assert any(f["rule"] == "dormant-suite" and "REGRESSED" in f["message"] for f in findings), findings
     assert any(f["rule"] == "unknown-suite" and "needs 'j', which is not a job" in f["message"] for f in findings)
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
+def test_only_yml_and_yaml_files_of_the_folder_itself_are_workflows(tmp_path):
+    """GitHub reads ``*.yml`` and ``*.yaml`` directly in .github/workflows/: a ``ci.yxml`` (which the
+    folder's old ``*.y*ml`` pattern matched) or a file in a subfolder runs nothing."""
+    root = sglang_tree(tmp_path, workflow=HEAD + RUNS)
+    folder = root / ".github" / "workflows"
+    (folder / "ok.yml").rename(folder / "ok.yxml")
+    (folder / "sub").mkdir()
+    (folder / "sub" / "ok.yml").write_text(HEAD + RUNS)
+    assert _events(root) == {}
+    (folder / "ok.yxml").rename(folder / "ok.yaml")
+    assert _events(root) == {"per-commit/cuda/stage-a": ("pull_request",)}

@@ -227,7 +227,8 @@ def workflow_files(root: Path, scan: WorkflowScan | None = None) -> list[Path]:
             scan.input_findings.append(("unreadable-input", f"{WORKFLOW_DIR}: a symlink that resolves outside the "
                                         "audited tree (not read): its workflows cannot be audited", WORKFLOW_DIR, 0))
         return []
-    return sorted(base.glob("*.y*ml"))
+    # exactly these two suffixes: GitHub ignores ci.yxml, ci.yml.bak, and files in subfolders
+    return sorted(p for p in base.glob("*.y*ml") if p.suffix in (".yml", ".yaml"))
 
 
 def scan_workflows(root: str | Path, adapter: Adapter | str = "dspark") -> WorkflowScan:
