@@ -22,8 +22,10 @@ runs N examples, with a fresh seed when ``DSPARK_SHELL_FUZZ_SEED`` is set too.
 """
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
+import signal
 import shutil
 import subprocess
 import tempfile
@@ -90,7 +92,7 @@ def env_word(draw, ctx: Ctx) -> str:
     return f'"${name}"'
 
 
-def test_cmd(draw, ctx: Ctx) -> str:
+def bracket_test(draw, ctx: Ctx) -> str:
     word = env_word(draw, ctx)
     kind = draw(st.sampled_from(["=a", "=b", "!=a", "-n", "-z", "$?"]))
     if kind == "$?":
@@ -129,7 +131,7 @@ def simple(draw, ctx: Ctx, w: Where) -> str:
             ctx.names.add(value[1:])
         return f"{draw(st.sampled_from(['', 'export ']))}{name}={value}"
     if kind == "test":
-        return test_cmd(draw, ctx)
+        return bracket_test(draw, ctx)
     if kind == "set":
         return draw(st.sampled_from(["set -e", "set +e", "set -o pipefail", "set +o pipefail"]))
     if kind == "rc":
@@ -148,7 +150,7 @@ def statements(draw, ctx: Ctx, w: Where, at_least: int = 1, most: int = 3) -> st
 def condition(draw, ctx: Ctx, w: Where) -> str:
     kind = draw(st.sampled_from(["test", "test", "run", "true", "false", "not", "and", "or", "call"]))
     if kind == "test":
-        return test_cmd(draw, ctx)
+        return bracket_test(draw, ctx)
     if kind == "run":
         return runner_call(draw, ctx)
     if kind in ("true", "false"):
@@ -156,7 +158,7 @@ def condition(draw, ctx: Ctx, w: Where) -> str:
     if kind == "call" and ctx.funcs:
         return f"f{draw(st.integers(1, ctx.funcs))}"
     if kind == "not":
-        return f"! {test_cmd(draw, ctx)}"
+        return f"! {bracket_test(draw, ctx)}"
     left, right = condition_atom(draw, ctx), condition_atom(draw, ctx)
     return f"{left} {'&&' if kind == 'and' else '||'} {right}"
 
@@ -164,7 +166,7 @@ def condition(draw, ctx: Ctx, w: Where) -> str:
 def condition_atom(draw, ctx: Ctx) -> str:
     kind = draw(st.sampled_from(["test", "run", "true", "false"]))
     if kind == "test":
-        return test_cmd(draw, ctx)
+        return bracket_test(draw, ctx)
     return runner_call(draw, ctx) if kind == "run" else kind
 
 
@@ -280,13 +282,19 @@ def run_bash(work: Path, argv: list[str], env: dict[str, str], failing: str) -> 
     """(exit status, suites the stub was called with) of one run; None when it ran past its time."""
     log = work / "calls"
     log.write_text("")
-    proc = subprocess.run(["timeout", "5", *argv, str(work / "step.sh")], cwd=work, stdin=subprocess.DEVNULL,
-                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                          env={"PATH": f"{work / 'bin'}:/usr/bin:/bin", "FUZZ_LOG": str(log), "FUZZ_FAIL": failing,
-                               "HOME": str(work), **env})
-    if proc.returncode in (124, 137):
+    proc = subprocess.Popen(["timeout", "5", *argv, str(work / "step.sh")], cwd=work, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                            env={"PATH": f"{work / 'bin'}:/usr/bin:/bin", "FUZZ_LOG": str(log), "FUZZ_FAIL": failing,
+                                 "HOME": str(work), **env})
+    try:
+        status = proc.wait(timeout=30)
+    finally:   # a background job the script left behind goes with it
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    if status in (124, 137):
         return None
-    return proc.returncode, set(log.read_text().split())
+    return status, set(log.read_text().split())
 
 
 def violations(script: str, names: tuple[str, ...], work: Path) -> list[str]:
@@ -343,7 +351,7 @@ def _fuzzed(test):
     return seed(int(SEED))(test) if SEED is not None else test
 
 
-@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=30)
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=20)
 @_fuzzed
 @given(case=scripts())
 def test_the_reader_never_says_more_than_bash_does(work, case):
