@@ -251,7 +251,8 @@ CASES: dict[str, tuple[str, dict, dict, str]] = {
     # found by the differential fuzzer (registered/test_ci_audit_shell_fuzz.py), minimized: top-level `return`
     # is a failing command; set -e is ignored in all a `||`/`!`/condition holds; a `while` condition that fails
     # leaves status 0; an `else` is not skipped by a `then` that changes nothing; a `bash -c` child has no
-    # pipefail unless its options say so; `&` runs in the background; `( (` is two subshells, not `((`
+    # pipefail unless its options say so; `&` runs in the background; `( (` is two subshells, not `((`; an `if`
+    # has the status of its branch's last command
     "return-top-negated": (f"! return 0\n{R}\n", {}, {}, "run"),
     "rc-return-top-negated": (f"{R} || rc=$?\n! return $rc\n", {}, {}, "masked"),
     "false-in-or-group": (f"{{ false; echo; }} || true\n{R}\n", {}, {}, "run"),
@@ -268,6 +269,7 @@ CASES: dict[str, tuple[str, dict, dict, str]] = {
     "exit-1-in-piped-subshell": (f"( [ -f list ] && exit 1; {R} ) | cat\n", {}, {"list": "x\n"}, "masked"),
     "fail-in-piped-group": (f"{{ grep -q y list; {R}; }} | cat\n", {}, {"list": "x\n"}, "masked"),
     "nested-subshells": (f"( ( case \"$NEVER\" in a) exit 0 ;; esac; {R} ) )\n", {}, {}, "run"),
+    "if-status-and": (f"if [ -f list ]; then grep -q y list; fi && {R}\necho done\n", {}, {"list": "x\n"}, "maybe"),
     "nested-subshells-never": (f"( ( case \"$NEVER\" in a) {R} ;; esac ) )\n", {}, {}, "dormant"),
 }
 

@@ -599,9 +599,9 @@ class Evaluator:
         out: list[Path] = []
         for path in paths:
             out += self.run_clauses(node, 0, path, tail)
-        for p in out:
-            if not p.ended and p.status != FAILED:
-                p.status = True
+        for p in out:   # the status of the branch's last command, or 0 when no branch ran (not told apart here)
+            if not p.ended and p.status not in (FAILED, True, "assumed"):
+                p.status = None
         return self.limit(out)
 
     def run_clauses(self, node: If, k: int, path: Path, tail: bool = False) -> list[Path]:
