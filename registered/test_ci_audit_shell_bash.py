@@ -248,6 +248,29 @@ CASES: dict[str, tuple[str, dict, dict, str]] = {
     "exit-trap-false-code": (f"trap 'exit $?' EXIT\n{R}\n", {}, {}, "run"),
     "exit-trap-rc-reset": (f"trap 'rc=$?; rc=0; exit $rc' EXIT\n{R}\n", {}, {}, "masked"),
     "find-exec-plus": (f"find . -maxdepth 0 -exec {R} {{}} +\n", {}, {}, "run"),   # `+` passes the failure on
+    # found by the differential fuzzer (registered/test_ci_audit_shell_fuzz.py), minimized: top-level `return`
+    # is a failing command; set -e is ignored in all a `||`/`!`/condition holds; a `while` condition that fails
+    # leaves status 0; an `else` is not skipped by a `then` that changes nothing; a `bash -c` child has no
+    # pipefail unless its options say so; `&` runs in the background; `( (` is two subshells, not `((`; an `if`
+    # has the status of its branch's last command
+    "return-top-negated": (f"! return 0\n{R}\n", {}, {}, "run"),
+    "rc-return-top-negated": (f"{R} || rc=$?\n! return $rc\n", {}, {}, "masked"),
+    "false-in-or-group": (f"{{ false; echo; }} || true\n{R}\n", {}, {}, "run"),
+    "false-in-negated-loop": (f"! for x in a; do [ ]; done\n{R}\n", {}, {}, "run"),
+    "while-runner-exit-status": (f"while {R}; do exit $?; done\ntrue\n", {}, {}, "masked"),
+    "bash-ec-while-runner": (f"bash -ec 'while {R}; do exit $?; done; true'\n", {}, {}, "masked"),
+    "exit-trap-false-after-if": (f"trap 'exit 0' EXIT\nif false || {R}; then :; fi\nfalse\n", {}, {}, "masked"),
+    "then-merged-else-run": (f"if grep -q x list; then echo found; else {R}; fi\n", {}, {"list": "x\n"}, "maybe"),
+    "else-exit-after-neg": (f"! {R}\nif grep -q x list; then echo found; else exit 3; fi\n", {}, {"list": "x\n"},
+                            "masked"),
+    "bash-c-no-pipefail": (f"bash -c '{R} | cat'\n", {"shell": "bash"}, {}, "masked"),
+    "bash-eo-pipefail-c": (f"bash -eo pipefail -c '{R} | tee log'\n", {"shell": "bash"}, {}, "run"),
+    "false-in-background": (f"false & echo\n{R}\n", {}, {}, "run"),
+    "exit-1-in-piped-subshell": (f"( [ -f list ] && exit 1; {R} ) | cat\n", {}, {"list": "x\n"}, "masked"),
+    "fail-in-piped-group": (f"{{ grep -q y list; {R}; }} | cat\n", {}, {"list": "x\n"}, "masked"),
+    "nested-subshells": (f"( ( case \"$NEVER\" in a) exit 0 ;; esac; {R} ) )\n", {}, {}, "run"),
+    "if-status-and": (f"if [ -f list ]; then grep -q y list; fi && {R}\necho done\n", {}, {"list": "x\n"}, "maybe"),
+    "nested-subshells-never": (f"( ( case \"$NEVER\" in a) {R} ;; esac ) )\n", {}, {}, "dormant"),
 }
 
 

@@ -142,16 +142,23 @@ class Evaluator:
         self.decision_ids: dict[str, int] = {}   # the inverse of whys
         self.in_function = False
         self.in_source = False   # reading a sourced file (not in a function it defines)
-        self.in_condition = 0   # inside an if/while condition: set -e does not apply
+        self.in_condition = 0   # inside an if/while condition
+        self.suspended = 0      # inside a condition, left of &&/||, under `!`: set -e does not apply (bash ignores
+                                # it in everything these contain, subshells and functions too; not in child shells)
+        self.silent = 0         # inside a subshell whose failure may not reach the script's status (a non-last part
+                                # of a pipeline without pipefail, a background job, a subshell where set -e is off or
+                                # an EXIT/ERR trap may replace the code): an `exit 1` there is not loud
         self.max_paths = MAX_PATHS
 
     def condition(self, cond: list, path: Path, what: str = "if", line: int = 0) -> list[Path]:
         self.in_condition += 1
+        self.suspended += 1
         self.exempt.append(f"it is in the condition of `{what}` on line {line}, where a failure is a branch")
         try:
             return self.run_list(cond, [path])
         finally:
             self.in_condition -= 1
+            self.suspended -= 1
             self.exempt.pop()
 
     def decision(self, why: str) -> int:
@@ -160,17 +167,20 @@ class Evaluator:
         self.whys[did] = why
         return did
 
-    def fork(self, path: Path, why: str, taken_side: Callable[[Path], list[Path]]) -> list[Path]:
+    def fork(self, path: Path, why: str, taken_side: Callable[[Path], list[Path]], merge: bool = True) -> list[Path]:
         """A condition known only at run time: ``path`` both takes ``taken_side`` and skips it. A taken
-        side that fails loudly (``exit 1``) is dropped; one that leaves the state as it was merges back."""
+        side that fails loudly (``exit 1``) is dropped; one that leaves the state as it was merges back,
+        when ``merge`` (the skipping side goes on to the same place: not to an `else`)."""
         if path.ghost:   # a path that cannot happen does not branch: it only records what it reaches
             return taken_side(path)
         did = self.decision(why)
         taken = path.copy()
         taken.maybe += ((did, True),)
         results = taken_side(taken)
-        kept = [r for r in results if not (r.ghost and r.exit_code not in ("", "0") and r.exit_code.isdigit())]
-        kept = [r for r in kept if not (r.same_state(path) and not r.ghost)]
+        kept = [r for r in results if not (r.ghost and r.exit_code not in ("", "0") and r.exit_code.isdigit()
+                                           and not self.silent)]
+        if merge:
+            kept = [r for r in kept if not (r.same_state(path) and not r.ghost)]
         if kept:
             path.maybe += ((did, False),)
         return [path] + kept
@@ -340,6 +350,10 @@ class Evaluator:
                 p.maybe += ((did, True),)
             paths = self.limit(paths)
         if isinstance(node, AndOr):
+            if node.background:
+                foreground = AndOr(node.items, node.negate, node.line)
+                return [self.background(p, lambda q: self.run_and_or(foreground, [q]),
+                                        f"`&` on line {node.line} runs it in the background") for p in paths]
             return self.run_and_or(node, paths, tail)
         if isinstance(node, If):
             return self.run_if(node, paths, tail)
@@ -349,7 +363,8 @@ class Evaluator:
             return self.run_case(node, paths, tail)
         if isinstance(node, Group):
             if node.subshell:
-                return [self.scoped(p, lambda q: self.run_list(node.body, [q], tail)) for p in paths]
+                return [self.scoped(p, lambda q: self.run_list(node.body, [q], tail), self.unchecked(p))
+                        for p in paths]
             return self.run_list(node.body, paths, tail)
         if isinstance(node, FuncDef):
             for p in paths:
@@ -362,15 +377,23 @@ class Evaluator:
             return self.run_simple(node, paths)
         return paths
 
-    def scoped(self, path: Path, body: Callable[[Path], list[Path]]) -> Path:
-        """Run ``body`` on a copy (a subshell): an exit inside ends only it; variables do not leak."""
+    def unchecked(self, path: Path) -> bool:
+        """Whether a subshell started here may fail without failing the script: set -e is off or ignored
+        here, or an EXIT or ERR trap may replace the code."""
+        return bool(self.suspended or path.errexit is not True or path.traps)
+
+    def scoped(self, path: Path, body: Callable[[Path], list[Path]], silent: bool = True) -> Path:
+        """Run ``body`` on a copy (a subshell): an exit inside ends only it; variables do not leak.
+        ``silent``: the subshell's failure may not reach the script's status (see ``self.silent``)."""
         inner = path.copy()
         inner.traps = ()   # a subshell does not run its parent's EXIT trap
         self.sub_depth += 1
+        self.silent += silent
         try:
             results = body(inner)
         finally:
             self.sub_depth -= 1
+            self.silent -= silent
         statuses = {_result_status(r) for r in results}
         status = statuses.pop() if len(statuses) == 1 else None
         if any(r.ended for r in results):
@@ -420,6 +443,7 @@ class Evaluator:
                 if node.negate[n]:
                     self.exempt.append(f"`!` on line {node.line} negates it")
                     pushed += 1
+                self.suspended += pushed
                 for p in current:
                     if p.ended:
                         nxt.append(p)
@@ -444,19 +468,49 @@ class Evaluator:
                         nxt += got
                 for _ in range(pushed):
                     self.exempt.pop()
+                self.suspended -= pushed
                 current = self.limit(nxt)
             last = node.items[-1][1]
             if len(node.items) == 1 and len(last) == 1 and isinstance(last[0], Simple) and not node.negate[0]:
                 for p in current:   # set -e: a standalone command that always fails ends the script
-                    if p.errexit and p.status is False and not p.ended and not p.ghost and not self.in_condition:
-                        p.ghost = f"a command that always fails on line {node.line} ends the script under `set -e`"
-                        p.exit_code = "1"
+                    if p.errexit and p.status is False and not p.ended and not p.ghost and not self.suspended:
+                        self.always_fails(p, node.line)
+            if self.silent and not self.suspended and not node.negate[-1]:
+                # a command that may fail ends this subshell under set -e, and nothing reads that failure
+                why = (f"`{text}` on line {node.line} may fail, which ends its subshell silently under `set -e` "
+                       "(nothing reads the subshell's status)")
+                nxt = []
+                for p in current:
+                    if id(p) in ran_last and p.status in ("assumed", None) and p.errexit is not False \
+                            and not p.ended and not p.ghost:
+                        nxt += self.fork(p, why, lambda q: self.silent_exit(q, why, node.line))
+                    else:
+                        nxt.append(p)
+                current = self.limit(nxt)
             if self.fails is not None and not node.negate[-1]:
                 for p in current:   # the judged runner failed as the list's last command: `set -e` applies
                     if p.status == FAILED and id(p) in ran_last and not p.ended and not p.ghost:
                         self.errexit_fail(p, node.line)
             out += current
         return out
+
+    def always_fails(self, path: Path, line: int) -> None:
+        """A command that always fails, where `set -e` applies: the ERR trap runs, then the script (or the
+        subshell) ends, through its EXIT trap."""
+        handler = dict(path.traps).get("ERR")
+        if handler is not None and self.depth < MAX_DEPTH:
+            self.run_handler(path, handler, line)
+            if path.ghost:
+                return
+            if path.ended:   # `return` in the ERR trap leaves the function: the script goes on
+                path.status = None
+                return
+        self.end(path, "1", f"a command that always fails on line {line} ends the script under `set -e`", line)
+
+    def silent_exit(self, path: Path, why: str, line: int) -> list[Path]:
+        path.status = False
+        self.end(path, "1", why, line)
+        return [path]
 
     def errexit_fail(self, path: Path, line: int) -> None:
         """The judged runner's failure reached the end of a list: the ERR trap runs, then `set -e` ends the
@@ -518,8 +572,9 @@ class Evaluator:
         if len(pipeline) > 1:   # each part runs in a subshell: an exit ends only that part
             for path in paths:
                 statuses = []
-                for part in pipeline:
-                    self.scoped(path, lambda q, part=part: self.run_node(part, [q]))
+                for k, part in enumerate(pipeline):
+                    silent = path.pipefail is not True if k < len(pipeline) - 1 else self.unchecked(path)
+                    self.scoped(path, lambda q, part=part: self.run_node(part, [q]), silent)
                     statuses.append(path.status)
                 path.status = "assumed"
                 if self.fails is not None:
@@ -544,9 +599,9 @@ class Evaluator:
         out: list[Path] = []
         for path in paths:
             out += self.run_clauses(node, 0, path, tail)
-        for p in out:
-            if not p.ended and p.status != FAILED:
-                p.status = True
+        for p in out:   # the status of the branch's last command, or 0 when no branch ran (not told apart here)
+            if not p.ended and p.status not in (FAILED, True, "assumed"):
+                p.status = None
         return self.limit(out)
 
     def run_clauses(self, node: If, k: int, path: Path, tail: bool = False) -> list[Path]:
@@ -572,7 +627,8 @@ class Evaluator:
             else:
                 why = f"`{_cond_text(cond)}` on line {node.line} is known only at run time"
                 rest: list[Path] = []
-                forked = self.fork(p, why, lambda q: self.run_list(body, [q], tail))
+                forked = self.fork(p, why, lambda q: self.run_list(body, [q], tail),
+                                   merge=k + 1 == len(node.clauses) and not node.orelse)
                 taken = forked[1:]
                 if p.ghost:
                     taken, rest = forked, [p.copy()]
@@ -584,8 +640,21 @@ class Evaluator:
         return out
 
     def run_loop(self, node: Loop, paths: list[Path]) -> list[Path]:
+        if node.kind != "for":   # each outcome of the condition is a path into the loop (or past it)
+            paths = [q for p in paths for q in self.condition(node.cond, p, node.kind, node.line)]
         out = []
         for path in paths:
+            if node.kind != "for":
+                enters = {True: node.kind == "while", False: node.kind == "until",
+                          FAILED: node.kind == "until"}.get(path.status)   # the judged runner fails every time
+                if enters is False:   # the body never runs; the loop's status is 0
+                    ghost = path.copy()
+                    ghost.ghost = ghost.ghost or f"the `{node.kind}` condition on line {node.line} ends the loop " \
+                                                 "before its body"
+                    self.loop_body(node.body, [ghost])
+                    path.status = True
+                    out.append(path)
+                    continue
             if node.kind == "for":
                 items: list[str] | None = (None if path.args is None else list(path.args)) if node.items is None \
                     else []
@@ -612,7 +681,8 @@ class Evaluator:
                     f"`for {node.var} in ...` on line {node.line} is past the steps the reader unrolls"
             else:
                 why = f"the `{node.kind}` loop on line {node.line} runs a number of times known only at run time"
-                path = self.condition(node.cond, path, node.kind, node.line)[0]
+                if path.status == FAILED:   # `until RUNNER`: the status the body sees is no longer the runner's
+                    path.status = None
 
             def body(q: Path) -> list[Path]:
                 if node.kind == "for":
@@ -624,7 +694,10 @@ class Evaluator:
                         if path.vars.get(name, "\0") != r.vars[name]:
                             r.vars[name] = UNKNOWN
                 return results
-            out += self.fork(path, why, body)
+            got = self.fork(path, why, body)
+            if node.kind != "for" and not path.ghost:   # no pass of the body: the loop's status is 0
+                got[0].status = True
+            out += got
         for p in out:
             if not p.ended and p.status != FAILED:
                 p.status = "assumed"
@@ -676,7 +749,7 @@ class Evaluator:
                     bodies.append(node.arms[k][1])
                 for q in rest:
                     forked = self.fork(q, why, lambda r, bodies=bodies: self.run_list(
-                        [b for group in bodies for b in group], [r], tail))
+                        [b for group in bodies for b in group], [r], tail), merge=n + 1 == len(node.arms))
                     if n < len(node.ends) and node.ends[n] == ";;&":
                         nxt += forked[1:]
                     else:
@@ -732,6 +805,21 @@ class Evaluator:
             out += self.command(path, node, words)
         return out
 
+    def background(self, path: Path, body: Callable[[Path], list[Path]], why: str) -> Path:
+        """A subshell in the background (``coproc``, ``&``): set -e applies inside it, its status is never read."""
+        self.exempt.append(f"{why}: its status is never read")
+        saved = path.maybe
+        path.maybe += ((self.decision(f"{why}: the script may end before it starts"), True),)
+        try:
+            self.scoped(path, body)
+        finally:
+            self.exempt.pop()
+            path.maybe = saved
+        if path.status == FAILED or path.failing:
+            path.fail_ctx = path.fail_ctx or why
+        path.status = True
+        return path
+
     def process_substitution(self, path: Path, text: str, line: int) -> None:
         """``<(CMD)`` / ``>(CMD)``: CMD runs in a subshell beside the command, and its status is never read."""
         self.exempt.append(f"process substitution `{text[:2]}...)` on line {line}: its status is never read")
@@ -751,6 +839,9 @@ class Evaluator:
         prior, path.status = path.status, "assumed"   # `$?` in a function body, `exit` alone: the status before
         if head == "return" and (self.in_function or self.in_source):
             path.ended = "return"
+            return [path]
+        if head == "return":   # outside a function or sourced file bash refuses it: a command that fails (2)
+            path.status = False
             return [path]
         if head in ("exit", "return"):
             code = words[1] if len(words) > 1 else (_status_code(prior) if self.fails is not None else "0")
@@ -780,17 +871,8 @@ class Evaluator:
             words = words[1:]
             if not words:
                 return [path]
-            saved = list(self.exempt)
-            self.exempt.append(f"`coproc` on line {line} runs it in the background: its status is never read")
-            try:
-                results = self.command(path, node, words)
-            finally:
-                self.exempt[:] = saved
-            for p in results:
-                if p.status == FAILED:
-                    p.fail_ctx = p.fail_ctx or f"`coproc` on line {line} runs it in the background"
-                p.status = True
-            return results
+            return [self.background(path, lambda q: self.command(q, node, words),
+                                    f"`coproc` on line {line} runs it in the background")]
         if head in ("true", ":"):
             path.status = True
         elif head == "false":
@@ -884,12 +966,14 @@ class Evaluator:
                     path.fail_ctx = path.fail_ctx or f"`find ... -exec ... ;` on line {line} ignores its status"
                 return [path]
             if inner is not None:
-                script, transparent, errexit = inner
+                script, transparent, errexit, pipefail = inner
                 child = path.copy()
                 child.errexit = errexit
+                child.pipefail = pipefail
                 child.errexit_why = "" if errexit else f"`{head} -c` on line {line} runs its script without `-e`"
                 child.traps = ()
-                results = self.nested(child, script, line, same_env=transparent, subshell=True)
+                results = self.nested(child, script, line, same_env=transparent, subshell=True,
+                                      unchecked=self.unchecked(path))
                 path.status = "assumed"
                 self.carry_failure(path, results, _result_status(results[0]) if len(results) == 1 else None)
                 if path.failing:
@@ -1019,9 +1103,11 @@ class Evaluator:
                 p.ended = ""
         return results
 
-    def nested(self, path: Path, script: str, line: int, *, same_env: bool, subshell: bool = False) -> list[Path]:
+    def nested(self, path: Path, script: str, line: int, *, same_env: bool, subshell: bool = False,
+               unchecked: bool = True) -> list[Path]:
         """Re-read ``script`` (``eval``, ``source``; ``bash -c``): same variables for eval; for a child shell
-        only what was exported (a container's shell (``docker exec``): anything unset is unknown)."""
+        only what was exported (a container's shell (``docker exec``): anything unset is unknown).
+        ``unchecked``: a child shell's failure may not fail the script that starts it."""
         if self.depth >= MAX_DEPTH:
             if subshell:
                 return [path]
@@ -1038,6 +1124,13 @@ class Evaluator:
             inner.args = ()
         saved_line, self.outer_line = self.outer_line, self.outer_line or line
         saved_loops, self.loops = self.loops, 0 if subshell else self.loops
+        saved_flags = self.in_function, self.in_source, self.in_condition, self.suspended, self.exempt, self.silent
+        if subshell:   # a child shell: `return` at its top level is refused there, whoever started it; set -e
+            # applies there as its own options say, whatever context started it
+            self.silent += unchecked
+            self.in_function = self.in_source = False
+            self.in_condition = self.suspended = 0
+            self.exempt = []
         self.depth += 1
         self.sub_depth += subshell
         try:
@@ -1047,6 +1140,7 @@ class Evaluator:
             self.sub_depth -= subshell
             self.outer_line = saved_line
             self.loops = saved_loops
+            self.in_function, self.in_source, self.in_condition, self.suspended, self.exempt, self.silent = saved_flags
         return results
 
     def test(self, path: Path, words: list[str]) -> object:
@@ -1236,14 +1330,15 @@ def _source(piece: Piece) -> str:
     return piece.text
 
 
-def _inner_script(words: list[str]) -> tuple[str, bool, bool] | None:
+def _inner_script(words: list[str]) -> tuple[str, bool, bool, bool] | None:
     """``[wrapper ...] bash -c SCRIPT``: (SCRIPT, whether it runs in this machine's environment, whether
-    it runs with errexit: only with an ``e`` among the flags, as in ``bash -ec``)."""
+    it runs with errexit: only with an ``e`` among the flags, as in ``bash -ec``, whether it runs with
+    pipefail: only with ``-o pipefail`` among them; a child shell inherits neither option)."""
     for i, word in enumerate(words[:-1]):
         if word.rpartition("/")[2] not in SHELLS:
             continue
         # the shell's options in order (`-e -c`, `+e -c`, `-o errexit -c`, `--norc -ec`), then the script
-        j, c_flag, errexit = i + 1, False, False
+        j, c_flag, errexit, pipefail = i + 1, False, False, False
         while j < len(words) and words[j][:1] in ("-", "+") and len(words[j]) > 1:
             w = words[j]
             if w == "--":
@@ -1252,18 +1347,20 @@ def _inner_script(words: list[str]) -> tuple[str, bool, bool] | None:
             if w.startswith("--"):
                 j += 1
                 continue
-            if w[1:] == "o" and j + 1 < len(words):
+            flags = w[1:-1] if w[-1:] == "o" else w[1:]
+            c_flag = c_flag or (w[0] == "-" and "c" in flags)
+            errexit = (w[0] == "-") if "e" in w[1:] else errexit
+            if w[-1:] == "o" and j + 1 < len(words):   # `-o NAME`, `-eo NAME`: NAME is the option's argument
                 errexit = (w[0] == "-") if words[j + 1] == "errexit" else errexit
+                pipefail = (w[0] == "-") if words[j + 1] == "pipefail" else pipefail
                 j += 2
                 continue
-            c_flag = c_flag or (w[0] == "-" and "c" in w[1:])
-            errexit = (w[0] == "-") if "e" in w[1:] else errexit
             j += 1
         if c_flag and j < len(words):
             prefix = [w.rpartition("/")[2] for w in words[:i]]
             transparent = all(w in TRANSPARENT or w.startswith("-") or w.isdigit() or re.fullmatch(r"\d+[smh]?", w)
                               or "=" in w for w in prefix)
-            return words[j], transparent, errexit
+            return words[j], transparent, errexit, pipefail
     return None
 
 

@@ -46,6 +46,7 @@ class Tok:
     word: Word | None = None
     items: tuple[Word, ...] = ()   # array elements
     append: bool = False           # ``name+=( ... )``
+    glued: bool = False            # an op right after the same op, no blank between (``((``)
 
 
 @dataclass
@@ -60,6 +61,7 @@ class AndOr:
     items: list[tuple[str, list]]   # (operator before it: "" | "&&" | "||", pipeline: list of nodes)
     negate: list[bool]
     line: int
+    background: bool = False        # ended by `&`
 
 
 @dataclass
@@ -385,6 +387,9 @@ def tokenize(script: str) -> list[Tok]:
         elif two in ("&&", "||", ";;", ";&"):
             lx.toks.append(Tok("op", two, lx.line))
             lx.i += 2
+        elif two == "|&":   # a pipe that carries stderr too: for the status, a pipe
+            lx.toks.append(Tok("op", "|", lx.line))
+            lx.i += 2
         elif two in ("<(", ">("):   # process substitution: a word whose command runs beside this one
             end = _match_close(text, lx.i + 1, "(", ")")
             src = text[lx.i:end]
@@ -394,7 +399,7 @@ def tokenize(script: str) -> list[Tok]:
         elif ch in "<>" or two == "&>":
             _read_redirection(lx)
         elif ch in ";&|()":
-            lx.toks.append(Tok("op", ch, lx.line))
+            lx.toks.append(Tok("op", ch, lx.line, glued=ch == "(" and text[lx.i - 1:lx.i] == "(" and lx.i > 0))
             lx.i += 1
         else:
             line = lx.line
@@ -449,6 +454,7 @@ class Parser:
             node = self.parse_and_or(stops)
             if node is not None:
                 out.append(node)
+                node.background = self.op_is("&")
             if self.i == before:
                 self.i += 1   # a token the subset does not read (a stray reserved word): skip it
 
@@ -482,7 +488,8 @@ class Parser:
             return None
         if tok.kind == "op" and tok.text == "(":
             self.i += 1
-            if self.op_is("("):   # (( arithmetic )): not in the subset; its status is unknown
+            if self.op_is("(") and self.peek().glued:   # (( arithmetic )): not in the subset; its status is
+                # unknown (`( (` with a blank between is two subshells)
                 depth = 2
                 self.i += 1
                 words = [Word((Piece("lit", "((", False),), "((")]
