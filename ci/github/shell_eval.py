@@ -315,7 +315,8 @@ class Evaluator:
         return paths
 
     def limit(self, paths: list[Path]) -> list[Path]:
-        """At most MAX_PATHS live paths and one ghost path (enough to report what never runs)."""
+        """At most MAX_PATHS live paths and one ghost path (enough to report what never runs), two when only the
+        second carries the judged runner's failure."""
         ghosts = [p for p in paths if p.ghost]
         live = [p for p in paths if not p.ghost]
         if len(live) <= 2 * MAX_PATHS:   # merging is quadratic: only on a handful of paths
@@ -330,7 +331,9 @@ class Evaluator:
             did = self.decision(f"more than {MAX_PATHS} paths through the script: the reader stops following them")
             merged.maybe = ((did, True),)
             live = [merged]
-        return live + ghosts[:1]
+        # and the first ghost that carries the judged runner's failure: a subshell's status reads it
+        failing = next((g for g in ghosts[1:] if g.failing and not ghosts[0].failing), None)
+        return live + ghosts[:1] + ([failing] if failing is not None else [])
 
     def spend(self, steps: int) -> None:
         if self.budget is not None:
@@ -487,8 +490,18 @@ class Evaluator:
                     else:
                         nxt.append(p)
                 current = self.limit(nxt)
+            # a compound command other than a subshell (`{ }`, if, case, a loop) that returns the failure of a
+            # command where `set -e` was ignored does not end the script either: a failure where it applied
+            # ended the path inside already
+            exempt_compound = len(last) == 1 and (isinstance(last[0], (If, Case, Loop)) or
+                                                  isinstance(last[0], Group) and not last[0].subshell)
             if self.fails is not None and not node.negate[-1]:
                 for p in current:   # the judged runner failed as the list's last command: `set -e` applies
+                    if exempt_compound and p.status == FAILED and id(p) in ran_last and not p.ended \
+                            and not p.ghost:
+                        p.fail_ctx = p.fail_ctx or f"the compound command on line {node.line} returns a failure " \
+                            "where `set -e` was ignored, which does not end the script"
+                        continue
                     if p.status == FAILED and id(p) in ran_last and not p.ended and not p.ghost:
                         self.errexit_fail(p, node.line)
             out += current
