@@ -277,6 +277,8 @@ CASES: dict[str, tuple[str, dict, dict, str]] = {
     # the failing pass of an inner loop is what the piped subshell's status carries
     "nested-loops-piped": ("i=; while [ \"$i\" != xx ]; do i=${i}x; j=; while [ \"$j\" != xx ]; do j=${j}x; "
                            f"{R}; done; done | cat\n", {}, {}, "masked"),
+    # a function the script does not export is not defined in a child shell
+    "unexported-function-in-bash-c": (f"f() {{ {R}; }}\nbash -c 'f | cat'\n", {}, {}, "dormant"),
 }
 
 

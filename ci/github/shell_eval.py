@@ -985,6 +985,8 @@ class Evaluator:
                 child.pipefail = pipefail
                 child.errexit_why = "" if errexit else f"`{head} -c` on line {line} runs its script without `-e`"
                 child.traps = ()
+                # a child shell has only the functions exported to it (`export -f`)
+                child.funcs = {k: v for k, v in child.funcs.items() if k in child.exported}
                 results = self.nested(child, script, line, same_env=transparent, subshell=True,
                                       unchecked=self.unchecked(path))
                 path.status = "assumed"
