@@ -279,6 +279,8 @@ CASES: dict[str, tuple[str, dict, dict, str]] = {
                            f"{R}; done; done | cat\n", {}, {}, "masked"),
     # a function the script does not export is not defined in a child shell
     "unexported-function-in-bash-c": (f"f() {{ {R}; }}\nbash -c 'f | cat'\n", {}, {}, "dormant"),
+    # with pipefail a pipeline whose part always fails ends the script, and the EXIT trap exits 0
+    "pipefail-false-pipe-exit-trap": (f"trap 'exit 0' EXIT\nfalse | cat\n{R}\n", {"shell": "bash"}, {}, "dormant"),
 }
 
 

@@ -474,7 +474,8 @@ class Evaluator:
                 self.suspended -= pushed
                 current = self.limit(nxt)
             last = node.items[-1][1]
-            if len(node.items) == 1 and len(last) == 1 and isinstance(last[0], Simple) and not node.negate[0]:
+            if len(node.items) == 1 and (len(last) == 1 and isinstance(last[0], Simple) or len(last) > 1) \
+                    and not node.negate[0]:
                 for p in current:   # set -e: a standalone command that always fails ends the script
                     if p.errexit and p.status is False and not p.ended and not p.ghost and not self.suspended:
                         self.always_fails(p, node.line)
@@ -589,7 +590,8 @@ class Evaluator:
                     silent = path.pipefail is not True if k < len(pipeline) - 1 else self.unchecked(path)
                     self.scoped(path, lambda q, part=part: self.run_node(part, [q]), silent)
                     statuses.append(path.status)
-                path.status = "assumed"
+                # with pipefail, a part that always fails fails the pipeline
+                path.status = False if path.pipefail is True and False in statuses else "assumed"
                 if self.fails is not None:
                     failed = [s for s in statuses if s in (False, FAILED)]
                     path.status = failed[-1] if path.pipefail and failed else statuses[-1]
