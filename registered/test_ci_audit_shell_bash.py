@@ -271,6 +271,16 @@ CASES: dict[str, tuple[str, dict, dict, str]] = {
     "nested-subshells": (f"( ( case \"$NEVER\" in a) exit 0 ;; esac; {R} ) )\n", {}, {}, "run"),
     "if-status-and": (f"if [ -f list ]; then grep -q y list; fi && {R}\necho done\n", {}, {"list": "x\n"}, "maybe"),
     "nested-subshells-never": (f"( ( case \"$NEVER\" in a) {R} ;; esac ) )\n", {}, {}, "dormant"),
+    # a `{ }`, if or case whose status is a failure where `set -e` was ignored does not end the script
+    "and-list-in-case-arm": (f"case a in a) if true; then {R}; fi && true;; esac\necho done\n", {}, {}, "masked"),
+    "and-list-in-group": (f"{{ {R} && true; }}\necho done\n", {}, {}, "masked"),
+    # the failing pass of an inner loop is what the piped subshell's status carries
+    "nested-loops-piped": ("i=; while [ \"$i\" != xx ]; do i=${i}x; j=; while [ \"$j\" != xx ]; do j=${j}x; "
+                           f"{R}; done; done | cat\n", {}, {}, "masked"),
+    # a function the script does not export is not defined in a child shell
+    "unexported-function-in-bash-c": (f"f() {{ {R}; }}\nbash -c 'f | cat'\n", {}, {}, "dormant"),
+    # with pipefail a pipeline whose part always fails ends the script, and the EXIT trap exits 0
+    "pipefail-false-pipe-exit-trap": (f"trap 'exit 0' EXIT\nfalse | cat\n{R}\n", {"shell": "bash"}, {}, "dormant"),
 }
 
 

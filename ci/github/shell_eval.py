@@ -315,7 +315,8 @@ class Evaluator:
         return paths
 
     def limit(self, paths: list[Path]) -> list[Path]:
-        """At most MAX_PATHS live paths and one ghost path (enough to report what never runs)."""
+        """At most MAX_PATHS live paths and one ghost path (enough to report what never runs), two when only the
+        second carries the judged runner's failure."""
         ghosts = [p for p in paths if p.ghost]
         live = [p for p in paths if not p.ghost]
         if len(live) <= 2 * MAX_PATHS:   # merging is quadratic: only on a handful of paths
@@ -330,7 +331,9 @@ class Evaluator:
             did = self.decision(f"more than {MAX_PATHS} paths through the script: the reader stops following them")
             merged.maybe = ((did, True),)
             live = [merged]
-        return live + ghosts[:1]
+        # and the first ghost that carries the judged runner's failure: a subshell's status reads it
+        failing = next((g for g in ghosts[1:] if g.failing and not ghosts[0].failing), None)
+        return live + ghosts[:1] + ([failing] if failing is not None else [])
 
     def spend(self, steps: int) -> None:
         if self.budget is not None:
@@ -471,7 +474,8 @@ class Evaluator:
                 self.suspended -= pushed
                 current = self.limit(nxt)
             last = node.items[-1][1]
-            if len(node.items) == 1 and len(last) == 1 and isinstance(last[0], Simple) and not node.negate[0]:
+            if len(node.items) == 1 and (len(last) == 1 and isinstance(last[0], Simple) or len(last) > 1) \
+                    and not node.negate[0]:
                 for p in current:   # set -e: a standalone command that always fails ends the script
                     if p.errexit and p.status is False and not p.ended and not p.ghost and not self.suspended:
                         self.always_fails(p, node.line)
@@ -487,8 +491,18 @@ class Evaluator:
                     else:
                         nxt.append(p)
                 current = self.limit(nxt)
+            # a compound command other than a subshell (`{ }`, if, case, a loop) that returns the failure of a
+            # command where `set -e` was ignored does not end the script either: a failure where it applied
+            # ended the path inside already
+            exempt_compound = len(last) == 1 and (isinstance(last[0], (If, Case, Loop)) or
+                                                  isinstance(last[0], Group) and not last[0].subshell)
             if self.fails is not None and not node.negate[-1]:
                 for p in current:   # the judged runner failed as the list's last command: `set -e` applies
+                    if exempt_compound and p.status == FAILED and id(p) in ran_last and not p.ended \
+                            and not p.ghost:
+                        p.fail_ctx = p.fail_ctx or f"the compound command on line {node.line} returns a failure " \
+                            "where `set -e` was ignored, which does not end the script"
+                        continue
                     if p.status == FAILED and id(p) in ran_last and not p.ended and not p.ghost:
                         self.errexit_fail(p, node.line)
             out += current
@@ -576,7 +590,8 @@ class Evaluator:
                     silent = path.pipefail is not True if k < len(pipeline) - 1 else self.unchecked(path)
                     self.scoped(path, lambda q, part=part: self.run_node(part, [q]), silent)
                     statuses.append(path.status)
-                path.status = "assumed"
+                # with pipefail, a part that always fails fails the pipeline
+                path.status = False if path.pipefail is True and False in statuses else "assumed"
                 if self.fails is not None:
                     failed = [s for s in statuses if s in (False, FAILED)]
                     path.status = failed[-1] if path.pipefail and failed else statuses[-1]
@@ -972,6 +987,8 @@ class Evaluator:
                 child.pipefail = pipefail
                 child.errexit_why = "" if errexit else f"`{head} -c` on line {line} runs its script without `-e`"
                 child.traps = ()
+                # a child shell has only the functions exported to it (`export -f`)
+                child.funcs = {k: v for k, v in child.funcs.items() if k in child.exported}
                 results = self.nested(child, script, line, same_env=transparent, subshell=True,
                                       unchecked=self.unchecked(path))
                 path.status = "assumed"
