@@ -147,3 +147,20 @@ def test_only_yml_and_yaml_files_of_the_folder_itself_are_workflows(tmp_path):
     assert _events(root) == {}
     (folder / "ok.yxml").rename(folder / "ok.yaml")
     assert _events(root) == {"per-commit/cuda/stage-a": ("pull_request",)}
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=3)
+def test_a_long_chain_of_callers_of_a_refused_workflow_is_refused_in_linear_time(tmp_path):
+    """2,000 workflows, each calling the next, the last refused: every one of them is refused, each naming
+    the call that refuses it. The refusal climbs the chain through a map of callers, once per workflow
+    (a pass over every workflow per link would be 4 million call checks, each touching the disk)."""
+    n = 2000
+    root = sglang_tree(tmp_path, workflow=HEAD + "  j:\n    uses: ./.github/workflows/w0.yml\n")
+    folder = root / ".github" / "workflows"
+    for i in range(n):
+        body = (f"  j:\n    uses: ./.github/workflows/w{i + 1}.yml\n" if i < n - 1 else
+                "  j:\n    runs-on: x\n    steps:\n      - name: neither\n")
+        (folder / f"w{i}.yml").write_text("on: workflow_call\njobs:\n" + body)
+    scan = scan_workflows(root, "sglang")
+    calls = [p for p in scan.problems if "which GitHub refuses" in p]
+    assert len(calls) == n and len(scan.problems) == n + 1, len(scan.problems)

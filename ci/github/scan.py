@@ -266,24 +266,28 @@ def scan_workflows(root: str | Path, adapter: Adapter | str = "dspark") -> Workf
 def _drop_refused(scan: WorkflowScan, root: Path, docs: dict[str, dict[str, Any]], lines: dict[str, dict[str, int]],
                   broken: set[str]) -> None:
     """Remove from ``docs`` every workflow GitHub refuses as a whole (ci/github/refusals.py; a job calling a
-    local workflow that is not a workflow file of the tree, or one that is refused or not valid YAML,
-    repeated until nothing changes), each reported as broken (unknown-suite, keyed by the file): none of
-    its jobs start, so none of its steps may count as a run."""
+    local workflow that is not a workflow file of the tree, or one that is refused or not valid YAML, up a
+    chain of callers of any length, in linear time), each reported as broken (unknown-suite, keyed by the
+    file): none of its jobs start, so none of its steps may count as a run."""
     refused = {rel: [(lines[rel].get(f"job:{key}", 1) if key else 1, why) for key, why in refusals(doc)]
                for rel, doc in docs.items()}
-    changed = True
-    while changed:
-        changed = False
-        for rel, doc in docs.items():
-            if refused[rel]:
-                continue
-            for key, job in doc["jobs"].items():
-                why = _local_call_refusal(root, job.get("uses"), docs, refused, broken) \
-                    if isinstance(job, dict) else None
-                if why:
-                    refused[rel].append((lines[rel].get(f"job:{key}", 1),
-                                         f"job {str(key)[:80]} calls {short(job.get('uses'))}, {why}"))
-                    changed = True
+    callers: dict[str, list[tuple[str, str, Any]]] = {}   # callee -> (caller, job key, its uses)
+    for rel, doc in docs.items():
+        for key, job in doc["jobs"].items():
+            uses = job.get("uses") if isinstance(job, dict) else None
+            why, callee = _local_call(root, uses)
+            if why:
+                refused[rel].append((lines[rel].get(f"job:{key}", 1),
+                                     f"job {str(key)[:80]} calls {short(uses)}, {why}"))
+            elif callee is not None:
+                callers.setdefault(callee, []).append((rel, str(key), uses))
+    queue = [rel for rel, whys in refused.items() if whys] + sorted(broken)
+    while queue:   # a caller of a refused workflow is refused: once, for the first such call found
+        for rel, key, uses in callers.get(queue.pop(), ()):
+            if rel in refused and not refused[rel]:
+                refused[rel].append((lines[rel].get(f"job:{key}", 1),
+                                     f"job {key[:80]} calls {short(uses)}, which GitHub refuses"))
+                queue.append(rel)
     for rel, whys in refused.items():
         if whys:
             for line, why in whys:
@@ -293,25 +297,22 @@ def _drop_refused(scan: WorkflowScan, root: Path, docs: dict[str, dict[str, Any]
             broken.add(rel)
 
 
-def _local_call_refusal(root: Path, uses: Any, docs: dict[str, Any], refused: dict[str, list],
-                        broken: set[str]) -> str | None:
-    """Why GitHub refuses a workflow with a job ``uses: ./...`` (None: it does not, or ``uses`` is remote). A
-    callee that is in the folder but unreadable already has its unreadable-input finding."""
+def _local_call(root: Path, uses: Any) -> tuple[str | None, str | None]:
+    """(why GitHub refuses a workflow with a job ``uses: ./...``, None) or (None, the called workflow's path
+    when it is a workflow file of the folder; None for a remote ``uses``). A callee that is in the folder
+    but unreadable already has its unreadable-input finding."""
     if not isinstance(uses, str) or not uses.startswith("./"):
-        return None
+        return None, None
     target = uses[2:].split("@", 1)[0]
     parent, _, name = target.rpartition("/")
     path = root / target
     if ".." in target.split("/") or not is_inside(root, path.parent):
-        return "a path out of the audited tree"   # not looked at
+        return "a path out of the audited tree", None   # not looked at
     if parent == WORKFLOW_DIR and name.endswith((".yml", ".yaml")) and (path.is_file() or path.is_symlink()):
-        callee = called_file(uses, root)
-        if callee in broken or refused.get(callee):
-            return "which GitHub refuses"
-        return None   # a workflow of the folder: read (or reported unreadable) like every other
+        return None, called_file(uses, root)   # a workflow of the folder: read (or reported unreadable)
     if not path.exists() and not path.is_symlink():
-        return "not in the audited tree"
-    return f"not a workflow file directly in {WORKFLOW_DIR}/ (the only place GitHub calls one from)"
+        return "not in the audited tree", None
+    return f"not a workflow file directly in {WORKFLOW_DIR}/ (the only place GitHub calls one from)", None
 
 
 def catalog_runner_labels(root: Path) -> tuple[str, ...]:
