@@ -151,9 +151,9 @@ MASKS = {
     "or-true": dict(cpu_run=CPU_STEP + " || true"),
     "or-echo": dict(cpu_run=CPU_STEP + ' || echo "tests failed"'),
     "tee": dict(cpu_run=CPU_STEP + " | tee suite.log"),
-    "set+e": dict(cpu_run="|\n          set +e\n          " + CPU_STEP),
-    "semicolon-true": dict(cpu_run=CPU_STEP + "; true"),
-    "exit0": dict(cpu_run="|\n          " + CPU_STEP + "\n          exit 0"),
+    "set+e": dict(cpu_run="|\n          set +e\n          " + CPU_STEP + "\n          echo done"),
+    "semicolon-true": dict(cpu_run="|\n          set +e\n          " + CPU_STEP + "; true"),
+    "exit0": dict(cpu_run="|\n          set +e\n          " + CPU_STEP + "\n          exit 0"),
     "background": dict(cpu_run=CPU_STEP + " &"),
     "if-condition": dict(cpu_run=f"if ! {CPU_STEP}; then echo flaky; fi"),
     "group-or-true": dict(cpu_run="|\n          { " + CPU_STEP + "; } || true"),
@@ -174,15 +174,19 @@ MASKS = {
     "pytest-k": dict(cpu_run=CPU_STEP + " -- -k 'not slow'"),
     "addopts": dict(job_extra="\n    env:\n      PYTEST_ADDOPTS: --deselect registered/test_base.py::test_big_one"),
 }
-WORDS = {"or-true": "`|| true`", "or-echo": "`|| echo tests failed`", "tee": "piped into `tee suite.log`",
-         "set+e": "`set +e`", "semicolon-true": "`; true`", "exit0": "`exit 0`", "background": "background",
-         "if-condition": "condition of `if`", "group-or-true": "its group: `|| true`",
-         "subshell-lines": "its group: `|| echo failed`", "function-or-true": "via function `run_tests`: `|| true`",
-         "trap-exit": "the handler's exit replaces the failure's",
+# a bash script's masks are what the syntax-tree reading finds with the runner failing (ci/github/masking.py)
+LEFT_OF_OR = "it is on the left of `||` on line {}, where `set -e` does not apply; the script then ends with status 0"
+WORDS = {"or-true": LEFT_OF_OR.format(1), "or-echo": LEFT_OF_OR.format(1), "tee": "piped into `tee suite.log`",
+         "set+e": "`set +e` on line 1 turns errexit off", "semicolon-true": "`set +e` on line 1 turns errexit off",
+         "exit0": "`exit 0` on line 3 ends the script", "background": "background",
+         "if-condition": "`!` on line 1 negates it", "group-or-true": LEFT_OF_OR.format(1),
+         "subshell-lines": LEFT_OF_OR.format(1), "function-or-true": LEFT_OF_OR.format(4),
+         "trap-exit": "the EXIT trap `echo cleanup; exit` exits 0",
          "trap-exit-status": "the EXIT trap `echo bye; exit $?` exits 0",
          "step-continue": "step continue-on-error: True",
          "job-continue": "job continue-on-error", "step-if": "step if: \"github.event_name == 'push'\"",
-         "no-errexit-shell": "later commands decide", "dry-run": "`--dry-run` on the runner's command line",
+         "no-errexit-shell": "the step's shell runs the script without `-e`",
+         "dry-run": "`--dry-run` on the runner's command line",
          "help": "`--help` on the runner's command line",
          "emulate": "`--emulate` on the runner's command line", "pytest-k": "`-k` on the runner's command line",
          "addopts": "job env PYTEST_ADDOPTS="}
@@ -213,6 +217,14 @@ def test_g_anything_that_can_mask_the_runner_is_named_and_the_step_does_not_coun
     ("|\n          cleanup() {\n            rc=$?\n            rm -rf build\n            exit $rc\n          }\n"
      "          trap cleanup EXIT\n          " + CPU_STEP, ""),                 # a trap that rethrows the status
     ("|\n          run_tests() {\n            " + CPU_STEP + "\n          }\n          run_tests", ""),
+    # a failure handled loudly, and shapes a flat reading took for masks where `set -e` ends the script first
+    (CPU_STEP + " || exit 1", ""),
+    ("|\n          " + CPU_STEP + " || { echo failed; exit 1; }\n          echo done", ""),
+    ("|\n          set +e\n          " + CPU_STEP + "\n          rc=$?\n          if [ $rc -ne 0 ]; then exit $rc; fi",
+     ""),
+    (CPU_STEP + "; true", ""),
+    ("|\n          " + CPU_STEP + "\n          exit 0", ""),
+    ("|\n          set +e\n          " + CPU_STEP, ""),
 ])
 def test_g_honest_shell_around_the_runner_is_not_flagged(tmp_path, run, extra):
     report = run_audit(repo_with(tmp_path, cpu_run=run, step_extra=extra).root, today=TODAY)
@@ -411,8 +423,8 @@ def test_a_g_a_local_composite_action_is_read_as_part_of_the_job(tmp_path):
     repo.write(".github/actions/run-group/action.yml", ACTION.replace("{tail}", " || true"))
     report = run_audit(repo.root, today=TODAY)
     assert report.violations["masked-step"] == [
-        "MASKED .github/workflows/per-commit.yml:per-commit__cpu:run group shard > run: `|| true` turns its "
-        "failure into success"]
+        "MASKED .github/workflows/per-commit.yml:per-commit__cpu:run group shard > run: if the runner fails: "
+        + LEFT_OF_OR.format(1)]
     dormant = report.violations["dormant-suite"]
     assert sorted(v.split()[1] for v in dormant) == ["per-commit/cpu/big", "per-commit/cpu/kernels"]
 

@@ -206,7 +206,6 @@ CASES: dict[str, tuple[str, dict, dict, str]] = {
     "find-exec-sh-c-plus": (f"find . -maxdepth 0 -exec sh -c '{R}' sh {{}} +\n", {}, {}, "run"),
     "source-return": (f". ci/env.sh\n{R}\n", {}, {"ci/env.sh": "return 0\nexit 0\n"}, "run"),   # a false red before
     "xargs-sh-c": (f"echo r1 | xargs -I{{}} sh -c '{R}'\n", {}, {}, "run"),
-    "or-subshell-exit1": (f"{R} || (echo failed; exit 1)\n", {}, {}, "masked"),
     "parallel-bg-wait-all": (f"{R} &\n{R} &\nwait\n", {}, {}, "masked"),
     "eval-in-if": (f"if eval '{R}'; then echo ok; fi\n", {}, {}, "masked"),
     "while-read-heredoc": (f"while read s; do\n  {R}\ndone <<EOF\nr1\nEOF\n", {}, {}, "maybe"),
@@ -281,6 +280,30 @@ CASES: dict[str, tuple[str, dict, dict, str]] = {
     "unexported-function-in-bash-c": (f"f() {{ {R}; }}\nbash -c 'f | cat'\n", {}, {}, "dormant"),
     # with pipefail a pipeline whose part always fails ends the script, and the EXIT trap exits 0
     "pipefail-false-pipe-exit-trap": (f"trap 'exit 0' EXIT\nfalse | cat\n{R}\n", {"shell": "bash"}, {}, "dormant"),
+    # a failure handled loudly is a run (each read as masked before: a false red on common shapes);
+    # set -e applies to the last command of && / || and to a subshell there
+    "or-exit-1": (f"{R} || exit 1\necho done\n", {}, {}, "run"),
+    "or-group-exit-1": (f"{R} || {{ echo failed; exit 1; }}\necho done\n", {}, {}, "run"),
+    "or-subshell-exit1": (f"{R} || (echo failed; exit 1)\necho done\n", {}, {}, "run"),
+    "semicolon-true-under-set-e": (f"{R}; true\n", {}, {}, "run"),
+    "exit-0-after-under-set-e": (f"{R}\nexit 0\n", {}, {}, "run"),
+    "set-plus-e-runner-last": (f"set +e\necho start\n{R}\n", {}, {}, "run"),
+    "or-false": (f"{R} || false\necho done\n", {}, {}, "run"),
+    "or-return-1-in-function": (f"f() {{ {R} || return 1; }}\nf\necho done\n", {}, {}, "run"),
+    "or-return-in-function": (f"f() {{ {R} || return; }}\nf\necho done\n", {}, {}, "run"),
+    "rc-tested-then-exit": (f"set +e\n{R}\nrc=$?\nif [ $rc -ne 0 ]; then exit $rc; fi\necho ok\n", {}, {}, "run"),
+    "rc-string-tested": (f"set +e\n{R}\nrc=$?\n[ \"$rc\" = 0 ] || exit 1\necho ok\n", {}, {}, "run"),
+    "guard-in-function": (f"check() {{ [ -f list ] || return 1; }}\ncheck\n{R}\n", {}, {"list": "x\n"}, "run"),
+    "guard-subshell-exit": (f"[ -f list ] || (echo missing; exit 1)\n{R}\n", {}, {"list": "x\n"}, "run"),
+    # ... and not to a `{ }` whose failure came from a command where set -e was ignored
+    "group-failure-set-e-ignored": (f"true && {{ false && echo x; }}\n{R}\necho done\n", {}, {}, "run"),
+    # a subshell or a last command of && / || that always fails ends the script first (a false run before)
+    "subshell-exit-1-before": (f"( exit 1 )\n{R}\n", {}, {}, "dormant"),
+    "and-false-before": (f"true && false\n{R}\n", {}, {}, "dormant"),
+    "or-false-before": (f"false || false\n{R}\n", {}, {}, "dormant"),
+    # exit and return codes are taken modulo 256: `exit 256` is a success (a false run before)
+    "or-exit-256": (f"{R} || exit 256\n", {}, {}, "masked"),
+    "or-return-256": (f"f() {{ {R} || return 256; }}\nf\necho done\n", {}, {}, "masked"),
 }
 
 

@@ -127,3 +127,27 @@ def test_a_workflow_of_crafted_scripts_is_audited_within_the_limits(tmp_path):
     assert got["rc"] == 1 and got["seconds"] < LIMIT_S and got["maxrss_mb"] < LIMIT_MB, (got["seconds"], got["err"])
     cut = [f["message"] for f in json.loads(got["out"])["findings"] if f["rule"] == "unreadable-input"]
     assert len(cut) == 1 and f"more than {scan_module.MAX_RUNNER_CALLS} distinct runner calls" in cut[0], cut
+
+
+DIGITS = "1" * 5000   # past the 4,300 digits Python's int() reads
+NUMBERS = {
+    # (script, the runner call's state): each raised ValueError inside the reader before (exit 3)
+    "a test of 5,000 digits": (f"[ {DIGITS} -eq 1 ] && exit 0\n{RUN}\n", "maybe"),
+    "a positional parameter of 5,000 digits": (f"f() {{ echo ${{{DIGITS}}}; }}\nf a\n{RUN}\n", "run"),
+    "a positional parameter in other digits": ("f() { echo ${\u00b2}; }\nf a\n" + RUN + "\n", "run"),
+    "an array index of 5,000 digits": (f"a=(x y)\necho ${{a[{DIGITS}]}}\n{RUN}\n", "run"),
+    "break of 5,000 digits": (f"for i in 1 2; do break {DIGITS}; done\n{RUN}\n", "run"),
+    "break in other digits": ("for i in 1 2; do break \u00b2; done\n" + RUN + "\n", "run"),
+    "exit of 5,000 digits": (f"[ -f x ] && exit {DIGITS}\n{RUN}\n", "maybe"),
+}
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
+@pytest.mark.parametrize("name", sorted(NUMBERS))
+def test_numbers_int_cannot_read_are_unknown_not_a_crash(name):
+    """A number the reader would hand to int() is first checked: ASCII digits, at most 18 of them. One it
+    cannot read is unknown (a test, an exit code) or ignored (a position, an index, a break count)."""
+    script, state = NUMBERS[name]
+    reading = read_runs(script, runner=_is_runner)
+    runs = [r for r in reading.runs if _is_runner(r.words)]
+    assert reading.state(runs)[0] == state

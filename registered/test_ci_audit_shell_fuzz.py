@@ -2,8 +2,8 @@
 
 Hypothesis writes small bash scripts from a grammar of the reader's subset: runner calls
 (``python3 run_suite.py --suite sN``, each call site its own suite), ``true``/``false``/``exit N``/
-``return N``, ``&&``, ``||``, ``!``, ``| cat``, ``&``, ``if``/``elif``/``else``, bounded ``while``/``until``
-loops, ``for``, ``case``, ``{ }``, ``( )``, functions, ``set -e``/``set +e``/``set -o pipefail``,
+``return N`` (N past 255 too), ``&&``, ``||``, ``!``, ``| cat``, ``&``, ``if``/``elif``/``else``, bounded
+``while``/``until`` loops, ``for``, ``case``, ``{ }``, ``( )``, functions, ``set -e``/``set +e``/``set -o pipefail``,
 ``trap '...' EXIT``, variables set by the script or read from the environment (``X``, ``Y``), ``$?``,
 ``rc=$?; exit $rc``, ``bash -c '...'`` and ``eval '...'``. Each script is read by
 :func:`read_runs` for both of GitHub's bash command lines (``bash -e {0}`` with no ``shell:``,
@@ -96,7 +96,7 @@ def bracket_test(draw, ctx: Ctx) -> str:
     word = env_word(draw, ctx)
     kind = draw(st.sampled_from(["=a", "=b", "!=a", "-n", "-z", "$?"]))
     if kind == "$?":
-        return f"[ $? {draw(st.sampled_from(['-eq', '-ne']))} 0 ]"
+        return f"[ $? {draw(st.sampled_from(['-eq', '-ne', '-gt', '!=']))} 0 ]"
     if kind in ("-n", "-z"):
         return f"[ {kind} {word} ]"
     op, value = kind[:-1], kind[-1]
@@ -119,9 +119,9 @@ def simple(draw, ctx: Ctx, w: Where) -> str:
     if kind in ("true", "false"):
         return kind
     if kind == "exit":
-        return f"exit {draw(st.sampled_from(['0', '1', '3']))}"
+        return f"exit {draw(st.sampled_from(['0', '1', '3', '256', '00']))}"   # codes are taken modulo 256
     if kind in ("return", "return-top"):
-        return f"return {draw(st.sampled_from(['0', '1']))}"
+        return f"return {draw(st.sampled_from(['0', '1', '256']))}"
     if kind == "echo":
         return "echo hi"
     if kind == "assign":

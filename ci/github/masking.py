@@ -111,14 +111,21 @@ def truthy_flag(value: Any, ctx: Mapping[str, Any]) -> bool | None:
 
 
 def command_masks(adapter: Adapter, commands: list[Command], calls: list[tuple[int, RunnerCall]],
-                  shell: str | None, evaluated: list[str] = ()) -> list[str]:
-    """What in the script around each runner call (and in the call itself) can mask its exit: the flat
-    reader's patterns (``|| true``, a pipe without pipefail, ...) and, when it finds none, ``evaluated``:
-    the paths on which the syntax-tree reading follows a failing runner to a green end
-    (ci/github/shell_eval.py ``judge_call``)."""
+                  shell: str | None, evaluated: list[str] = (), judged: bool = False) -> list[str]:
+    """What in the script around each runner call (and in the call itself) can mask its exit.
+
+    ``judged``: the script is bash and the syntax-tree reading followed every runner call of every row to
+    the end of every path (ci/github/shell_eval.py ``judge_call``; nothing in ``evaluated`` is unproven:
+    no code known only at run time, no reading it gave up on): its answer, ``evaluated`` (the paths on
+    which a failing runner reaches a green end), is the script's. It follows what the flat reader only
+    matches, so ``run || exit 1``, ``|| (echo failed; exit 1)`` and ``rc=$?; if [ $rc -ne 0 ]; then exit
+    $rc; fi`` are not masks there. Otherwise the flat reader's patterns (``|| true``, a pipe without
+    pipefail, ...) and, when it finds none, ``evaluated``."""
+    own = [m for _k, call in calls for m in adapter.call_masks(call)]
+    if judged:
+        return own + list(evaluated)
     flat = [m for k, _call in calls for m in masking(commands, k, shell)]
-    masks = flat + [m for _k, call in calls for m in adapter.call_masks(call)]
-    return masks + ([] if flat else list(evaluated))
+    return flat + own + ([] if flat else list(evaluated))
 
 
 def job_state(doc: dict[str, Any], key: str, ctx: Mapping[str, Any], memo: dict[str, bool | None],

@@ -426,7 +426,9 @@ def _scan_job(cx: ScanContext) -> None:
         commands = split_commands(step["run"])
         calls = [(k, call) for ln, call in call_lines for k in _command_at(cx.adapter, commands, ln)]
         judged = [f"if the runner fails: {why}" for why, _proven in evaluated]
-        masks = list(dict.fromkeys(command_masks(cx.adapter, commands, calls, shell, judged)
+        # a bash script the tree reading followed to the end on every path: its answer is the script's
+        sure = cx.shell.bash and all(proven for _why, proven in evaluated)
+        masks = list(dict.fromkeys(command_masks(cx.adapter, commands, calls, shell, judged, sure)
                                    + env_masks(step, cx.job, cx.doc) + written[0] + written[1] + events.masks))
         scan.masked += [f"{where}: {m}" for m in masks]
         scan.masked_unproven |= {f"{where}: {m}" for m in events.unproven_masks + written[1]}

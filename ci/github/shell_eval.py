@@ -14,6 +14,7 @@ from __future__ import annotations
 import fnmatch
 import re
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Callable
 
 from ci.github.shell import split_commands
@@ -25,6 +26,7 @@ MAX_READ_STEPS = 100_000   # statements per reading past which it stops: every c
 MAX_VALUE_CHARS = 65536    # a variable's value or an expanded word; a longer one is unknown
 MAX_NESTED_CHARS = 1 << 20   # text parsed again per reading (eval, bash -c, source), past which it stops
 NESTED_CHARS_A_STEP = 64     # what that text costs against the shared StepBudget
+MAX_LOUD = 64          # the loud endings a reading keeps (more: fewer outcomes covered, never a false run)
 MAX_DEPTH = 6         # nested bash -c / eval / function calls
 UNKNOWN = None
 SHELLS = ("bash", "sh", "zsh", "dash")
@@ -133,6 +135,7 @@ class Evaluator:
         self.sub_depth = 0            # inside a subshell or child shell: `exit` ends only that
         self.loops = 0                # enclosing loops (break / continue)
         self.outcomes: list[tuple[str, str]] = []   # judging: ("loud" | "masked" | "unknown", why) per path
+        self.loud: set[frozenset[Decision]] = set()   # the conditions of paths that end the script loudly
         self.runs: list[Run] = []
         self.steps = 0
         self.nested_chars = 0   # text read again (eval, bash -c, source): bounded by MAX_NESTED_CHARS
@@ -202,7 +205,9 @@ class Evaluator:
         if inner == "#":
             return str(len(path.args))
         if inner.isdigit():
-            k = int(inner)
+            k = _small_int(inner)
+            if k is None:   # a crafted position past any argument list, or digits int() does not read
+                return UNKNOWN
             return path.args[k - 1] if 0 < k <= len(path.args) else ""
         if inner == "?" and self.fails is not None:
             return _status_code(path.status)
@@ -225,7 +230,8 @@ class Evaluator:
             if index in ("@", "*"):
                 got: list[str] | str | None = list(value)
             elif index is not None:
-                got = value[int(index)] if int(index) < len(value) else ""
+                k = _small_int(index)
+                got = UNKNOWN if k is None else value[k] if k < len(value) else ""
             else:
                 got = value[0] if value else ""
         else:
@@ -428,6 +434,8 @@ class Evaluator:
         path.failing = True
         if status != FAILED and not path.fail_ctx:
             path.fail_ctx = next((r.fail_ctx for r in failed if r.fail_ctx), "")
+        elif status == FAILED and self.exempt and not path.fail_ctx:   # `( RUN ) || echo failed`
+            path.fail_ctx = self.exempt[-1]
     def run_and_or(self, node: AndOr, paths: list[Path], tail: bool = False) -> list[Path]:
         out: list[Path] = []
         last_n = len(node.items) - 1
@@ -439,6 +447,9 @@ class Evaluator:
                 text = " ".join([f"{a[0]}=..." for c in pipeline if isinstance(c, Simple) for a in c.assigns]
                                 + [w.raw for c in pipeline if isinstance(c, Simple) for w in c.words])[:60]
                 pushed = 0
+                # the list's last pipeline: a failure there ends the script under set -e (inside a fork's
+                # taken side, so that a side that always fails loudly is dropped there)
+                run = self.run_pipeline if n < last_n else partial(self.run_last_pipeline, line=node.line)
                 if n < last_n:
                     self.exempt.append(f"it is on the left of `{node.items[n + 1][0]}` on line {node.line}, "
                                        "where `set -e` does not apply")
@@ -453,7 +464,7 @@ class Evaluator:
                         continue
                     decide = _chain_decision(op, p.status, tail)
                     if decide is True:
-                        got = self.run_pipeline(pipeline, [p], node.negate[n])
+                        got = run(pipeline, [p], node.negate[n])
                         if n == last_n:
                             ran_last |= {id(q) for q in got}
                         nxt += got
@@ -465,7 +476,7 @@ class Evaluator:
                     else:
                         why = (f"`{op} {text}` on line {node.line} runs only if the command before it "
                                f"{'succeeds' if op == '&&' else 'fails'}, known at run time")
-                        got = self.fork(p, why, lambda q: self.run_pipeline(pipeline, [q], node.negate[n]))
+                        got = self.fork(p, why, lambda q: run(pipeline, [q], node.negate[n]))
                         if n == last_n:
                             ran_last |= {id(q) for q in got[1:]}
                         nxt += got
@@ -474,11 +485,6 @@ class Evaluator:
                 self.suspended -= pushed
                 current = self.limit(nxt)
             last = node.items[-1][1]
-            if len(node.items) == 1 and (len(last) == 1 and isinstance(last[0], Simple) or len(last) > 1) \
-                    and not node.negate[0]:
-                for p in current:   # set -e: a standalone command that always fails ends the script
-                    if p.errexit and p.status is False and not p.ended and not p.ghost and not self.suspended:
-                        self.always_fails(p, node.line)
             if self.silent and not self.suspended and not node.negate[-1]:
                 # a command that may fail ends this subshell under set -e, and nothing reads that failure
                 why = (f"`{text}` on line {node.line} may fail, which ends its subshell silently under `set -e` "
@@ -507,6 +513,20 @@ class Evaluator:
                         self.errexit_fail(p, node.line)
             out += current
         return out
+
+    def run_last_pipeline(self, pipeline: list, paths: list[Path], negate: bool, line: int) -> list[Path]:
+        """The last pipeline of an and-or list (``A``, ``A && B``, ``A || B``): under set -e, where it is
+        not exempt, a last pipeline that always fails ends the script: a simple command, a pipeline of
+        several parts, a subshell (``|| (echo failed; exit 1)``). Another compound command (``{ }``, if,
+        case, a loop) whose status is a failure set -e ignored inside does not (bash's manual, ``set -e``)."""
+        paths = self.run_pipeline(pipeline, paths, negate)
+        checked = len(pipeline) > 1 or len(pipeline) == 1 and (
+            isinstance(pipeline[0], Simple) or isinstance(pipeline[0], Group) and pipeline[0].subshell)
+        if checked and not negate and not self.suspended:
+            for p in paths:
+                if p.errexit is True and p.status is False and not p.ended and not p.ghost:
+                    self.always_fails(p, line)
+        return paths
 
     def always_fails(self, path: Path, line: int) -> None:
         """A command that always fails, where `set -e` applies: the ERR trap runs, then the script (or the
@@ -571,6 +591,8 @@ class Evaluator:
                     how = f"{how}, then the EXIT trap `{handler[:40]}` exits {_shown(code)}"
             if path.failing:
                 self.judge(path, code, how)
+            if code.isdigit() and code != "0" and len(self.loud) < MAX_LOUD:
+                self.loud.add(frozenset(path.maybe))
         path.ghost = path.ghost or how
         path.exit_code = code
 
@@ -853,21 +875,25 @@ class Evaluator:
             return self.command(path, node, words[1:])   # `builtin echo ...` is `echo ...`
         prior, path.status = path.status, "assumed"   # `$?` in a function body, `exit` alone: the status before
         if head == "return" and (self.in_function or self.in_source):
-            path.ended = "return"
+            path.ended = "return"   # its status is the call's (`return` alone: the last command's)
+            code = _exit_code(words[1]) if len(words) > 1 else _status_code(prior)
+            path.status = _code_status(code) if code else None
             return [path]
         if head == "return":   # outside a function or sourced file bash refuses it: a command that fails (2)
             path.status = False
             return [path]
         if head in ("exit", "return"):
-            code = words[1] if len(words) > 1 else (_status_code(prior) if self.fails is not None else "0")
+            code = _exit_code(words[1]) if len(words) > 1 else (
+                _status_code(prior) if self.fails is not None else "0")
             if not path.ghost:
-                code = code if code and (code.isdigit() or code == FAIL_CODE) else "?"
+                code = code or "?"
                 self.end(path, code, f"`{' '.join(words[:2])}` on line {line} ends the script", line)
                 path.ghost = f"`{' '.join(words[:2])}` on line {line} ends the script before it"
             return [path]
         if head in ("break", "continue"):
             if self.loops:
-                count = words[1] if len(words) > 1 and words[1].isdigit() else "1"
+                given = _small_int(words[1]) if len(words) > 1 else None
+                count = str(min(given, 1_000_000)) if given is not None and given > 0 else "1"
                 path.ended = f"{head} {count}"
             path.status = True
             return [path]
@@ -1207,6 +1233,28 @@ def _status_code(status: object) -> str | None:
         if isinstance(status, (bool, str)) else None
 
 
+def _small_int(text: str) -> int | None:
+    """``text`` as a number when it is one bash reads the same way: ASCII digits, at most 18 (Python's
+    int() refuses digits past 4,300, and reads ``²`` as no number)."""
+    digits = text[1:] if text[:1] in ("-", "+") else text
+    if not (0 < len(digits) <= 18 and digits.isascii() and digits.isdigit()):
+        return None
+    return int(text)
+
+
+def _compare(x: int, op: str, y: int) -> bool:
+    return {"-eq": x == y, "-ne": x != y, "-lt": x < y, "-le": x <= y, "-gt": x > y, "-ge": x >= y}[op]
+
+
+def _exit_code(word: str) -> str:
+    """The status ``exit WORD`` / ``return WORD`` leaves: WORD modulo 256 (``exit 256`` is 0, ``exit -1``
+    255); "" when bash refuses WORD or it is known only at run time."""
+    if word == FAIL_CODE:
+        return word
+    value = _small_int(word)
+    return "" if value is None else str(value % 256)
+
+
 def _code_status(code: str) -> object:
     return FAILED if code == FAIL_CODE else True if code == "0" else False if code.isdigit() else None
 
@@ -1316,13 +1364,22 @@ def _test_expr(args: list[str], known: list[bool], double: bool) -> bool | None:
         if not (known[0] and known[2]):
             return None
         a, op, b = args
+        if op in ("=", "==", "!=") and FAIL_CODE in (a, b) and a != b and not (double and any(c in b for c in "*?[")):
+            same = False if (b if a == FAIL_CODE else a) in ("", "0") else None   # `[ "$rc" != 0 ]`
+            return None if same is None else same if op != "!=" else not same
         if op in ("=", "==", "!="):
             same = fnmatch.fnmatchcase(a, b) if double and any(c in b for c in "*?[") else a == b
             return same if op != "!=" else not same
-        if not (re.fullmatch(r"-?\d+", a) and re.fullmatch(r"-?\d+", b)):
+        if FAIL_CODE in (a, b):   # the judged runner's status: some code from 1 to 255
+            other = _small_int(b if a == FAIL_CODE else a)
+            if other is None or a == b:
+                return None
+            answers = {_compare(c, op, other) if a == FAIL_CODE else _compare(other, op, c) for c in range(1, 256)}
+            return answers.pop() if len(answers) == 1 else None
+        x, y = _small_int(a), _small_int(b)
+        if x is None or y is None:
             return None
-        x, y = int(a), int(b)
-        return {"-eq": x == y, "-ne": x != y, "-lt": x < y, "-le": x <= y, "-gt": x > y, "-ge": x >= y}[op]
+        return _compare(x, op, y)
     if not args:
         return False
     return None   # file tests, regex matches, string order: known only at run time
@@ -1388,14 +1445,18 @@ class Reading:
     # per runner call (line, words): what can swallow its failure, as (why, proven); empty: nothing
     masks: dict[tuple[int, tuple[str, ...]], tuple[tuple[str, bool], ...]] = field(default_factory=dict)
     calls_cut: int = 0   # runner calls left out of ``runs`` by the caller's cap (ci/github/scan.py)
+    # the conditions of each path on which the script ends with a non-zero code: the step fails there,
+    # loudly, so such a path needs no run (`check || return 1` in a function, then `check; RUN`)
+    loud: tuple[frozenset[Decision], ...] = ()
 
     def state(self, runs: list[Run]) -> tuple[str, str]:
         """("run" | "maybe" | "never", why) of a command reached as each of ``runs`` (e.g. every run of
-        one suite): run when the paths that reach it cover every outcome of the conditions they took."""
+        one suite): run when the paths that reach it, with the paths that fail the step loudly, cover
+        every outcome of the conditions they took."""
         live = [r for r in runs if not r.never]
         if not live:
             return ("never", runs[0].never) if runs else ("never", "")
-        known = resolve([r.decisions for r in live])
+        known = resolve([r.decisions for r in live] + list(self.loud))
         smallest = min(known, key=len)
         if not smallest:
             return "run", ""
@@ -1450,7 +1511,8 @@ def read_runs(script: str, env: ShellEnv = ShellEnv(), *, runner: Callable[[tupl
         for n, call in enumerate(calls):
             masks[call] = judge_call(script, env, call, source, budget, nodes) if n < MAX_JUDGED else (
                 ("more runner calls in one script than the audit judges", False),)
-    return Reading(tuple(dict.fromkeys(ev.runs)), ev.whys, masks)   # a loop reaches the same run many times
+    # a loop reaches the same run many times
+    return Reading(tuple(dict.fromkeys(ev.runs)), ev.whys, masks, loud=tuple(ev.loud))
 
 
 def _unread(script: str, runner: Callable[[tuple[str, ...]], bool] | None, why: str) -> Reading:
