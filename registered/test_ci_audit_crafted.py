@@ -584,3 +584,47 @@ def test_write_atomic_refuses_any_linked_folder_and_read_inside_checks_what_it_o
     monkeypatch.setattr(os, "open", swapping_open)
     with pytest.raises(UnreadableFile, match="changed while it was opened"):
         read_inside(tmp_path, tmp_path / "a.py")
+
+
+DIGITS = "1" * 5000   # past the 4,300 digits int() reads
+HEX = "0x" + "F" * 400   # past a float's range
+
+
+def _numbers_workflow(run: str = "python3 run_suite.py --hw cuda --suite stage-a", on: str = "pull_request",
+                      step_if: str = "", runs_on: str = "ubuntu-latest") -> str:
+    return (f"name: n\non: {on}\npermissions: {{}}\njobs:\n  j:\n    runs-on: {runs_on}\n    steps:\n"
+            f"      - name: run suite\n{step_if}        run: {json.dumps(run)}\n")
+
+
+CRAFTED_NUMBERS = {
+    # each raised ValueError or OverflowError inside the audit before (exit 3, "a bug in the audit")
+    "partition id in other digits": _numbers_workflow(
+        "python3 run_suite.py --hw cuda --suite stage-a --auto-partition-id \u00b2 --auto-partition-size 3"),
+    "partition size of 5,000 digits": _numbers_workflow(
+        f"python3 run_suite.py --hw cuda --suite stage-a --auto-partition-id 0 --auto-partition-size {DIGITS}"),
+    "cron in other digits": _numbers_workflow(on="\n  schedule:\n    - cron: '0 0 \u00b2 \u00b2 *'"),
+    "cron of 5,000 digits": _numbers_workflow(on=f"\n  schedule:\n    - cron: '0 0 1 {DIGITS} *'"),
+    "hexadecimal past a float": _numbers_workflow(step_if=f"        if: ${{{{ {HEX} == 1 }}}}\n"),
+    "format placeholder of 5,000 digits": _numbers_workflow(
+        "python3 run_suite.py --hw cuda --suite ${{ format('stage-a{" + DIGITS + "}', 'x') }}"),
+    "a GPU count of 5,000 digits": _numbers_workflow(f"python3 run_suite.py --hw amd --suite stage-{DIGITS}-gpu",
+                                                     runs_on="linux-mi325-gpu-1"),
+    "a shell test of 5,000 digits": _numbers_workflow(
+        f"[ {DIGITS} -eq 1 ] && exit 0\npython3 run_suite.py --hw cuda --suite stage-a"),
+}
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=2)
+@pytest.mark.parametrize("name", sorted(CRAFTED_NUMBERS))
+def test_numbers_int_and_float_cannot_hold_are_read_not_crashed_on(tmp_path, name):
+    """A crafted number in a workflow (a shard, a cron field, an expression literal, a format placeholder,
+    a suite's GPU count, a shell test) is read as no number, an infinite one or an unknown: the audit
+    answers with findings (ci/numbers.py), never exit 3."""
+    tests = {"test_ok.py": 'register_cuda_ci(est_time=60, suite="stage-a")\n'
+                           f'register_amd_ci(est_time=60, suite="stage-{DIGITS}-gpu")\n'}
+    root = sglang_tree(tmp_path, tests=tests, workflow=CRAFTED_NUMBERS[name])
+    report = run_foreign_audit(root)
+    assert report.findings is not None
+    if name == "a GPU count of 5,000 digits":
+        [mismatch] = [f for f in report.findings if f.rule == "runner-mismatch"]
+        assert mismatch.severity == "error" and "wasteful" not in mismatch.message   # too few GPUs: no note

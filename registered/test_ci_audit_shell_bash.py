@@ -304,6 +304,9 @@ CASES: dict[str, tuple[str, dict, dict, str]] = {
     # exit and return codes are taken modulo 256: `exit 256` is a success (a false run before)
     "or-exit-256": (f"{R} || exit 256\n", {}, {}, "masked"),
     "or-return-256": (f"f() {{ {R} || return 256; }}\nf\necho done\n", {}, {}, "masked"),
+    # a reserved word is one only where a command starts: `echo done` does not end the loop (a false run before)
+    "done-as-an-argument": (f"while false; do echo done; {R}; done\n", {}, {}, "dormant"),
+    "fi-as-an-argument": (f"if false; then echo fi; {R}; fi\n", {}, {}, "dormant"),
 }
 
 

@@ -5,6 +5,7 @@ Imports nothing from ``impl/``, torch or test code.
 from __future__ import annotations
 
 from ci.input_errors import InputError
+from ci.numbers import whole_number
 from ci.registry.partition import MAX_SHARDS
 from ci.safe_yaml import short
 
@@ -87,9 +88,10 @@ def parse_options(words: tuple[str, ...], start: int, names: Mapping[str, bool])
 
 def parse_shard_text(text: str) -> tuple[int, int]:
     """``"I/N"`` -> (I, N) with 1 <= I <= N; a ValueError says what a shard looks like."""
-    index, slash, count = text.strip().partition("/")
-    if not slash or not index.isdigit() or not count.isdigit() or not 1 <= int(index) <= int(count):
+    index_text, slash, count_text = text.strip().partition("/")
+    index, count = whole_number(index_text), whole_number(count_text)
+    if not slash or index is None or count is None or not 1 <= index <= count:
         raise InputError(f"--shard {short(text)}: expected I/N with 1 <= I <= N, e.g. 2/3")
-    if int(count) > MAX_SHARDS:   # a crafted 1/10**20 would make the partition checks loop for ever
+    if count > MAX_SHARDS:   # a crafted 1/10**20 would make the partition checks loop for ever
         raise InputError(f"--shard {short(text)}: at most {MAX_SHARDS} shards (a GitHub matrix holds 256 jobs)")
-    return int(index), int(count)
+    return index, count

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from ci.adapters.base import UNRESOLVED, Adapter, RunnerCall, Target, parse_options
+from ci.numbers import whole_number
 from ci.registry.partition import MAX_SHARDS
 from ci.safe_files import MAX_SOURCE_BYTES, UnreadableFile, read_inside
 from ci.safe_python import PARSE_ERRORS, parse_quietly
@@ -405,9 +406,10 @@ class SGLangAdapter(Adapter):
         if UNRESOLVED in (pid, size):
             why = "--auto-partition-id/--auto-partition-size known only at run time"
             return [Target("suite", target, None, why)], None
-        if not str(pid).isdigit() or not str(size).isdigit() or not 0 <= int(pid) < int(size):
+        part, parts = whole_number(str(pid)), whole_number(str(size))
+        if part is None or parts is None or not 0 <= part < parts:
             return [], (f"--auto-partition-id {short(pid)} --auto-partition-size {short(size)}: "
                         "expected 0 <= id < size")
-        if int(size) > MAX_SHARDS:   # the partition checks count every partition: bounded here
+        if parts > MAX_SHARDS:   # the partition checks count every partition: bounded here
             return [], f"--auto-partition-size {short(size)}: at most {MAX_SHARDS} partitions (a GitHub matrix's jobs)"
-        return [Target("suite", target, (int(pid) + 1, int(size)))], None
+        return [Target("suite", target, (part + 1, parts))], None

@@ -13,6 +13,7 @@ Imports nothing from ``impl/`` or test code.
 from __future__ import annotations
 
 from ci.input_errors import InputError
+from ci.numbers import whole_number
 
 import functools
 
@@ -83,10 +84,18 @@ def _to_number(value: Any) -> float:
         if text == "":
             return 0.0
         try:
-            return float(int(text, 16)) if text.lower().startswith("0x") else float(text)
+            return _hex(text) if text.lower().startswith("0x") else float(text)
         except ValueError:
             return math.nan
     return math.nan
+
+
+def _hex(text: str) -> float:
+    """A hexadecimal number (``0xff``); one past a float's range is infinite, as JavaScript reads it."""
+    try:
+        return float(int(text, 16))
+    except OverflowError:
+        return math.inf
 
 
 def is_truthy(value: Any) -> bool | None:
@@ -211,7 +220,7 @@ class _Parser:
         if kind == "str":
             return text[1:-1].replace("''", "'")
         if kind == "num":
-            return float(int(text, 16)) if "x" in text.lower() else float(text)
+            return _hex(text) if "x" in text.lower() else float(text)
         if kind != "name":
             raise ExpressionError(f"unexpected {text!r} in expression {self.text!r}")
         low = text.lower()
@@ -296,8 +305,10 @@ class _Parser:
         if name == "tojson" and len(args) == 1:
             return UNKNOWN if _has_unknown(args[0]) else json.dumps(args[0])
         if name == "format" and args and not any(a is UNKNOWN for a in args):
-            return re.sub(r"\{(\d+)\}", lambda m: _as_text(args[int(m.group(1)) + 1])
-                          if int(m.group(1)) + 1 < len(args) else m.group(0), str(args[0]))
+            def placeholder(m: re.Match) -> str:
+                k = whole_number(m.group(1))
+                return _as_text(args[k + 1]) if k is not None and k + 1 < len(args) else m.group(0)
+            return re.sub(r"\{([0-9]+)\}", placeholder, str(args[0]))
         if name in ("contains", "startswith", "endswith") and len(args) == 2:
             hay, needle = args
             if hay is UNKNOWN or needle is UNKNOWN:

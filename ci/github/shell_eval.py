@@ -18,6 +18,7 @@ from functools import partial
 from typing import Callable
 
 from ci.github.shell import split_commands
+from ci.numbers import whole_number
 from ci.github.shell_syntax import AndOr, Case, FuncDef, Group, If, Loop, Piece, Simple, Word, parse
 
 MAX_PATHS = 32        # live paths through one script; past it, unknown branches merge (variables -> unknown)
@@ -1234,12 +1235,10 @@ def _status_code(status: object) -> str | None:
 
 
 def _small_int(text: str) -> int | None:
-    """``text`` as a number when it is one bash reads the same way: ASCII digits, at most 18 (Python's
-    int() refuses digits past 4,300, and reads ``²`` as no number)."""
-    digits = text[1:] if text[:1] in ("-", "+") else text
-    if not (0 < len(digits) <= 18 and digits.isascii() and digits.isdigit()):
-        return None
-    return int(text)
+    """``text`` as a number when it is one bash reads the same way: a sign, then ASCII digits, at most 18
+    (:func:`ci.numbers.whole_number`)."""
+    value = whole_number(text[1:] if text[:1] in ("-", "+") else text)
+    return None if value is None else -value if text[:1] == "-" else value
 
 
 def _compare(x: int, op: str, y: int) -> bool:

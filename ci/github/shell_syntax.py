@@ -641,8 +641,7 @@ class Parser:
                 self.i += 1
                 continue
             lit = t.word.literal
-            if words and not in_test and lit in stops and lit in RESERVED_END:
-                break
+            # a reserved word ends the list only where a command starts (`echo done` prints "done")
             if not words and lit in RESERVED_END and lit in stops:
                 break
             first = t.word.pieces[0] if t.word.pieces else None

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from ci.github.expressions import UNKNOWN
+from ci.numbers import whole_number
 from ci.safe_yaml import YAML_LOADER, load_yaml  # noqa: F401  (re-exported: bounded aliases and nesting)
 from ci.safe_yaml import mapping, short
 
@@ -97,9 +98,10 @@ def _cron_never_fires(cron: str) -> str | None:
     if len(fields) != 5:
         return f"cron {short(cron)} does not have 5 fields"
     dom, month = fields[2], fields[3]
-    if dom.isdigit() and month.isdigit():
-        days = {2: 29, 4: 30, 6: 30, 9: 30, 11: 30}.get(int(month), 31)
-        if not 1 <= int(month) <= 12 or int(dom) > days:
+    day, month_number = whole_number(dom), whole_number(month)
+    if day is not None and month_number is not None:
+        days = {2: 29, 4: 30, 6: 30, 9: 30, 11: 30}.get(month_number, 31)
+        if not 1 <= month_number <= 12 or day > days:
             return f"cron {short(cron)} names a day that does not exist"
     return None
 

@@ -6,6 +6,8 @@ or a ``{node_id: seconds}`` JSON from an earlier run) where those know a test.
 from __future__ import annotations
 
 from ci.input_errors import InputError, json_input
+from ci.numbers import whole_number
+from ci.safe_yaml import short
 
 import heapq
 import math
@@ -164,14 +166,14 @@ MAX_SHARDS = 256   # shards of one group or job: a GitHub matrix's most jobs
 
 def parse_shard(text: str) -> tuple[int, int]:
     """``"I/N"`` (1-based) -> (I, N); a clear ValueError otherwise."""
-    match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text or "")
+    match = re.fullmatch(r"\s*([0-9]+)\s*/\s*([0-9]+)\s*", text or "")
     if not match:
-        raise InputError(f"--shard must look like I/N (e.g. 2/3), got {text!r}")
-    index, count = int(match.group(1)), int(match.group(2))
-    if count < 1 or not 1 <= index <= count:
-        raise InputError(f"--shard {text}: need 1 <= I <= N")
-    if count > MAX_SHARDS:   # the partitioner works per shard: a count of 10**20 would never end
-        raise InputError(f"--shard {text}: at most {MAX_SHARDS} shards (a GitHub matrix holds 256 jobs)")
+        raise InputError(f"--shard must look like I/N (e.g. 2/3), got {short(text)}")
+    index, count = whole_number(match.group(1)), whole_number(match.group(2))
+    if count is None or count > MAX_SHARDS:   # the partitioner works per shard: 10**20 would never end
+        raise InputError(f"--shard {short(text)}: at most {MAX_SHARDS} shards (a GitHub matrix holds 256 jobs)")
+    if index is None or count < 1 or not 1 <= index <= count:
+        raise InputError(f"--shard {short(text)}: need 1 <= I <= N")
     return index, count
 
 

@@ -12,6 +12,7 @@ from ci.adapters.sglang import runner_mismatch
 from ci.audit.findings import Location, Rule
 from ci.audit.keys import target_key
 from ci.github.scan import StepRun
+from ci.numbers import whole_number
 
 RULE = Rule(
     "runner-mismatch",
@@ -48,7 +49,8 @@ def foreign(report) -> None:
         problem = runner_mismatch(suite, hw, ref.runners or report.scan.runs_on.get((ref.workflow, ref.wf_job), ()))
         if problem:
             wasteful = re.search(r"needs (\d+) GPU\(s\), runner \S+ has (\d+)", problem)
-            note = bool(wasteful) and int(wasteful.group(2)) > int(wasteful.group(1))
+            needs, has = (whole_number(g) for g in wasteful.groups()) if wasteful else (None, None)
+            note = needs is not None and has is not None and has > needs
             report.add(RULE.id, f"HARDWARE {ref.where}: runs {ref.target}, but {problem}"
                        + (" (more GPUs than it needs: wasteful, not wrong)" if note else ""),
                        severity="note" if note else None,
