@@ -307,6 +307,9 @@ CASES: dict[str, tuple[str, dict, dict, str]] = {
     # a reserved word is one only where a command starts: `echo done` does not end the loop (a false run before)
     "done-as-an-argument": (f"while false; do echo done; {R}; done\n", {}, {}, "dormant"),
     "fi-as-an-argument": (f"if false; then echo fi; {R}; fi\n", {}, {}, "dormant"),
+    # a case that takes no arm, or an empty one, has status 0 (it kept the status before it: a false run)
+    "case-no-arm-after-failure": (f"set +e\n{R}\ncase b in a) true;; esac\n", {}, {}, "masked"),
+    "case-empty-arm-after-failure": (f"set +e\n{R}\ncase a in a) ;; esac\n", {}, {}, "masked"),
 }
 
 

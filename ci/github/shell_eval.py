@@ -762,6 +762,7 @@ class Evaluator:
                     chosen = n
             if any(end != ";;" for end in node.ends) and not path.ghost:
                 unknown = True   # `;&` / `;;&`: read as a case whose arm is known only at run time
+            path.status = True   # no arm taken, or an empty one: the case's status is 0 (its word is read)
             if not unknown or path.ghost:
                 for n, (_pats, body) in enumerate(node.arms):
                     if n == chosen:
