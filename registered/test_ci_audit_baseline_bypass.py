@@ -14,7 +14,9 @@ read it):
 - a masked step is keyed by the suite it runs, whatever its name holds (``rerun: a`` once lost its
   target, so a baselined masked step of one suite hid a new masked step of another);
 - a suite is run only by unmasked steps: when its only unmasked run becomes masked it regresses (the
-  same masked-step key and count once let the baseline say OK).
+  same masked-step key and count once let the baseline say OK);
+- a suite the baseline records as run that now hangs on a repository variable (``if:``, a
+  ``continue-on-error`` expression) regresses: an error, not the warning it is without a baseline.
 """
 from __future__ import annotations
 
@@ -266,3 +268,40 @@ def test_a_mask_on_a_run_time_value_leaves_the_suite_unproven(tmp_path):
     code, out, _err = audit(both, "--format", "json")
     rules = sorted(f["rule"] for f in json.loads(out)["findings"] if f["suite"] == R1)
     assert rules == ["masked-step"], rules
+
+
+# ---------------------------------------------------------------- B7: run -> unproven under a baseline
+
+GATES = {
+    "step if: on a variable": "        if: ${{ vars.RUN_R1 == 'true' }}\n",
+    "continue-on-error on a variable": "        continue-on-error: ${{ vars.TOLERANT == 'yes' }}\n",
+}
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=2)
+@pytest.mark.parametrize("gate", sorted(GATES))
+def test_a_suite_the_baseline_knew_as_run_that_now_hangs_on_a_variable_regresses(tmp_path, gate):
+    """The env-gated path of the field reports: a change puts r1's step under a repository variable. Without
+    a baseline that is a warning (the suite may still run); against a baseline that recorded r1 as run it
+    was a warning too, exit 0, and whoever sets the variable switches the nightly off unreviewed. Now it is
+    an error naming the value, until the baseline is rewritten (its diff moves r1 out of ``run``)."""
+    good = tree(tmp_path / "good")
+    base = tmp_path / "baseline.json"
+    assert {"hardware": "amd", "suite": R1, "schedule": "nightly"} in written_baseline(good, base)["run"]
+    gated = tree(tmp_path / "gated")
+    nightly = gated / ".github" / "workflows" / "nightly.yml"
+    nightly.write_text(nightly.read_text().replace("      - name: r1 accuracy\n",
+                                                   "      - name: r1 accuracy\n" + GATES[gate]))
+    code, out, _err = audit(gated, "--format", "json")          # no baseline: it may still run
+    states = {(f["rule"], f["severity"], f["state"]) for f in json.loads(out)["findings"] if f["suite"] == R1}
+    assert ("dormant-suite", "warning", "unproven") in states, (code, states)
+    code, out, _err = audit(gated, "--baseline", str(base), "--format", "json")
+    data = json.loads(out)
+    [found] = [f for f in data["findings"] if f["suite"] == R1 and f["rule"] == "dormant-suite"]
+    assert code == 1 and (found["severity"], found["state"]) == ("error", "unproven"), (code, found)
+    assert found["message"].startswith(f"REGRESSED nightly/amd/{R1}: ran on a schedule in the baseline, now unproven")
+    assert ("vars.RUN_R1" if "if" in gate else "its exit may be masked") in found["why_unproven"], found
+    rewritten = tmp_path / "rewritten.json"
+    assert R1 not in {s["suite"] for s in written_baseline(gated, rewritten)["run"]}
+    code, _out, _err = audit(gated, "--baseline", str(rewritten))
+    assert code == 0                                              # accepted, reviewably, as debt

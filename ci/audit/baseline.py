@@ -10,8 +10,8 @@ elsewhere does not turn a known finding into a new one. Comparing a run with it:
     new         found now, not in the baseline; or in it, but with a worse severity or state
                 (a baselined warning that became an error; manual-only that became dormant); or a
                 suite the baseline records as run that now has a finding ("regressed": run ->
-                manual-only, partial or dormant is an error whatever the finding's own severity,
-                run -> unproven keeps its warning)                      (these fail the run)
+                unproven, manual-only, partial or dormant is an error whatever the finding's own
+                severity)                                               (these fail the run)
     suppressed  found now, in the baseline, no worse                    (known debt: "baselined")
     stale       in the baseline, not found now                          (debt paid: delete the entry;
                                                                          fails only with --strict-baseline)
@@ -232,12 +232,16 @@ def _when(schedule: str) -> str:
 
 
 def regressed(finding: Finding) -> Finding:
-    """A finding about a suite the baseline records as run: run -> unproven stays a warning (it may still
-    run); manual-only, partial or dormant is an error (proven: it no longer runs on its schedule)."""
+    """A finding about a suite the baseline records as run: an error, whatever its own severity. Manual-only,
+    partial or dormant is proven: the suite no longer runs on its schedule. Unproven is a run that now
+    hangs on a run-time value (``if: vars.RUN_NIGHTLY == 'true'``, ``continue-on-error: ${{ vars.X }}``): a
+    warning without a baseline, but against one that knew the suite as run it is the step that lets a
+    variable nobody reviews switch the suite off, so it fails too. Intended, it is accepted the way debt is:
+    rewrite the baseline (its diff moves the suite from ``run`` to an unproven entry)."""
     head = (f"REGRESSED {finding.schedule}/{finding.hardware}/{finding.suite}: ran {_when(finding.schedule)} "
             f"in the baseline, now {finding.state}: ")
-    if finding.state == "unproven":
-        return dataclasses.replace(finding, message=head + finding.message)
+    if finding.state == "unproven":   # keep why_unproven: the run-time value is what the reader must see
+        return dataclasses.replace(finding, severity="error", message=head + finding.message)
     return dataclasses.replace(finding, severity="error", message=head + finding.message, why_unproven=None)
 
 
