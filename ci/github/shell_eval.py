@@ -183,8 +183,8 @@ class Evaluator:
         results = taken_side(taken)
         kept = [r for r in results if not (r.ghost and r.exit_code not in ("", "0") and r.exit_code.isdigit()
                                            and not self.silent)]
-        if merge:
-            kept = [r for r in kept if not (r.same_state(path) and not r.ghost)]
+        if merge:   # a side that ends in another status is another path: `case ... esac || RUN` reads it
+            kept = [r for r in kept if not (r.same_state(path) and not r.ghost and r.status == path.status)]
         if kept:
             path.maybe += ((did, False),)
         return [path] + kept
@@ -630,6 +630,8 @@ class Evaluator:
                     p.vars["PIPESTATUS"] = (_status_code(p.status) or "?",)
         if negate:
             for p in paths:
+                if p.ended:   # `! return 1` leaves the function with 1: `!` never sees a status
+                    continue
                 p.status = {True: False, False: True, FAILED: True}.get(p.status, None)
         return paths
 
