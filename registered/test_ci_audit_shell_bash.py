@@ -310,6 +310,8 @@ CASES: dict[str, tuple[str, dict, dict, str]] = {
     # a case that takes no arm, or an empty one, has status 0 (it kept the status before it: a false run)
     "case-no-arm-after-failure": (f"set +e\n{R}\ncase b in a) true;; esac\n", {}, {}, "masked"),
     "case-empty-arm-after-failure": (f"set +e\n{R}\ncase a in a) ;; esac\n", {}, {}, "masked"),
+    # `! return 0` returns 0: the call does not fail the step, so it covers no outcome (a false run)
+    "negated-return-covers-nothing": (f"f() {{ ! return 0; }}\nif [ -f list ]; then {R}; fi\nf\n", {}, {}, "maybe"),
 }
 
 
