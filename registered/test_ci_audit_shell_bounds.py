@@ -151,3 +151,47 @@ def test_numbers_int_cannot_read_are_unknown_not_a_crash(name):
     reading = read_runs(script, runner=_is_runner)
     runs = [r for r in reading.runs if _is_runner(r.words)]
     assert reading.state(runs)[0] == state
+
+
+def _called_from_functions(calls: int) -> str:
+    """The runner in f1, f1 called ``calls`` times from f2, f2 from f3, f3 from f4, f4 from the script:
+    calls**4 places a flat reading without memory judged, each a scan of the script."""
+    levels = "".join(f"f{i}() {{\n" + f"f{i - 1}\n" * calls + "}\n" for i in range(2, 5))
+    return f"f1() {{\n{RUN}\n}}\n" + levels + "f4\n" * calls
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=1)
+def test_the_flat_reading_judges_each_place_once_and_at_most_max_flat_looks():
+    """50 calls a level: 50**4 = 6.25 million judgements before (a 1 KB script, hours); now each place is
+    judged once (1 + 4 x 50), and past MAX_FLAT_LOOKS places (80 a level) the reading answers with a mask."""
+    from ci.github.shell import MAX_FLAT_LOOKS, FlatLooks, masking, split_commands
+
+    few = split_commands(_called_from_functions(2))
+    run_at = next(k for k, c in enumerate(few) if c.words[:1] == ("python3",))
+    looks = FlatLooks()
+    assert masking(few, run_at, "sh -e {0}", looks=looks) == [] and len(looks.done) == 1 + 2 + 2 + 2 + 2
+    fifty = split_commands(_called_from_functions(50))
+    run_at = next(k for k, c in enumerate(fifty) if c.words[:1] == ("python3",))
+    looks = FlatLooks()
+    assert masking(fifty, run_at, "sh -e {0}", looks=looks) == [] and len(looks.done) == 1 + 4 * 50
+    many = split_commands(_called_from_functions(80))
+    run_at = next(k for k, c in enumerate(many) if c.words[:1] == ("python3",))
+    looks = FlatLooks()
+    reasons = masking(many, run_at, "sh -e {0}", looks=looks)
+    assert len(looks.done) == MAX_FLAT_LOOKS and any("more places than the flat reading follows" in r
+                                                     for r in reasons), reasons
+
+
+@register(suite="ci", hardware="cpu", schedule="per-commit", est_time=6)
+def test_a_workflow_of_flat_reading_traps_is_audited_within_the_limits(tmp_path):
+    """A ``shell: sh`` step (read flat as well as by the tree) with the runner in a function called 50
+    times a level, and a step of 65,536 unterminated heredocs (512 KB: each heredoc searched the rest of
+    the script for its terminator, hours): one audit within LIMIT_S and LIMIT_MB."""
+    def literal(text: str) -> str:
+        return "        run: |\n" + "".join(f"          {line}\n" for line in text.splitlines())
+    workflow = ("name: m\non: pull_request\npermissions: {}\njobs:\n  j:\n    runs-on: ubuntu-latest\n    steps:\n"
+                "      - name: nested\n        shell: sh\n" + literal(_called_from_functions(50))
+                + "      - name: heredocs\n" + literal("cat <<E\n" * 65536 + RUN))
+    got = audit("--root", str(sglang_tree(tmp_path, workflow=workflow)), "--adapter", "sglang", "--format", "json")
+    assert got["rc"] in (0, 1) and got["seconds"] < LIMIT_S and got["maxrss_mb"] < LIMIT_MB, \
+        (got["seconds"], got["err"])

@@ -16,7 +16,7 @@ from typing import Any, Mapping
 from ci.adapters import Adapter, RunnerCall
 from ci.github.expressions import ExpressionError, evaluate, is_truthy, truth
 from ci.safe_yaml import short
-from ci.github.shell import Command, masking
+from ci.github.shell import Command, FlatLooks, masking
 from ci.github.triggers import Activation
 
 # environment variables that change what pytest selects or how it reports, wherever a workflow sets them
@@ -124,7 +124,8 @@ def command_masks(adapter: Adapter, commands: list[Command], calls: list[tuple[i
     own = [m for _k, call in calls for m in adapter.call_masks(call)]
     if judged:
         return own + list(evaluated)
-    flat = [m for k, _call in calls for m in masking(commands, k, shell)]
+    looks = FlatLooks()   # shared by the calls: a place two calls reach is judged once
+    flat = [m for k, _call in calls for m in masking(commands, k, shell, looks=looks)]
     return flat + own + ([] if flat else list(evaluated))
 
 

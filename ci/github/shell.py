@@ -9,6 +9,7 @@ Imports nothing from ``impl/`` or test code.
 """
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass
 
@@ -48,6 +49,7 @@ class _CommandBuilder:
         self.in_word = False
         self.line = 1
         self.start_line = 1
+        self.lines: _LineIndex | None = None   # built at the first heredoc
 
     def add(self, piece: str) -> None:
         """Append a piece to the word being read."""
@@ -140,20 +142,39 @@ def _read_piece(text: str, i: int) -> tuple[str, int] | None:
     return None
 
 
-def _heredoc_stop(text: str, i: int) -> int | None:
+class _LineIndex:
+    """Where each line of a script starts and ends, by its text (and by its text without leading tabs):
+    a heredoc's terminator is a lookup, not a search of the rest of the script. A search per heredoc made
+    a crafted script of thousands of unterminated heredocs quadratic (256 KB: 22 s; 1 MiB: hours)."""
+
+    def __init__(self, text: str) -> None:
+        self.exact: dict[str, tuple[list[int], list[int]]] = {}
+        self.untabbed: dict[str, tuple[list[int], list[int]]] = {}
+        start = 0
+        for line in text.split("\n"):
+            for table, key in ((self.exact, line), (self.untabbed, line.lstrip("\t"))):
+                starts, ends = table.setdefault(key, ([], []))
+                starts.append(start)
+                ends.append(start + len(line))
+            start += len(line) + 1
+
+    def end_of_first(self, key: str, after: int, strip_tabs: bool) -> int | None:
+        """The end of the first line at or after index ``after`` whose text is ``key``."""
+        starts, ends = (self.untabbed if strip_tabs else self.exact).get(key, ((), ()))
+        k = bisect.bisect_left(starts, after)
+        return ends[k] if k < len(starts) else None
+
+
+def _heredoc_stop(text: str, i: int, lines: _LineIndex) -> int | None:
     """The index just past the terminator line of the heredoc ``<<WORD`` at ``i`` (None: no complete heredoc)."""
     if not text.startswith("<<", i) or text.startswith("<<<", i):
         return None
-    word = heredoc_word(text, i + (3 if text.startswith("<<-", i) else 2))
-    if not word:
+    strip_tabs = text.startswith("<<-", i)
+    word = heredoc_word(text, i + (3 if strip_tabs else 2))
+    if not word or text.find("\n", i) < 0:
         return None
     # bash ends the body only at a line that is exactly the word (leading tabs stripped for <<-)
-    indent = r"\t*" if text.startswith("<<-", i) else ""
-    end = re.search(r"^" + indent + re.escape(word[0]) + r"$", text[i:], re.M)
-    nl = text.find("\n", i)
-    if end and nl >= 0:
-        return i + end.end()
-    return None
+    return lines.end_of_first(word[0], i, strip_tabs)
 
 
 def _read_next(text: str, i: int, out: _CommandBuilder) -> int:
@@ -180,7 +201,9 @@ def _read_next(text: str, i: int, out: _CommandBuilder) -> int:
         out.add(ch)   # a redirection (2>&1, &>file), not the background operator
         return i + 1
     if ch == "<":
-        stop = _heredoc_stop(text, i)   # a heredoc: its body is data, not commands
+        if out.lines is None:
+            out.lines = _LineIndex(text)
+        stop = _heredoc_stop(text, i, out.lines)   # a heredoc: its body is data, not commands
         if stop is not None:
             out.line += text.count("\n", i, stop)
             out.end_command("\n")
@@ -336,10 +359,33 @@ def _trap_masks(commands: list[Command], k: int) -> list[str]:
     return []
 
 
-def masking(commands: list[Command], k: int, shell: str | None = None, _depth: int = 0) -> list[str]:
+MAX_FLAT_COMMANDS = 4096   # commands of one script the flat reading looks at (each look scans the script)
+MAX_FLAT_LOOKS = 256       # places one flat reading judges: a call site of a function holding the runner is one
+
+
+class FlatLooks:
+    """The places one step's flat reading has judged (``(index, depth)`` -> reasons), shared by its runner
+    calls. A function holding the runner, called from functions called from ... (depth 4) made 50 calls a
+    level 50**4 judgements, each a scan of the script: a 1 KB script took hours. Past MAX_FLAT_LOOKS the
+    reading stops with a reason (a mask: never a run)."""
+
+    def __init__(self) -> None:
+        self.done: dict[tuple[int, int], list[str]] = {}
+
+
+def masking(commands: list[Command], k: int, shell: str | None = None, _depth: int = 0,
+            looks: FlatLooks | None = None) -> list[str]:
     """Reasons the exit status of ``commands[k]`` may not fail the step (empty: it cannot): its own
     operators, and those of each `{ ... }` / `( ... )` group around it and of each call of a function
-    whose body holds it."""
+    whose body holds it. Bounded: MAX_FLAT_COMMANDS commands, MAX_FLAT_LOOKS places (``looks``)."""
+    if len(commands) > MAX_FLAT_COMMANDS:
+        return [f"the script has more than {MAX_FLAT_COMMANDS} commands, past what the flat reading follows"]
+    looks = FlatLooks() if looks is None else looks
+    if (k, _depth) in looks.done:
+        return looks.done[(k, _depth)]
+    if len(looks.done) >= MAX_FLAT_LOOKS:
+        return [f"the runner's function is called in more places than the flat reading follows ({MAX_FLAT_LOOKS})"]
+    looks.done[(k, _depth)] = []   # a function that calls itself: no reasons through that call
     reasons = _masking_here(commands, k, shell) + _trap_masks(commands, k)
     if _depth < 4:
         for close, name in _enclosing_groups(commands, k):
@@ -348,9 +394,11 @@ def masking(commands: list[Command], k: int, shell: str | None = None, _depth: i
                 continue
             for call in range(close + 1, len(commands)):
                 if commands[call].words[:1] == (name,):
-                    reasons += [f"via function `{name}`: {r}" for r in masking(commands, call, shell, _depth + 1)]
+                    reasons += [f"via function `{name}`: {r}"
+                                for r in masking(commands, call, shell, _depth + 1, looks)]
             break  # a function body: its own groups were judged through its calls
-    return list(dict.fromkeys(reasons))
+    looks.done[(k, _depth)] = list(dict.fromkeys(reasons))
+    return looks.done[(k, _depth)]
 
 
 def _operator_masks(commands: list[Command], k: int, shell: str | None) -> list[str]:
