@@ -312,6 +312,15 @@ CASES: dict[str, tuple[str, dict, dict, str]] = {
     "case-empty-arm-after-failure": (f"set +e\n{R}\ncase a in a) ;; esac\n", {}, {}, "masked"),
     # `! return 0` returns 0: the call does not fail the step, so it covers no outcome (a false run)
     "negated-return-covers-nothing": (f"f() {{ ! return 0; }}\nif [ -f list ]; then {R}; fi\nf\n", {}, {}, "maybe"),
+    # a syntax error: bash runs the lines before it, then exits 2 through the EXIT trap (a false run before)
+    "unclosed-if-exit-trap": (f"trap 'exit 0' EXIT\nif true; then\ntrap - EXIT\n{R}\n", {}, {}, "maybe"),
+    "stray-semicolon-exit-trap": (f"trap 'exit 0' EXIT\ntrap - EXIT; {R}; ;\n", {}, {}, "maybe"),
+    "empty-case-arm-exit-trap": (f"trap 'exit 0' EXIT\ncase a in a) ; esac\ntrap - EXIT\n{R}\n", {}, {}, "maybe"),
+    "stray-fi-exit-trap": (f"trap 'exit 0' EXIT\nfi\ntrap - EXIT\n{R}\n", {}, {}, "maybe"),
+    # ... and what bash reads is not one: a redirection after a compound or alone, a continued pipe, `=~ (a|b)`
+    "valid-shapes-exit-trap": (f"trap 'exit 0' EXIT\n> log\nfor s in r1; do echo $s; done > list\n"
+                               f"[[ r1 =~ ^(r1|r2)$ ]] && echo ok\necho r1 | \\\n  while read s; do echo $s; done\n"
+                               f"trap - EXIT\n{R}\n", {}, {}, "run"),
 }
 
 

@@ -19,7 +19,7 @@ from typing import Callable
 
 from ci.github.shell import split_commands
 from ci.numbers import whole_number
-from ci.github.shell_syntax import AndOr, Case, FuncDef, Group, If, Loop, Piece, Simple, Word, parse
+from ci.github.shell_syntax import AndOr, Case, FuncDef, Group, If, Loop, Piece, Refused, Simple, Word, parse
 
 MAX_PATHS = 32        # live paths through one script; past it, unknown branches merge (variables -> unknown)
 MAX_STEPS = 20000     # statements per reading past which paths merge into one and loops are not unrolled
@@ -322,8 +322,8 @@ class Evaluator:
         return paths
 
     def limit(self, paths: list[Path]) -> list[Path]:
-        """At most MAX_PATHS live paths and one ghost path (enough to report what never runs), two when only the
-        second carries the judged runner's failure."""
+        """At most MAX_PATHS live paths and one ghost path per exit code (enough to report what never runs and
+        what a subshell's status can be), and one more when only that one carries the judged runner's failure."""
         ghosts = [p for p in paths if p.ghost]
         live = [p for p in paths if not p.ghost]
         if len(live) <= 2 * MAX_PATHS:   # merging is quadratic: only on a handful of paths
@@ -338,9 +338,16 @@ class Evaluator:
             did = self.decision(f"more than {MAX_PATHS} paths through the script: the reader stops following them")
             merged.maybe = ((did, True),)
             live = [merged]
-        # and the first ghost that carries the judged runner's failure: a subshell's status reads it
-        failing = next((g for g in ghosts[1:] if g.failing and not ghosts[0].failing), None)
-        return live + ghosts[:1] + ([failing] if failing is not None else [])
+        # one ghost per exit code (a subshell's status reads them all: `( [ -f x ] && exit 0; false )` is not a
+        # command that always fails), and the first that carries the judged runner's failure
+        kept: dict[str, Path] = {}
+        for g in ghosts:
+            kept.setdefault(g.exit_code, g)
+        out = list(kept.values())
+        failing = next((g for g in ghosts if g.failing), None)
+        if failing is not None and not any(g.failing for g in out):
+            out.append(failing)
+        return live + out
 
     def spend(self, steps: int) -> None:
         if self.budget is not None:
@@ -359,6 +366,9 @@ class Evaluator:
             for p in paths:
                 p.maybe += ((did, True),)
             paths = self.limit(paths)
+        if isinstance(node, Refused):   # a syntax error: bash exits 2 here, unless the lenient reading is right
+            why = f"bash may refuse the script at line {node.line}: {node.why}"
+            return [q for p in paths for q in self.fork(p, why, lambda r: self.refused(r, why, node.line))]
         if isinstance(node, AndOr):
             if node.background:
                 foreground = AndOr(node.items, node.negate, node.line)
@@ -529,6 +539,29 @@ class Evaluator:
                     self.always_fails(p, line)
         return paths
 
+    def refused_text(self, nodes: list, cut: int, path: Path, line: int) -> list[Path]:
+        """``eval`` / ``source`` of text whose command ``nodes[cut + 1]`` bash refuses: what comes before runs,
+        then the command returns 2 (``! eval 'if'`` is a success) or, if the lenient reading is right, the rest
+        runs too."""
+        before = self.run_list(nodes[:cut], [path])
+        why = f"bash may refuse the text line {line} runs: {nodes[cut].why}"
+        did = self.decision(why)
+        refused = []
+        for p in before:
+            if not p.ghost and not p.ended:
+                q = p.copy()
+                q.status, q.maybe = False, q.maybe + ((did, True),)
+                refused.append(q)
+                p.maybe += ((did, False),)
+        return refused + self.run_list(nodes[cut + 1:], before)
+
+    def refused(self, path: Path, why: str, line: int) -> list[Path]:
+        """Bash refuses the rest of the script: it exits with status 2, through the EXIT trap (which may
+        turn that into a success: `trap 'exit 0' EXIT`)."""
+        path.status = False
+        self.end(path, "2", f"{why}, and bash exits with status 2", line)
+        return [path]
+
     def always_fails(self, path: Path, line: int) -> None:
         """A command that always fails, where `set -e` applies: the ERR trap runs, then the script (or the
         subshell) ends, through its EXIT trap."""
@@ -647,7 +680,10 @@ class Evaluator:
     def run_clauses(self, node: If, k: int, path: Path, tail: bool = False) -> list[Path]:
         """Clause ``k`` of an ``if`` (then the elif/else after it) on one path."""
         if k == len(node.clauses):
-            return self.run_list(node.orelse or [], [path], tail)
+            if not node.orelse:   # no branch ran: the if's status is 0, whatever its conditions returned
+                path.status = True
+                return [path]
+            return self.run_list(node.orelse, [path], tail)
         cond, body = node.clauses[k]
         out: list[Path] = []
         for p in self.condition(cond, path, "elif" if k else "if", node.line):
@@ -1181,7 +1217,12 @@ class Evaluator:
         self.depth += 1
         self.sub_depth += subshell
         try:
-            results = self.run_list(parse(script), [inner], tail=subshell)
+            nodes = parse(script)
+            cut = next((k for k, n in enumerate(nodes) if isinstance(n, Refused)), None)
+            if cut is None or subshell:   # a child shell that bash refuses exits 2 (Refused, as a script does)
+                results = self.run_list(nodes, [inner], tail=subshell)
+            else:   # `eval` / `source` of text bash refuses: the command returns 2 there, and the script goes on
+                results = self.refused_text(nodes, cut, inner, line)
         finally:
             self.depth -= 1
             self.sub_depth -= subshell

@@ -407,6 +407,8 @@ def tokenize(script: str) -> list[Tok]:
             if word is None:
                 lx.i += 1
                 continue
+            if not word.pieces and word.raw.replace("\\\r\n", "").replace("\\\n", "") == "":
+                continue   # only line continuations between words (`a | \` then `while ...`): no word at all
             lit = word.literal
             m = ARRAY_ASSIGN_RE.match(lit or "")
             if m and text[lx.i:lx.i + 1] == "(":
@@ -422,11 +424,41 @@ def tokenize(script: str) -> list[Tok]:
 ASSIGN_RE = re.compile(r"^([A-Za-z_]\w*)(\+?)=")
 
 
+@dataclass
+class Refused:
+    """Where bash would refuse the script: a syntax error in the top-level command that follows (bash reads
+    and runs one top-level command at a time, so what came before has run; it exits with status 2 here,
+    through the EXIT trap)."""
+    why: str
+    line: int
+
+
 class Parser:
-    """Recursive descent over tokens; every loop advances, so any input ends."""
+    """Recursive descent over tokens; every loop advances, so any input ends. Lenient: what bash would
+    refuse is read anyway, and the first such place is recorded (``broken``) for :class:`Refused`."""
 
     def __init__(self, toks: list[Tok]):
         self.toks, self.i = toks, 0
+        self.broken = ""   # why bash would refuse the script (the first syntax error seen), "" when none
+        self.marked = False   # the Refused node for it is in the top-level list
+
+    def mark(self, out: list, at: int) -> None:
+        """Put the Refused node before ``out[at]``, the first command of the line that holds the error."""
+        line = out[at].line if at < len(out) else (self.peek() or self.toks[-1]).line if self.toks else 1
+        out.insert(at, Refused(self.broken, line))
+        self.marked = True
+
+    def refuse(self, why: str) -> None:
+        if not self.broken:
+            tok = self.peek() or (self.toks[-1] if self.toks else None)
+            self.broken = f"{why} (line {tok.line if tok else 1})"
+
+    def expect_word(self, word: str, construct: str) -> None:
+        """Step past reserved word ``word``; a construct without it is a syntax error."""
+        if self.word_is(word):
+            self.i += 1
+        else:
+            self.refuse(f"`{construct}` without `{word}`")
 
     def peek(self) -> Tok | None:
         return self.toks[self.i] if self.i < len(self.toks) else None
@@ -443,19 +475,40 @@ class Parser:
         while self.op_is("\n", ";", "&"):
             self.i += 1
 
-    def parse_list(self, stops: frozenset[str] = frozenset()) -> list:
-        out = []
-        while True:
-            self.skip_separators()
+    def parse_list(self, stops: frozenset[str] = frozenset(), top: bool = False) -> list:
+        """Commands up to a stop word or a closing token. ``top``: the script's own list, where the first
+        syntax error puts a :class:`Refused` before the command that holds it."""
+        out: list = []
+        line_start = 0        # index in ``out`` of the first command of the line being read: bash reads and
+        command_here = False  # runs a whole line (a compound: all its lines) before the next, so a syntax
+        while True:           # error refuses the line it is on, from its first command
+            if top and self.broken and not self.marked:   # a stray token skipped on the last pass
+                self.mark(out, line_start)
+            while self.op_is("\n", ";", "&"):
+                if self.op_is("\n"):
+                    line_start, command_here = len(out), False
+                elif not command_here:   # `;` or `&` where a command belongs (a line's start, `; ;`, `&;`)
+                    self.refuse(f"`{self.peek().text}` where a command belongs")
+                    if top and not self.marked:
+                        self.mark(out, line_start)
+                else:
+                    command_here = False
+                self.i += 1
             tok = self.peek()
             if tok is None or self.op_is(")", ";;", ";&", ";;&") or (tok.kind == "word" and tok.word.literal in stops):
+                if top and self.broken and not self.marked:
+                    self.mark(out, line_start)
                 return out
             before = self.i
             node = self.parse_and_or(stops)
             if node is not None:
                 out.append(node)
                 node.background = self.op_is("&")
+                command_here = True
+                if top and self.broken and not self.marked:
+                    self.mark(out, line_start)
             if self.i == before:
+                self.refuse(f"`{tok.text}` where a command belongs")
                 self.i += 1   # a token the subset does not read (a stray reserved word): skip it
 
     def parse_and_or(self, stops: frozenset[str]) -> AndOr | None:
@@ -483,6 +536,15 @@ class Parser:
             return AndOr(items, negate, tok.line if tok else 0)
 
     def parse_command(self, stops: frozenset[str]):
+        node = self.parse_command_itself(stops)
+        if node is not None and not isinstance(node, Simple):   # `done < list`, `} > log 2>&1`, `fi <<< x`
+            while self.peek() is not None and self.peek().kind == "redir":
+                self.i += 1
+                if self.peek() is not None and self.peek().kind == "word":
+                    self.i += 1
+        return node
+
+    def parse_command_itself(self, stops: frozenset[str]):
         tok = self.peek()
         if tok is None:
             return None
@@ -501,7 +563,11 @@ class Parser:
             body = self.parse_list()
             if self.op_is(")"):
                 self.i += 1
+            else:
+                self.refuse("`(` without `)`")
             return Group(body, True, tok.line)
+        if tok.kind == "redir":   # `> log` (truncate), `2>/dev/null cmd`: a simple command
+            return self.parse_simple(stops)
         if tok.kind != "word" and tok.kind != "array":
             return None
         lit = tok.word.literal if tok.kind == "word" else None
@@ -519,8 +585,7 @@ class Parser:
         if lit == "{":
             self.i += 1
             body = self.parse_list(frozenset({"}"}))
-            if self.word_is("}"):
-                self.i += 1
+            self.expect_word("}", "{")
             return Group(body, False, tok.line)
         if lit == "function":
             self.i += 1
@@ -544,11 +609,9 @@ class Parser:
 
     def parse_do(self) -> list:
         self.skip_separators()
-        if self.word_is("do"):
-            self.i += 1
+        self.expect_word("do", "a loop")
         body = self.parse_list(frozenset({"done"}))
-        if self.word_is("done"):
-            self.i += 1
+        self.expect_word("done", "a loop")
         return body
 
     def parse_if(self, line: int) -> If:
@@ -556,8 +619,7 @@ class Parser:
         self.i += 1
         while True:
             cond = self.parse_list(frozenset({"then"}))
-            if self.word_is("then"):
-                self.i += 1
+            self.expect_word("then", "if")
             body = self.parse_list(frozenset({"elif", "else", "fi"}))
             clauses.append((cond, body))
             if self.word_is("elif"):
@@ -566,8 +628,7 @@ class Parser:
             if self.word_is("else"):
                 self.i += 1
                 orelse = self.parse_list(frozenset({"fi"}))
-            if self.word_is("fi"):
-                self.i += 1
+            self.expect_word("fi", "if")
             return If(clauses, orelse, line)
 
     def parse_for(self, line: int) -> Loop:
@@ -598,6 +659,8 @@ class Parser:
         while True:
             self.skip_separators()
             if self.peek() is None or self.word_is("esac"):
+                if self.peek() is None:
+                    self.refuse("`case` without `esac`")
                 self.i += 1
                 return Case(word, arms, line, ends)
             if self.op_is("("):
@@ -625,7 +688,7 @@ class Parser:
             if t is None:
                 break
             if t.kind == "op":
-                if in_test and t.text in ("&&", "||", "(", ")"):   # [[ a && b ]]: part of the test
+                if in_test and t.text in ("&&", "||", "(", ")", "|"):   # [[ a && b ]], `=~ ^(a|b)$`: the test
                     words.append(Word((Piece("lit", t.text, False),), t.text))
                     self.i += 1
                     continue
@@ -644,6 +707,8 @@ class Parser:
             # a reserved word ends the list only where a command starts (`echo done` prints "done")
             if not words and lit in RESERVED_END and lit in stops:
                 break
+            if not words and not assigns and lit in RESERVED_END:   # `fi` with no `if` open
+                self.refuse(f"`{lit}` where a command belongs")
             first = t.word.pieces[0] if t.word.pieces else None
             m = ASSIGN_RE.match(first.text) if first is not None and first.kind == "lit" and not first.quoted else None
             if not words and m:
@@ -661,12 +726,16 @@ class Parser:
 
 
 def parse(script: str) -> list:
-    """The statements of a script (never raises)."""
+    """The statements of a script (never raises). Before the first top-level command that holds a syntax
+    error, a :class:`Refused` node: bash exits there (the command itself follows, read leniently)."""
     parser = Parser(tokenize(script))
-    out = []
+    out: list = []
     while parser.peek() is not None:
         before = parser.i
-        out += parser.parse_list()
-        if parser.i == before:
-            parser.i += 1   # a stray ")" or ";;" at the top level
+        out += parser.parse_list(top=True)
+        if parser.i == before:   # a stray ")" or ";;" at the top level
+            parser.refuse(f"`{parser.peek().text}` where a command belongs")
+            parser.i += 1
+        if parser.broken and not parser.marked:
+            parser.mark(out, len(out))
     return out
