@@ -317,6 +317,14 @@ CASES: dict[str, tuple[str, dict, dict, str]] = {
     "stray-semicolon-exit-trap": (f"trap 'exit 0' EXIT\ntrap - EXIT; {R}; ;\n", {}, {}, "maybe"),
     "empty-case-arm-exit-trap": (f"trap 'exit 0' EXIT\ncase a in a) ; esac\ntrap - EXIT\n{R}\n", {}, {}, "maybe"),
     "stray-fi-exit-trap": (f"trap 'exit 0' EXIT\nfi\ntrap - EXIT\n{R}\n", {}, {}, "maybe"),
+    # an if that takes no branch has status 0, whatever its condition returned (it kept the runner's: a false mask)
+    "if-no-branch-after-failure": (
+        "true && set -e\nfor x in a b; do i1=; while [ \"$i1\" != xx ]; do i1=${i1}x; "
+        f"if [ \"$X\" != a ]; then {R}; fi && true; done; if [ \"$X\" = b ]; then true; fi; done\n",
+        {"env": {"X": "${{ vars.X }}"}}, {}, "masked"),
+    # a subshell that may exit 0 before a command that fails is not a command that always fails (a false run)
+    "subshell-exit-0-or-false": (f"( if [ -f list ]; then exit 0; fi; false ) || true\nif [ -f other ]; then {R}; fi\n",
+                                 {}, {"list": "x\n"}, "maybe"),
     # ... and what bash reads is not one: a redirection after a compound or alone, a continued pipe, `=~ (a|b)`
     "valid-shapes-exit-trap": (f"trap 'exit 0' EXIT\n> log\nfor s in r1; do echo $s; done > list\n"
                                f"[[ r1 =~ ^(r1|r2)$ ]] && echo ok\necho r1 | \\\n  while read s; do echo $s; done\n"
