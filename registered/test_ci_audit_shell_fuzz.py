@@ -4,8 +4,8 @@ Hypothesis writes small bash scripts from a grammar of the reader's subset: runn
 (``python3 run_suite.py --suite sN``, each call site its own suite), ``true``/``false``/``exit N``/
 ``return N`` (N past 255 too), ``&&``, ``||``, ``!``, ``| cat``, ``&``, ``if``/``elif``/``else``, bounded
 ``while``/``until`` loops, ``for``, ``case``, ``{ }``, ``( )``, functions, ``set -e``/``set +e``/``set -o pipefail``,
-``trap '...' EXIT``, variables set by the script or read from the environment (``X``, ``Y``), ``$?``,
-``rc=$?; exit $rc``, ``bash -c '...'`` and ``eval '...'``. Each script is read by
+``trap '...' EXIT`` / ``ERR``, empty ``case`` arms, variables set by the script or read from the environment
+(``X``, ``Y``), ``$?``, ``rc=$?; exit $rc``, ``bash -c '...'`` and ``eval '...'``. Each script is read by
 :func:`read_runs` for both of GitHub's bash command lines (``bash -e {0}`` with no ``shell:``,
 ``bash --noprofile --norc -eo pipefail {0}`` for ``shell: bash``) and run by that bash with a stub
 ``python3`` that records its suite and exits 0, or 3 for the suites told to fail, once for every
@@ -216,7 +216,8 @@ def compound(draw, ctx: Ctx, w: Where) -> str:
             ctx.names.add(word[2])
         arms = []
         for pattern in draw(st.lists(st.sampled_from(["a", "b", "a|b", "*"]), min_size=1, max_size=3)):
-            arms.append(f"{pattern}) {statements(draw, ctx, inner)};;")
+            body = "" if draw(st.integers(0, 4)) == 0 else statements(draw, ctx, inner)   # an empty arm: 0
+            arms.append(f"{pattern}) {body};;")
         return f"case {word} in {' '.join(arms)} esac"
     if kind == "group":
         return f"{{ {statements(draw, ctx, inner)}; }}"
@@ -227,7 +228,7 @@ def compound(draw, ctx: Ctx, w: Where) -> str:
                                         "RUN"]))
         if handler == "RUN":
             handler = runner_call(draw, ctx)
-        return f"trap '{handler}' EXIT"
+        return f"trap '{handler}' {draw(st.sampled_from(['EXIT', 'EXIT', 'ERR']))}"
     quoted = Where(False, False, False, True, w.depth + 1)
     if kind == "eval":
         return f"eval '{statements(draw, ctx, Where(w.in_func, w.in_loop, w.no_continue, True, w.depth + 1))}'"

@@ -335,6 +335,15 @@ class Evaluator:
                     if merged.vars.get(name, "\0") != other.vars.get(name, "\0"):
                         merged.vars[name] = UNKNOWN
                 merged.ended = merged.ended if merged.ended == other.ended else ""
+                # what differs between the merged paths is unknown, never the first one's (a success or a
+                # failure that only one path had would read as every path's)
+                if merged.status != other.status:
+                    merged.status = None
+                if merged.errexit != other.errexit:
+                    merged.errexit = None
+                    merged.errexit_why = merged.errexit_why or other.errexit_why or "paths merged with and without -e"
+                if other.failing and not merged.failing:
+                    merged.failing, merged.fail_ctx = True, other.fail_ctx
             did = self.decision(f"more than {MAX_PATHS} paths through the script: the reader stops following them")
             merged.maybe = ((did, True),)
             live = [merged]
