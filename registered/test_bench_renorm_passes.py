@@ -102,8 +102,8 @@ def test_top_ps_probe_is_charged_its_sample_and_the_compaction_every_row():
     """With top-p's probe in place of the first pass: the probe reads SAMPLE entries of each chunk (the last
     chunk's, what it holds), and the first compaction still reads every row in full."""
     vocab = 800
-    tuning = renorm.RenormTuning(probe_range=(False, True), large_batch_rows=(64, 1), finish_min_rows=1,
-                                 probe_sample=64, chunk_align=256, large_batch_programs=8)
+    tuning = renorm.RenormTuning(probe_range=(False, True), one_attempt_rows=1 << 30, large_batch_rows=(64, 1),
+                                 finish_min_rows=1, probe_sample=64, chunk_align=256, large_batch_programs=8)
     plan = rplan._plan(2, vocab, True, True, tuning)
     probe = plan.launches[0]
     assert probe.args == "probe" and probe.sizes[1:] == (256, 4), probe.sizes  # chunks of 256, the last 32

@@ -44,7 +44,8 @@ def _tuning(**changes) -> renorm.RenormTuning:
     """The probe from ROWS rows on, with a scratch whose chunk rows hold about half a chunk (flat rows overflow)."""
     base = dataclasses.replace(renorm.DEFAULT_TUNING, **SMALL_SHAPES)
     layout_block = base.finish[1][0]
-    return dataclasses.replace(base, **{"probe_range": (False, True), "large_batch_rows": (64, ROWS),
+    return dataclasses.replace(base, **{"probe_range": (False, True), "one_attempt_rows": 1 << 30,
+                                        "large_batch_rows": (64, ROWS),
                                         "finish_min_rows": (1, 2), "huge_batch_rows": (256, 1 << 20),
                                         "candidate_capacity": 2 * layout_block, "probe_sample": 64,
                                         "probe_budget": 16, **changes})

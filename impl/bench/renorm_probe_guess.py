@@ -96,7 +96,8 @@ def measure(rows: int = 32, batch: int = 256, ps=(0.9, 0.95), families=None, see
     from impl.kernels.renorm import kernels as rk
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    probe_tuning = dataclasses.replace(DEFAULT_TUNING, probe_range=(False, True), **probe)
+    probe_tuning = dataclasses.replace(DEFAULT_TUNING, probe_range=(False, True), one_attempt_rows=1 << 30,
+                                       **probe)
     results = []
     for name in families or FAMILIES:
         probs = FAMILIES[name][1](rows, vocab, torch.Generator().manual_seed(seed)).to(device)

@@ -45,10 +45,11 @@ def renorm_tunings() -> dict[str, RenormTuning]:
         # past the guessed end of the pivot end their range there (probe_trim); with 1024 slots a row's chunk rows
         # hold a few hundred keys, so flat rows overflow them and fall back, and the range runs to the row's end
         "finish, probe": RenormTuning(finish_min_rows=1, large_batch_rows=(64, 1), probe_range=(False, True),
-                                      probe_budget=16),
+                                      one_attempt_rows=1 << 30, probe_budget=16),
         "finish, probe, 1024-slot scratch, untrimmed": RenormTuning(finish_min_rows=1, large_batch_rows=(64, 1),
                                                                     probe_range=(False, True), probe_budget=16,
-                                                                    candidate_capacity=1024, probe_trim=False),
+                                                                    one_attempt_rows=1 << 30, candidate_capacity=1024,
+                                                                    probe_trim=False),
     }
 
 

@@ -43,16 +43,18 @@ class RenormTuning:
     # Below large_batch_rows, top-p's first compaction splits the rows that did not fit itself, so its
     # second attempt has no pass before it (renorm v21). Top-p at 1: its first compaction, which weighs every
     # key, also narrows the rows that do not fit, and the pass and second compaction go (6.9 us at 256 rows on
-    # the bench's rows, renorm v28's profile); built 2026-12-05 and not yet timed, so 2 stays: under triton 3.6
-    # the narrowing takes the compaction from 96 to 109 registers (docs/performance.md, "Top-p's first
+    # the bench's rows, renorm v28's profile). Below one_attempt_rows top-p keeps 2: under triton 3.6 the
+    # narrowing takes the compaction from 96 to 109 registers (docs/performance.md, "Top-p's first
     # compaction, offline").
     compact_attempts: int | tuple[int, int] = (1, 2)
     # From this many rows (by op; one int sets both; 1 << 30: no batch), compaction is tried once whatever
     # compact_attempts says, so top-p's first compaction narrows the rows that do not fit (the attempts
     # above, at 1). A by-rows choice, since the narrowing's registers may pay where the second attempt's two
     # launches cost most (256 rows) and lose where the four-warp compaction takes them (64 rows: 89 -> 118
-    # registers offline). Not yet timed on a GPU, so no batch by default.
-    one_attempt_rows: int | tuple[int, int] = 1 << 30
+    # registers offline). Top-p from 128 rows (renorm v29, with the grouped first pass and the 88-register cap
+    # below; H100, one process, 3 rounds): 128 rows 140.9 / 142.4 -> 130.6 / 132.2 us, 256 rows 251.3 / 253.5
+    # -> 241.4 / 243.6; from 64 rows it lost 1.1 / 3.6 us at 64 (docs/performance.md, "Renorm v29").
+    one_attempt_rows: int | tuple[int, int] = (1 << 30, 128)
     # Small batches: this many 16-way passes over the candidates, then the keys still in range are
     # gathered and sorted if at most sort_capacity (a power of two; short_sort slots first when they
     # fit: sorting 1024 keys costs several us more), else one program runs range passes over them.
@@ -173,8 +175,10 @@ class RenormTuning:
     # _first_stats' GROUPED; a field counts 4 keys a step, so a chunk takes at most 63 steps). Offline (triton
     # 3.6, sm_90, 256 rows): (256, 2) 64 -> 47 registers, 16 -> 21 programs an SM, the same 125 instructions a
     # 4-entry step; (512, 2) 118 -> 48 registers and 31.6 -> 29.1 instructions an entry, 8 entries a thread in
-    # flight at 21 programs an SM. Not yet timed on a GPU, so off (docs/performance.md, "Top-p's grouped first pass").
-    first_pass_group_sums: bool = False
+    # flight at 21 programs an SM. Timed (renorm v29, H100): alone 0.7 us faster at 64 rows, level at 256; with
+    # large_batch_first_pass (512, 2) 3.0-3.1 us faster at 128 rows beside one_attempt_rows (docs/performance.md,
+    # "Top-p's grouped first pass", "Renorm v29").
+    first_pass_group_sums: bool = True
     # By op (one bool sets both): the first pass adds its lanes' bucket counts and (top-p) sums across the
     # program in one tuple reduction instead of one reduction each (kernels.py, _first_stats' ONE_REDUCTION).
     # sm_90 offline: 45 -> 18 barriers a program for top-p, 29 -> 20 for top-k, the same registers. Against
@@ -188,8 +192,10 @@ class RenormTuning:
     # registers a thread of the one-warp compaction of large batches (large_batch_compact, below
     # huge_batch_rows) may hold (Triton's maxnreg). Top-k at 64 rows: 67 -> 64, 32 programs an SM, the
     # 4096-program grid in one wave: compaction 13.2 -> 10.7 us, calls 44.6 / 48.6 -> 42.4 / 47.3. Top-p's
-    # (512, 1) spills under 64 (128 rows 134 -> 144 us), and top-k's huge (256, 1) spills too (0 there).
-    large_batch_compact_registers: int | tuple[int, int] = (64, 0)
+    # (512, 1) spills under 64 (128 rows 134 -> 144 us), and top-k's huge (256, 1) spills too (0 there). Top-p's
+    # one-attempt compaction (one_attempt_rows) at 88: 109 -> 88 registers, 18 -> 23 programs an SM, no spill in
+    # the loop (renorm v29).
+    large_batch_compact_registers: int | tuple[int, int] = (64, 88)
     # How top-p's first compaction sums the exact fp64 masses below the range and of the rest of the row,
     # (in one-warp programs, in programs of several warps): 0, an accumulator a loaded entry, reduced at
     # the end (four registers a thread for each of its entries); 1, each step's sums in the reduction that
@@ -227,14 +233,16 @@ class RenormTuning:
     large_batch_compact: _Shape | tuple[_Shape, _Shape] = ((128, 1), (512, 1))  # by op, like finish
     # and from huge_batch_rows rows (by op) in programs of huge_batch_compact: top-k's 128-entry steps
     # beat 256 at 64 and 128 rows (k = 1000: 56.9 against 59.7 us, 91.0 against 93.7) and lose at 256
-    # (161.9 against 149.8)
-    huge_batch_rows: int | tuple[int, int] = (256, 256)
+    # (161.9 against 149.8); top-p keeps its large compaction, which takes the register cap, up to 511 rows
+    # (renorm v29)
+    huge_batch_rows: int | tuple[int, int] = (256, 512)
     huge_batch_compact: _Shape | tuple[_Shape, _Shape] = ((256, 1), (512, 1))
     # and the first pass in programs of this shape (by op): 512 entries a step beat 1024 at 64 and 256
     # rows for both ops; top-k's 2 warps beat 4; top-p's (256, 2) beat (512, 4) at 128 rows once its
     # first pass clamped instead of selecting (renorm v20: 146.8 / 148.3 -> 142.8 / 143.3 us, level at
-    # 256) (H200 sweeps, docs/performance.md)
-    large_batch_first_pass: _Shape | tuple[_Shape, _Shape] = ((512, 2), (256, 2))
+    # 256) (H200 sweeps, docs/performance.md); with the grouped first pass (48 registers at (512, 2)) top-p takes
+    # 512 entries a step again (renorm v29)
+    large_batch_first_pass: _Shape | tuple[_Shape, _Shape] = ((512, 2), (512, 2))
     # Small batches read the candidates on this many programs per row after the compaction: top-k's
     # histogram passes are latency-bound (fewer partials to reduce), top-p's fp64 tiles
     # compute-bound (spread them). H200 sweep, batch 1.
