@@ -221,7 +221,8 @@ CASES: dict[str, tuple[str, dict, dict, str]] = {
     "cmd-var-set": (f"s=set\n$s +e\n{R}\necho done\n", {}, {}, "masked"),
     "exec-env-true": (f"exec env true\n{R}\n", {}, {}, "dormant"),
     "exit-in-brace-pipe": (f"{{ exit 0; }} | cat\n{R}\n", {}, {}, "run"),
-    "case-exit-glob": (f"case $GITHUB_EVENT_NAME in\n  *) exit 0 ;;\nesac\n{R}\n", {}, {}, "maybe"),
+    # `*)` takes every word: the exit is certain
+    "case-exit-glob": (f"case $GITHUB_EVENT_NAME in\n  *) exit 0 ;;\nesac\n{R}\n", {}, {}, "dormant"),
     "test-unknown-exit": (f"[ -d /nonexistent ] || exit 0\n{R}\n", {}, {}, "maybe"),
     "for-empty-var": (f"for s in $EMPTY; do {R}; done\n", {}, {}, "dormant"),
     "func-redefined": (f"run() {{ {R}; }}\nrun() {{ :; }}\nrun\n", {}, {}, "dormant"),
@@ -325,6 +326,15 @@ CASES: dict[str, tuple[str, dict, dict, str]] = {
     # a subshell that may exit 0 before a command that fails is not a command that always fails (a false run)
     "subshell-exit-0-or-false": (f"( if [ -f list ]; then exit 0; fi; false ) || true\nif [ -f other ]; then {R}; fi\n",
                                  {}, {"list": "x\n"}, "maybe"),
+    # each arm of a case, each clause of an if, is its own condition, even where their texts read alike: a later
+    # arm that exits 0 is not covered by the first arm and the no-arm path (a false run before)
+    "case-later-arm-exits-0": (f"case \"$(cat mode)\" in a) ;; b) exit 0;; esac\n{R}\n", {}, {"mode": "b\n"}, "maybe"),
+    "case-default-arm-exits-0": (f"case \"$(cat mode)\" in a) ;; *) exit 0;; esac\n{R}\n", {}, {"mode": "b\n"},
+                                 "maybe"),
+    "elif-same-test-twice": ("if [ -f flag ] || ! touch flag; then :; "
+                             f"elif [ -f flag ] || ! touch flag; then exit 0; fi\n{R}\n", {}, {}, "maybe"),
+    # `*)` takes every value: a case whose other arm runs the suite too, or fails loudly, proves the run
+    "case-default-arm-runs-too": (f"case \"$(cat mode)\" in a) {R};; *) {R};; esac\n", {}, {"mode": "b\n"}, "run"),
     # ... and what bash reads is not one: a redirection after a compound or alone, a continued pipe, `=~ (a|b)`
     "valid-shapes-exit-trap": (f"trap 'exit 0' EXIT\n> log\nfor s in r1; do echo $s; done > list\n"
                                f"[[ r1 =~ ^(r1|r2)$ ]] && echo ok\necho r1 | \\\n  while read s; do echo $s; done\n"

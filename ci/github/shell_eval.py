@@ -143,7 +143,8 @@ class Evaluator:
         self.depth = 0
         self.outer_line = 0   # inside bash -c / eval: the outer command's line
         self.whys: dict[int, str] = {}
-        self.decision_ids: dict[str, int] = {}   # the inverse of whys
+        self.decision_ids: dict[object, int] = {}   # the inverse of whys, keyed by text or by site
+        self.sites: list[object] = []   # the nodes whose id() keys a decision, held so no id is reused
         self.in_function = False
         self.in_source = False   # reading a sourced file (not in a function it defines)
         self.in_condition = 0   # inside an if/while condition
@@ -165,19 +166,28 @@ class Evaluator:
             self.suspended -= 1
             self.exempt.pop()
 
-    def decision(self, why: str) -> int:
-        """The id of a run-time condition; the same construct read on two paths is the same condition."""
-        did = self.decision_ids.setdefault(why, len(self.whys))   # a dict: thousands of conditions stay linear
+    def decision(self, why: str, site: tuple | None = None) -> int:
+        """The id of a run-time condition; the same construct read on two paths is the same condition.
+        ``site``: (node, index) of the construct; without it the text ``why`` names the condition."""
+        key: object = why
+        if site is not None:   # the node's identity, not its text: two arms or clauses may read alike
+            node, index = site
+            key = (id(node), index)
+            if key not in self.decision_ids:
+                self.sites.append(node)
+        did = self.decision_ids.setdefault(key, len(self.whys))   # a dict: thousands of conditions stay linear
         self.whys[did] = why
         return did
 
-    def fork(self, path: Path, why: str, taken_side: Callable[[Path], list[Path]], merge: bool = True) -> list[Path]:
+    def fork(self, path: Path, why: str, taken_side: Callable[[Path], list[Path]], merge: bool = True,
+             site: tuple | None = None) -> list[Path]:
         """A condition known only at run time: ``path`` both takes ``taken_side`` and skips it. A taken
         side that fails loudly (``exit 1``) is dropped; one that leaves the state as it was merges back,
-        when ``merge`` (the skipping side goes on to the same place: not to an `else`)."""
+        when ``merge`` (the skipping side goes on to the same place: not to an `else`). ``site``: the
+        construct's (node, index), which names the condition (see ``decision``)."""
         if path.ghost:   # a path that cannot happen does not branch: it only records what it reaches
             return taken_side(path)
-        did = self.decision(why)
+        did = self.decision(why, site)
         taken = path.copy()
         taken.maybe += ((did, True),)
         results = taken_side(taken)
@@ -377,7 +387,8 @@ class Evaluator:
             paths = self.limit(paths)
         if isinstance(node, Refused):   # a syntax error: bash exits 2 here, unless the lenient reading is right
             why = f"bash may refuse the script at line {node.line}: {node.why}"
-            return [q for p in paths for q in self.fork(p, why, lambda r: self.refused(r, why, node.line))]
+            return [q for p in paths for q in self.fork(p, why, lambda r: self.refused(r, why, node.line),
+                                                        site=(node, 0))]
         if isinstance(node, AndOr):
             if node.background:
                 foreground = AndOr(node.items, node.negate, node.line)
@@ -496,7 +507,7 @@ class Evaluator:
                     else:
                         why = (f"`{op} {text}` on line {node.line} runs only if the command before it "
                                f"{'succeeds' if op == '&&' else 'fails'}, known at run time")
-                        got = self.fork(p, why, lambda q: run(pipeline, [q], node.negate[n]))
+                        got = self.fork(p, why, lambda q: run(pipeline, [q], node.negate[n]), site=(node, n))
                         if n == last_n:
                             ran_last |= {id(q) for q in got[1:]}
                         nxt += got
@@ -513,7 +524,7 @@ class Evaluator:
                 for p in current:
                     if id(p) in ran_last and p.status in ("assumed", None) and p.errexit is not False \
                             and not p.ended and not p.ghost:
-                        nxt += self.fork(p, why, lambda q: self.silent_exit(q, why, node.line))
+                        nxt += self.fork(p, why, lambda q: self.silent_exit(q, why, node.line), site=(node, -1))
                     else:
                         nxt.append(p)
                 current = self.limit(nxt)
@@ -713,7 +724,7 @@ class Evaluator:
                 why = f"`{_cond_text(cond)}` on line {node.line} is known only at run time"
                 rest: list[Path] = []
                 forked = self.fork(p, why, lambda q: self.run_list(body, [q], tail),
-                                   merge=k + 1 == len(node.clauses) and not node.orelse)
+                                   merge=k + 1 == len(node.clauses) and not node.orelse, site=(node, k))
                 taken = forked[1:]
                 if p.ghost:
                     taken, rest = forked, [p.copy()]
@@ -779,7 +790,7 @@ class Evaluator:
                         if path.vars.get(name, "\0") != r.vars[name]:
                             r.vars[name] = UNKNOWN
                 return results
-            got = self.fork(path, why, body)
+            got = self.fork(path, why, body, site=(node, 0))
             if node.kind != "for" and not path.ghost:   # no pass of the body: the loop's status is 0
                 got[0].status = True
             out += got
@@ -825,7 +836,7 @@ class Evaluator:
             if any(end != ";;" for end in node.ends):
                 why = f"`case {node.word.raw}` on line {node.line} falls through (`;&` / `;;&`): known only at run time"
             rest = [path]
-            for n, (_pats, body) in enumerate(node.arms):
+            for n, (pats, body) in enumerate(node.arms):
                 nxt = []
                 # an arm ending in `;&` runs the next arm's body too; `;;&` goes on testing the next patterns
                 bodies = [body]
@@ -833,9 +844,16 @@ class Evaluator:
                 while k < len(node.ends) and node.ends[k] == ";&" and k + 1 < len(node.arms):
                     k += 1
                     bodies.append(node.arms[k][1])
+                if any(_matches_anything(w) for w in pats):   # `*)`: every path still testing takes it
+                    for q in rest:
+                        got = self.run_list([b for group in bodies for b in group], [q], tail)
+                        (nxt if n < len(node.ends) and node.ends[n] == ";;&" else out).extend(got)
+                    rest = nxt
+                    continue
                 for q in rest:
                     forked = self.fork(q, why, lambda r, bodies=bodies: self.run_list(
-                        [b for group in bodies for b in group], [r], tail), merge=n + 1 == len(node.arms))
+                        [b for group in bodies for b in group], [r], tail), merge=n + 1 == len(node.arms),
+                        site=(node, n))   # each arm its own condition
                     if n < len(node.ends) and node.ends[n] == ";;&":
                         nxt += forked[1:]
                     else:
@@ -1609,3 +1627,9 @@ def substitute(script: str, value: Callable[[str], str | None]) -> str:
         got = value(m.group(1).strip())
         return m.group(0) if got is None or "${{" in got else got
     return re.sub(r"\$\{\{(.*?)\}\}", repl, script, flags=re.S)
+
+
+def _matches_anything(word: Word) -> bool:
+    """A case pattern that is an unquoted ``*`` alone: it matches every word."""
+    return len(word.pieces) == 1 and word.pieces[0].kind == "lit" and not word.pieces[0].quoted \
+        and word.pieces[0].text == "*"
