@@ -335,10 +335,16 @@ CASES: dict[str, tuple[str, dict, dict, str]] = {
                              f"elif [ -f flag ] || ! touch flag; then exit 0; fi\n{R}\n", {}, {}, "maybe"),
     # `*)` takes every value: a case whose other arm runs the suite too, or fails loudly, proves the run
     "case-default-arm-runs-too": (f"case \"$(cat mode)\" in a) {R};; *) {R};; esac\n", {}, {"mode": "b\n"}, "run"),
+    # under `set -e` a command that may fail ends the script through its EXIT or ERR trap, which may exit 0
+    # (a false run before); a trap that does not exit leaves that failure loud
+    "exit-trap-0-then-may-fail": (f"trap 'exit 0' EXIT\n[ -f flag ]\ntrap - EXIT\n{R}\n", {}, {}, "maybe"),
+    "err-trap-0-then-may-fail": (f"trap 'exit 0' ERR\n[ -f flag ]\ntrap - ERR\n{R}\n", {}, {}, "maybe"),
+    "cleanup-trap-then-may-fail": (f"trap 'rm -f log' EXIT\n[ -f flag ]\n{R}\n", {}, {"flag": "x\n"}, "run"),
     # ... and what bash reads is not one: a redirection after a compound or alone, a continued pipe, `=~ (a|b)`
-    "valid-shapes-exit-trap": (f"trap 'exit 0' EXIT\n> log\nfor s in r1; do echo $s; done > list\n"
+    # (set +e: under set -e a command that may fail would end the script through the trap as well)
+    "valid-shapes-exit-trap": (f"set +e\ntrap 'exit 0' EXIT\n> log\nfor s in r1; do echo $s; done > list\n"
                                f"[[ r1 =~ ^(r1|r2)$ ]] && echo ok\necho r1 | \\\n  while read s; do echo $s; done\n"
-                               f"trap - EXIT\n{R}\n", {}, {}, "run"),
+                               f"trap - EXIT\nset -e\n{R}\n", {}, {}, "run"),
 }
 
 

@@ -516,15 +516,23 @@ class Evaluator:
                 self.suspended -= pushed
                 current = self.limit(nxt)
             last = node.items[-1][1]
-            if self.silent and not self.suspended and not node.negate[-1]:
-                # a command that may fail ends this subshell under set -e, and nothing reads that failure
+            if not self.suspended and not node.negate[-1]:
+                # a command that may fail ends this subshell under set -e, and nothing reads that failure; or it
+                # ends the script through a trap, whose handler may exit 0 (`trap 'exit 0' EXIT`)
                 why = (f"`{text}` on line {node.line} may fail, which ends its subshell silently under `set -e` "
                        "(nothing reads the subshell's status)")
                 nxt = []
                 for p in current:
-                    if id(p) in ran_last and p.status in ("assumed", None) and p.errexit is not False \
-                            and not p.ended and not p.ghost:
+                    may_fail = id(p) in ran_last and p.status in ("assumed", None) and p.errexit is not False \
+                        and not p.ended and not p.ghost
+                    if may_fail and self.silent:
                         nxt += self.fork(p, why, lambda q: self.silent_exit(q, why, node.line), site=(node, -1))
+                    elif may_fail and p.traps:
+                        trap_why = (f"`{text}` on line {node.line} may fail, which ends the "
+                                    f"{'subshell' if self.sub_depth else 'script'} under `set -e` through its trap "
+                                    f"`{p.traps[0][1][:40]}`")
+                        nxt += self.fork(p, trap_why, lambda q, w=trap_why: self.trapped_exit(q, w, node.line),
+                                         site=(node, -2))
                     else:
                         nxt.append(p)
                 current = self.limit(nxt)
@@ -585,6 +593,11 @@ class Evaluator:
     def always_fails(self, path: Path, line: int) -> None:
         """A command that always fails, where `set -e` applies: the ERR trap runs, then the script (or the
         subshell) ends, through its EXIT trap."""
+        self.errexit_end(path, line, f"a command that always fails on line {line} ends the script under `set -e`")
+
+    def errexit_end(self, path: Path, line: int, how: str) -> None:
+        """A failure where `set -e` applies: the ERR trap runs, then the script (or the subshell) ends, through
+        its EXIT trap (in a subshell, not followed: a subshell's own EXIT trap may set any code)."""
         handler = dict(path.traps).get("ERR")
         if handler is not None and self.depth < MAX_DEPTH:
             self.run_handler(path, handler, line)
@@ -593,7 +606,13 @@ class Evaluator:
             if path.ended:   # `return` in the ERR trap leaves the function: the script goes on
                 path.status = None
                 return
-        self.end(path, "1", f"a command that always fails on line {line} ends the script under `set -e`", line)
+        self.end(path, "?" if self.sub_depth and "EXIT" in dict(path.traps) else "1", how, line)
+
+    def trapped_exit(self, path: Path, why: str, line: int) -> list[Path]:
+        """The side of a fork where a command that may fail did, under `set -e`, with a trap set."""
+        path.status = False
+        self.errexit_end(path, line, why)
+        return [path]
 
     def silent_exit(self, path: Path, why: str, line: int) -> list[Path]:
         path.status = False
