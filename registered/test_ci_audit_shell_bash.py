@@ -340,6 +340,9 @@ CASES: dict[str, tuple[str, dict, dict, str]] = {
     "exit-trap-0-then-may-fail": (f"trap 'exit 0' EXIT\n[ -f flag ]\ntrap - EXIT\n{R}\n", {}, {}, "maybe"),
     "err-trap-0-then-may-fail": (f"trap 'exit 0' ERR\n[ -f flag ]\ntrap - ERR\n{R}\n", {}, {}, "maybe"),
     "cleanup-trap-then-may-fail": (f"trap 'rm -f log' EXIT\n[ -f flag ]\n{R}\n", {}, {"flag": "x\n"}, "run"),
+    # `( ! f )` alone: bash (5.2) lets `set -e` stop f at the runner's failure and gives the subshell status 0
+    # (a false run before: the reader ignored `set -e` under `!`, so f returned 0 and `!` made it a failure)
+    "bare-negation-subshell": (f"f() {{ {R}; echo ok; }}\n( ! f )\n", {}, {}, "masked"),
     # ... and what bash reads is not one: a redirection after a compound or alone, a continued pipe, `=~ (a|b)`
     # (set +e: under set -e a command that may fail would end the script through the trap as well)
     "valid-shapes-exit-trap": (f"set +e\ntrap 'exit 0' EXIT\n> log\nfor s in r1; do echo $s; done > list\n"

@@ -134,6 +134,9 @@ class Evaluator:
         self.source = source          # reads a sourced file of the tree (None: not read)
         self.exempt: list[str] = []   # why `set -e` does not apply here (left of &&/||, a condition, `!`)
         self.sub_depth = 0            # inside a subshell or child shell: `exit` ends only that
+        # `( ! cmd )`, the subshell's one command: (its sub_depth, the and-or list, its line). Bash (5.2) then lets
+        # `set -e` apply inside cmd, and a stop it makes leaves the subshell with status 0 (the `!` inverts it)
+        self.bare_negation: tuple[int, AndOr, int] | None = None
         self.loops = 0                # enclosing loops (break / continue)
         self.outcomes: list[tuple[str, str]] = []   # judging: ("loud" | "masked" | "unknown", why) per path
         self.loud: set[frozenset[Decision]] = set()   # the conditions of paths that end the script loudly
@@ -403,7 +406,7 @@ class Evaluator:
             return self.run_case(node, paths, tail)
         if isinstance(node, Group):
             if node.subshell:
-                return [self.scoped(p, lambda q: self.run_list(node.body, [q], tail), self.unchecked(p))
+                return [self.scoped(p, lambda q: self.run_subshell_body(node, q, tail), self.unchecked(p))
                         for p in paths]
             return self.run_list(node.body, paths, tail)
         if isinstance(node, FuncDef):
@@ -416,6 +419,17 @@ class Evaluator:
         if isinstance(node, Simple):
             return self.run_simple(node, paths)
         return paths
+
+    def run_subshell_body(self, node: Group, path: Path, tail: bool) -> list[Path]:
+        """A subshell's commands (inside ``scoped``); ``( ! cmd )`` alone is read as bash runs it (bare_negation)."""
+        [only] = node.body if len(node.body) == 1 else [None]
+        if not (isinstance(only, AndOr) and len(only.items) == 1 and only.negate[0] and not only.background):
+            return self.run_list(node.body, [path], tail)
+        saved, self.bare_negation = self.bare_negation, (self.sub_depth, only, node.line)
+        try:
+            return self.run_list(node.body, [path], tail)
+        finally:
+            self.bare_negation = saved
 
     def unchecked(self, path: Path) -> bool:
         """Whether a subshell started here may fail without failing the script: set -e is off or ignored
@@ -485,7 +499,7 @@ class Evaluator:
                     self.exempt.append(f"it is on the left of `{node.items[n + 1][0]}` on line {node.line}, "
                                        "where `set -e` does not apply")
                     pushed += 1
-                if node.negate[n]:
+                if node.negate[n] and not (self.bare_negation and self.bare_negation[1] is node):
                     self.exempt.append(f"`!` on line {node.line} negates it")
                     pushed += 1
                 self.suspended += pushed
@@ -606,7 +620,7 @@ class Evaluator:
             if path.ended:   # `return` in the ERR trap leaves the function: the script goes on
                 path.status = None
                 return
-        self.end(path, "?" if self.sub_depth and "EXIT" in dict(path.traps) else "1", how, line)
+        self.end(path, "?" if self.sub_depth and "EXIT" in dict(path.traps) else "1", how, line, errexit=True)
 
     def trapped_exit(self, path: Path, why: str, line: int) -> list[Path]:
         """The side of a fork where a command that may fail did, under `set -e`, with a trap set."""
@@ -616,7 +630,7 @@ class Evaluator:
 
     def silent_exit(self, path: Path, why: str, line: int) -> list[Path]:
         path.status = False
-        self.end(path, "1", why, line)
+        self.end(path, "1", why, line, errexit=True)
         return [path]
 
     def errexit_fail(self, path: Path, line: int) -> None:
@@ -635,7 +649,7 @@ class Evaluator:
                 path.fail_ctx = path.fail_ctx or f"the ERR trap `{handler[:40]}` leaves the function at line {line}"
                 return
         if path.errexit is True:
-            self.end(path, FAIL_CODE, f"`set -e` ends the script at line {line}", line)
+            self.end(path, FAIL_CODE, f"`set -e` ends the script at line {line}", line, errexit=True)
             return
         path.fail_ctx = path.fail_ctx or path.errexit_why or "errexit is off"
 
@@ -648,9 +662,14 @@ class Evaluator:
             if r is not path and r.ghost:
                 path.ghost, path.exit_code = r.ghost, r.exit_code
 
-    def end(self, path: Path, code: str, how: str, line: int) -> None:
+    def end(self, path: Path, code: str, how: str, line: int, errexit: bool = False) -> None:
         """``path`` leaves the script (or the subshell it is in) with ``code``: the EXIT trap runs first,
-        and, judging a runner call, the outcome is recorded."""
+        and, judging a runner call, the outcome is recorded. ``errexit``: `set -e` stopped it."""
+        if errexit and self.bare_negation and self.bare_negation[0] == self.sub_depth and not path.ghost:
+            how = f"{how}, which leaves `( ! ... )` on line {self.bare_negation[2]} with status 0"
+            code = "0"
+            if path.failing and not path.fail_ctx:
+                path.fail_ctx = how
         if self.sub_depth == 0 and not path.ghost:
             handler = dict(path.traps).get("EXIT")
             if handler is not None and self.depth < MAX_DEPTH:
