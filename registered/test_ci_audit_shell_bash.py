@@ -333,6 +333,10 @@ CASES: dict[str, tuple[str, dict, dict, str]] = {
                                  "maybe"),
     "elif-same-test-twice": ("if [ -f flag ] || ! touch flag; then :; "
                              f"elif [ -f flag ] || ! touch flag; then exit 0; fi\n{R}\n", {}, {}, "maybe"),
+    # ... and so is each reading of one: a function called twice may take another branch the second time (what
+    # it tests may have changed): (then, else) exits 0 here, while (then, then) and (else, else) reach the run
+    "function-reads-its-test-twice": ("h() { if [ -f flag ] || ! touch flag; then v=1; else v=2; fi; }\nh\nw=$v\nh\n"
+                                      f"[ \"$w\" = \"$v\" ] || exit 0\n{R}\n", {}, {}, "maybe"),
     # `*)` takes every value: a case whose other arm runs the suite too, or fails loudly, proves the run
     "case-default-arm-runs-too": (f"case \"$(cat mode)\" in a) {R};; *) {R};; esac\n", {}, {"mode": "b\n"}, "run"),
     # under `set -e` a command that may fail ends the script through its EXIT or ERR trap, which may exit 0

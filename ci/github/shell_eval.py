@@ -111,12 +111,15 @@ class Path:
     failing: bool = False           # the judged runner call failed on this path (see :func:`judge_call`)
     fail_ctx: str = ""              # why that failure did not end the script where it happened
     local_names: frozenset[str] = frozenset()   # names `local` made in the function being run
+    # how many times this path has read each run-time condition's place (a function called again, a loop's
+    # next pass): each reading is a condition of its own, since what it tests may have changed in between
+    reads: dict[tuple[int, int], int] = field(default_factory=dict)
 
     def copy(self) -> "Path":
         return Path(dict(self.vars), set(self.exported), dict(self.funcs), self.args, self.errexit, self.maybe,
                     self.ghost, self.ended, self.exit_code, self.status, self.tainted, self.pipefail,
                     self.errexit_why, dict(self.aliases), self.traps, self.cwd, self.failing, self.fail_ctx,
-                    self.local_names)
+                    self.local_names, self.reads)   # reads: shared, replaced (never changed) by fork
 
     def same_state(self, other: "Path") -> bool:
         return (self.vars, self.exported, self.errexit, self.tainted, self.ghost, self.ended, set(self.funcs),
@@ -169,14 +172,15 @@ class Evaluator:
             self.suspended -= 1
             self.exempt.pop()
 
-    def decision(self, why: str, site: tuple | None = None) -> int:
+    def decision(self, why: str, site: tuple | None = None, nth: int = 0) -> int:
         """The id of a run-time condition; the same construct read on two paths is the same condition.
-        ``site``: (node, index) of the construct; without it the text ``why`` names the condition."""
+        ``site``: (node, index) of the construct, ``nth``: which reading of it on the path (the first is 0);
+        without a site the text ``why`` names the condition."""
         key: object = why
         if site is not None:   # the node's identity, not its text: two arms or clauses may read alike
             node, index = site
-            key = (id(node), index)
-            if key not in self.decision_ids:
+            key = (id(node), index, nth)
+            if (id(node), index, 0) not in self.decision_ids and key not in self.decision_ids:
                 self.sites.append(node)
         did = self.decision_ids.setdefault(key, len(self.whys))   # a dict: thousands of conditions stay linear
         self.whys[did] = why
@@ -190,7 +194,12 @@ class Evaluator:
         construct's (node, index), which names the condition (see ``decision``)."""
         if path.ghost:   # a path that cannot happen does not branch: it only records what it reaches
             return taken_side(path)
-        did = self.decision(why, site)
+        nth = 0
+        if site is not None:
+            place = (id(site[0]), site[1])
+            nth = path.reads.get(place, 0)
+            path.reads = {**path.reads, place: nth + 1}   # a new dict: copies of the path share the old one
+        did = self.decision(why, site, nth)
         taken = path.copy()
         taken.maybe += ((did, True),)
         results = taken_side(taken)
