@@ -342,6 +342,11 @@ CASES: dict[str, tuple[str, dict, dict, str]] = {
     # under `set -e` a command that may fail ends the script through its EXIT or ERR trap, which may exit 0
     # (a false run before); a trap that does not exit leaves that failure loud
     "exit-trap-0-then-may-fail": (f"trap 'exit 0' EXIT\n[ -f flag ]\ntrap - EXIT\n{R}\n", {}, {}, "maybe"),
+    # an `exit` in the ERR trap still runs the EXIT trap, whose own `exit` sets the code (fuzz seed 9113)
+    "err-trap-exit-1-exit-trap-0": (f"trap 'exit 0' EXIT\ntrap 'exit 1' ERR\n{R}\n", {}, {}, "masked"),
+    "err-trap-exit-3-exit-trap-echo": (f"trap 'echo bye' EXIT\ntrap 'exit 3' ERR\n{R}\n", {}, {}, "run"),
+    "err-trap-exit-1-exit-trap-0-may-fail": (f"trap 'exit 0' EXIT\ntrap 'exit 1' ERR\n[ -f flag ]\ntrap - EXIT\n{R}\n",
+                                             {}, {}, "maybe"),
     "err-trap-0-then-may-fail": (f"trap 'exit 0' ERR\n[ -f flag ]\ntrap - ERR\n{R}\n", {}, {}, "maybe"),
     "cleanup-trap-then-may-fail": (f"trap 'rm -f log' EXIT\n[ -f flag ]\n{R}\n", {}, {"flag": "x\n"}, "run"),
     # `( ! f )` alone: bash (5.2) lets `set -e` stop f at the runner's failure and gives the subshell status 0

@@ -373,6 +373,8 @@ FOUND = {
     "bare-negation-subshell": ("f1() { python3 run_suite.py --suite s1; python3 run_suite.py --suite s2 && "
                                "python3 run_suite.py --suite s3; if [ \"$X\" = a ]; then true; fi; }\n( ! f1 )\n",
                                ("X",)),
+    # an `exit` in the ERR trap runs the EXIT trap, whose `exit 0` masks the runner's failure
+    "err-trap-exit-then-exit-trap": ("trap 'exit 0' EXIT\ntrap 'exit 1' ERR\npython3 run_suite.py --suite s1\n", ()),
 }
 
 

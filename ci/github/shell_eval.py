@@ -663,8 +663,10 @@ class Evaluator:
         path.fail_ctx = path.fail_ctx or path.errexit_why or "errexit is off"
 
     def run_handler(self, path: Path, handler: str, line: int) -> None:
-        """Run a trap's handler on ``path`` (its `exit` ends the script with its own code)."""
-        saved, path.traps = path.traps, ()
+        """Run the ERR trap's handler on ``path``: its `exit` ends the script with its own code, through the
+        EXIT trap (bash runs it there too); the ERR trap does not fire again inside its own handler."""
+        saved = path.traps
+        path.traps = tuple(t for t in saved if t[0] != "ERR")
         results = self.nested(path, handler, line, same_env=True)
         path.traps = saved
         for r in results:
