@@ -347,6 +347,11 @@ CASES: dict[str, tuple[str, dict, dict, str]] = {
     "err-trap-exit-3-exit-trap-echo": (f"trap 'echo bye' EXIT\ntrap 'exit 3' ERR\n{R}\n", {}, {}, "run"),
     "err-trap-exit-1-exit-trap-0-may-fail": (f"trap 'exit 0' EXIT\ntrap 'exit 1' ERR\n[ -f flag ]\ntrap - EXIT\n{R}\n",
                                              {}, {}, "maybe"),
+    # an `if` whose branch ends in a failure returns it; the skipped `if` returns 0 (fuzz seed 9117: the branch
+    # merged into the skipping side, read as returning 0 too, so the runner after `&&` was a false run)
+    "if-negated-branch-and-runner": (f"if [ -f flag ]; then ! grep -q x flag; fi && {R}\necho done\n",
+                                     {}, {"flag": "x\n"}, "maybe"),
+    "if-true-branch-and-runner": (f"if [ -f flag ]; then true; fi && {R}\necho done\n", {}, {"flag": "x\n"}, "run"),
     "err-trap-0-then-may-fail": (f"trap 'exit 0' ERR\n[ -f flag ]\ntrap - ERR\n{R}\n", {}, {}, "maybe"),
     "cleanup-trap-then-may-fail": (f"trap 'rm -f log' EXIT\n[ -f flag ]\n{R}\n", {}, {"flag": "x\n"}, "run"),
     # `( ! f )` alone: bash (5.2) lets `set -e` stop f at the runner's failure and gives the subshell status 0

@@ -375,6 +375,15 @@ FOUND = {
                                ("X",)),
     # an `exit` in the ERR trap runs the EXIT trap, whose `exit 0` masks the runner's failure
     "err-trap-exit-then-exit-trap": ("trap 'exit 0' EXIT\ntrap 'exit 1' ERR\npython3 run_suite.py --suite s1\n", ()),
+    # an `if` whose branch ends in `! RUN` returns 1, so `&&` skips what follows; the reader merged that branch
+    # into the skipping side, whose `if` returns 0
+    # the same merge, the other way: a branch ending in a runner that may fail merged into the skipping side of an
+    # `if` read as returning 0, so `|| RUN` after the `case` around it was a false "never" (seed 9118)
+    "if-branch-may-fail-then-or": ('case "$X" in a) if python3 run_suite.py --suite s1; then '
+                                   'if [ "$X" = a ]; then python3 run_suite.py --suite s2; fi; fi;; esac '
+                                   '|| python3 run_suite.py --suite s3\n', ("X",)),
+    "if-negated-branch-then-and": ('if [ "$X" = a ]; then ! python3 run_suite.py --suite s1; fi && '
+                                   'python3 run_suite.py --suite s2\ntrue\n', ("X",)),
 }
 
 

@@ -187,10 +187,12 @@ class Evaluator:
         return did
 
     def fork(self, path: Path, why: str, taken_side: Callable[[Path], list[Path]], merge: bool = True,
-             site: tuple | None = None) -> list[Path]:
+             site: tuple | None = None, skip_status: object = "same") -> list[Path]:
         """A condition known only at run time: ``path`` both takes ``taken_side`` and skips it. A taken
-        side that fails loudly (``exit 1``) is dropped; one that leaves the state as it was merges back,
-        when ``merge`` (the skipping side goes on to the same place: not to an `else`). ``site``: the
+        side that fails loudly (``exit 1``) is dropped; one that leaves the state and the status as the
+        skipping side has them merges back, when ``merge`` (the skipping side goes on to the same place: not
+        to an `else`). ``skip_status``: the status the skipping side has there when it is not ``path``'s
+        now (an ``if`` whose branch did not run returns 0, whatever its condition returned). ``site``: the
         construct's (node, index), which names the condition (see ``decision``)."""
         if path.ghost:   # a path that cannot happen does not branch: it only records what it reaches
             return taken_side(path)
@@ -206,7 +208,8 @@ class Evaluator:
         kept = [r for r in results if not (r.ghost and r.exit_code not in ("", "0") and r.exit_code.isdigit()
                                            and not self.silent)]
         if merge:   # a side that ends in another status is another path: `case ... esac || RUN` reads it
-            kept = [r for r in kept if not (r.same_state(path) and not r.ghost and r.status == path.status)]
+            skipped = path.status if skip_status == "same" else skip_status
+            kept = [r for r in kept if not (r.same_state(path) and not r.ghost and r.status == skipped)]
         if kept:
             path.maybe += ((did, False),)
         return [path] + kept
@@ -772,8 +775,11 @@ class Evaluator:
             else:
                 why = f"`{_cond_text(cond)}` on line {node.line} is known only at run time"
                 rest: list[Path] = []
+                # with no clause left, the skipping side's `if` returns 0 (run_clauses past the last): a branch
+                # that ends in a failure (`then ! RUN; fi && next`) is another path, not a merge
                 forked = self.fork(p, why, lambda q: self.run_list(body, [q], tail),
-                                   merge=k + 1 == len(node.clauses) and not node.orelse, site=(node, k))
+                                   merge=k + 1 == len(node.clauses) and not node.orelse, site=(node, k),
+                                   skip_status=True)
                 taken = forked[1:]
                 if p.ghost:
                     taken, rest = forked, [p.copy()]
