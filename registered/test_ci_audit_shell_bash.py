@@ -352,6 +352,12 @@ CASES: dict[str, tuple[str, dict, dict, str]] = {
     "if-negated-branch-and-runner": (f"if [ -f flag ]; then ! grep -q x flag; fi && {R}\necho done\n",
                                      {}, {"flag": "x\n"}, "maybe"),
     "if-true-branch-and-runner": (f"if [ -f flag ]; then true; fi && {R}\necho done\n", {}, {"flag": "x\n"}, "run"),
+    # the EXIT trap runs when the script falls off its end too: a runner there was never read (fuzz seed 9118, a
+    # false unmasked); with `set -e` off the trap goes on past its failure and bash exits with the status before it
+    "exit-trap-runner-set-plus-e": (f"trap '{R}' EXIT\nset +e\necho done\n", {}, {}, "masked"),
+    "exit-trap-runner": (f"trap '{R}' EXIT\necho done\n", {}, {}, "run"),
+    # a subshell's own EXIT trap that exits sets its status (fuzz seed 9117: read as 0, so `||` was never taken)
+    "subshell-exit-trap-1-or-runner": (f"( trap 'exit 1' EXIT ) || {R}\necho done\n", {}, {}, "maybe"),
     "err-trap-0-then-may-fail": (f"trap 'exit 0' ERR\n[ -f flag ]\ntrap - ERR\n{R}\n", {}, {}, "maybe"),
     "cleanup-trap-then-may-fail": (f"trap 'rm -f log' EXIT\n[ -f flag ]\n{R}\n", {}, {"flag": "x\n"}, "run"),
     # `( ! f )` alone: bash (5.2) lets `set -e` stop f at the runner's failure and gives the subshell status 0

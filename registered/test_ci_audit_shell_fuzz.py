@@ -382,6 +382,13 @@ FOUND = {
     "if-branch-may-fail-then-or": ('case "$X" in a) if python3 run_suite.py --suite s1; then '
                                    'if [ "$X" = a ]; then python3 run_suite.py --suite s2; fi; fi;; esac '
                                    '|| python3 run_suite.py --suite s3\n', ("X",)),
+    # the EXIT trap at the script's natural end was not run, so its runner's failure under `set +e` (exit 0) went
+    # unseen (seed 9118)
+    "exit-trap-runner-after-set-plus-e": ("set -e\ntrap 'python3 run_suite.py --suite s1' EXIT\n"
+                                          "if [ \"$X\" = a ]; then python3 run_suite.py --suite s2; else set +e; fi\n",
+                                          ("X",)),
+    # a subshell's EXIT trap that exits 1 was read as leaving status 0 (seed 9117)
+    "subshell-exit-trap-exits-1": ("( trap 'exit 1' EXIT ) || python3 run_suite.py --suite s1\n", ()),
     "if-negated-branch-then-and": ('if [ "$X" = a ]; then ! python3 run_suite.py --suite s1; fi && '
                                    'python3 run_suite.py --suite s2\ntrue\n', ("X",)),
 }

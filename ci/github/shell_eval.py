@@ -148,6 +148,9 @@ class Evaluator:
         self.nested_chars = 0   # text read again (eval, bash -c, source): bounded by MAX_NESTED_CHARS
         self.depth = 0
         self.outer_line = 0   # inside bash -c / eval: the outer command's line
+        # (EXIT | ERR, handler) -> the line of the first `trap` that set it: a handler's commands are reported
+        # (and judged) at that line, wherever the script happens to end
+        self.trap_lines: dict[tuple[str, str], int] = {}
         self.whys: dict[int, str] = {}
         self.decision_ids: dict[object, int] = {}   # the inverse of whys, keyed by text or by site
         self.sites: list[object] = []   # the nodes whose id() keys a decision, held so no id is reused
@@ -470,16 +473,21 @@ class Evaluator:
         return path
 
     def child_exit_trap(self, path: Path, results: list[Path]) -> None:
-        """A subshell or child shell that set its own EXIT trap: its handler runs when it ends and may
-        replace the failing status with its own `exit` code (not followed: the status is unknown)."""
-        if not path.failing:
-            return
+        """A subshell or child shell that set its own EXIT trap: its handler runs when it ends (not followed).
+        Its `exit` replaces any status (``( trap 'exit 1' EXIT ) || RUN`` runs RUN); a command in it that
+        fails where `set -e` is on replaces a success. Either makes the status unknown."""
         for r in results:
             handler = dict(r.traps).get("EXIT")
-            if handler is not None and (re.search(r"\bexit\b", handler) or handler.split()[:1] and
-                                        handler.split()[0] in r.funcs):
+            if handler is None:
+                continue
+            may_exit = bool(re.search(r"\bexit\b", handler) or handler.split()[:1] and handler.split()[0] in r.funcs)
+            if path.failing and may_exit:
                 path.status = None
                 path.fail_ctx = path.fail_ctx or f"the EXIT trap `{handler[:40]}` of a subshell may set its status"
+                return
+            if not path.failing and path.status is not None and (
+                    may_exit or r.errexit is not False and not _always_succeeds(handler)):
+                path.status = None
                 return
 
     def carry_failure(self, path: Path, results: list[Path], status: object) -> None:
@@ -670,7 +678,7 @@ class Evaluator:
         EXIT trap (bash runs it there too); the ERR trap does not fire again inside its own handler."""
         saved = path.traps
         path.traps = tuple(t for t in saved if t[0] != "ERR")
-        results = self.nested(path, handler, line, same_env=True)
+        results = self.nested(path, handler, self.trap_lines.get(("ERR", handler), line), same_env=True)
         path.traps = saved
         for r in results:
             if r is not path and r.ghost:
@@ -690,7 +698,12 @@ class Evaluator:
                 path.status = _code_status(code)
                 trapped = path.copy()
                 trapped.traps, trapped.failing = (), False
-                results = self.nested(trapped, handler, line, same_env=True)
+                results = self.nested(trapped, handler, self.trap_lines.get(("EXIT", handler), line),
+                                      same_env=True)
+                for r in results:   # the judged runner failed in the handler, which still ran to its end: bash
+                    if r.failing and not r.ghost:   # exits with the status the script had before the trap
+                        self.judge(r, code, f"it runs in the EXIT trap `{handler[:40]}`, which goes on past its "
+                                            f"failure; {how}, the status bash exits with")
                 exits = [r for r in results if r.ghost and r.exit_code]
                 if exits:
                     code = exits[0].exit_code
@@ -701,6 +714,15 @@ class Evaluator:
                 self.loud.add(frozenset(path.maybe))
         path.ghost = path.ghost or how
         path.exit_code = code
+
+    def fall_off_the_end(self, paths: list[Path]) -> None:
+        """Paths that reach the script's last line: its last status is the step's, and the EXIT trap runs
+        (a runner it calls is reached there, and its failure judged)."""
+        for p in paths:
+            if not p.ghost and not p.ended:
+                code = _status_code(p.status) or "?"
+                self.end(p, code, "the script then ends with status 0" if code == "0" else
+                         "the script then ends with the status of a later command", 0)
 
     def judge(self, path: Path, code: str, how: str) -> None:
         if code == FAIL_CODE or (code.isdigit() and code != "0"):
@@ -1205,6 +1227,7 @@ class Evaluator:
                 traps.pop(name, None)
             else:
                 traps[name] = handler
+                self.trap_lines.setdefault((name, handler), self.outer_line or line)
         path.traps = tuple(sorted(traps.items()))
 
     def unknown_code(self, path: Path, why: str) -> None:
@@ -1382,6 +1405,14 @@ def _exit_code(word: str) -> str:
 
 def _code_status(code: str) -> object:
     return FAILED if code == FAIL_CODE else True if code == "0" else False if code.isdigit() else None
+
+
+def _always_succeeds(handler: str) -> bool:
+    """A handler of only ``echo`` / ``printf`` / ``true`` / ``:`` commands, without redirections or
+    substitutions: nothing in it can fail."""
+    if any(c in handler for c in "<>$`"):
+        return False
+    return all(not c.words or c.words[0] in ("echo", "printf", "true", ":") for c in split_commands(handler))
 
 
 def _result_status(path: Path) -> object:
@@ -1625,7 +1656,7 @@ def read_runs(script: str, env: ShellEnv = ShellEnv(), *, runner: Callable[[tupl
     ev = Evaluator(env, source=source, budget=budget)
     try:
         nodes = parse(script)   # read again for each judged call: the evaluator never changes the tree
-        ev.run_list(nodes, [_start(env)], tail=True)
+        ev.fall_off_the_end(ev.run_list(nodes, [_start(env)], tail=True))
     except RecursionError:   # nesting deeper than Python's stack: every command is a maybe
         return _unread(script, runner, "the script nests deeper than the reader follows")
     except _OutOfSteps as stop:
@@ -1664,11 +1695,7 @@ def judge_call(script: str, env: ShellEnv, call: tuple[int, tuple[str, ...]],
         return (("the script nests deeper than the reader follows", False),)
     except _OutOfSteps as stop:
         return ((str(stop), False),)
-    for p in paths:
-        if p.failing and not p.ghost:   # fell off the end: its last status is the step's
-            code = _status_code(p.status) or "?"
-            ev.end(p, code, "the script then ends with status 0" if code == "0" else
-                   "the script then ends with the status of a later command", 0)
+    ev.fall_off_the_end(paths)
     out = []
     for kind, why in ev.outcomes:
         if kind != "loud":
