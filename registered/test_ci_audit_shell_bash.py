@@ -358,6 +358,10 @@ CASES: dict[str, tuple[str, dict, dict, str]] = {
     "exit-trap-runner": (f"trap '{R}' EXIT\necho done\n", {}, {}, "run"),
     # a subshell's own EXIT trap that exits sets its status (fuzz seed 9117: read as 0, so `||` was never taken)
     "subshell-exit-trap-1-or-runner": (f"( trap 'exit 1' EXIT ) || {R}\necho done\n", {}, {}, "maybe"),
+    # under pipefail an early part's `exit 3` fails the pipeline, which `set +e` lets go on: that side was dropped as
+    # loud, so the runner's failure before it read as failing the step (fuzz seed 9118, a false unmasked)
+    "pipefail-part-exits-set-plus-e": (f"set +e\nf() {{ if [ -f flag ]; then {R}; exit 3; fi; }}\nf | cat\necho done\n",
+                                       {"shell": "bash"}, {"flag": "x\n"}, "masked"),
     "err-trap-0-then-may-fail": (f"trap 'exit 0' ERR\n[ -f flag ]\ntrap - ERR\n{R}\n", {}, {}, "maybe"),
     "cleanup-trap-then-may-fail": (f"trap 'rm -f log' EXIT\n[ -f flag ]\n{R}\n", {}, {"flag": "x\n"}, "run"),
     # `( ! f )` alone: bash (5.2) lets `set -e` stop f at the runner's failure and gives the subshell status 0

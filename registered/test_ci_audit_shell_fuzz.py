@@ -389,6 +389,9 @@ FOUND = {
                                           ("X",)),
     # a subshell's EXIT trap that exits 1 was read as leaving status 0 (seed 9117)
     "subshell-exit-trap-exits-1": ("( trap 'exit 1' EXIT ) || python3 run_suite.py --suite s1\n", ()),
+    # under pipefail a pipeline part's `exit 3` was read as ending the script, though `set +e` was on (seed 9118)
+    "pipefail-part-exits-under-set-plus-e": ('f1() { if [ -z "$X" ]; then python3 run_suite.py --suite s1; exit 3; '
+                                             'fi; }\nset +e\nf1 | cat\ntrue\n', ("X",)),
     "if-negated-branch-then-and": ('if [ "$X" = a ]; then ! python3 run_suite.py --suite s1; fi && '
                                    'python3 run_suite.py --suite s2\ntrue\n', ("X",)),
 }

@@ -737,7 +737,9 @@ class Evaluator:
             for path in paths:
                 statuses = []
                 for k, part in enumerate(pipeline):
-                    silent = path.pipefail is not True if k < len(pipeline) - 1 else self.unchecked(path)
+                    # an early part's failure reaches the script only through pipefail, and then only where set -e
+                    # applies to the pipeline (`set +e; ( RUN; exit 3 ) | cat` goes on)
+                    silent = self.unchecked(path) or (path.pipefail is not True and k < len(pipeline) - 1)
                     self.scoped(path, lambda q, part=part: self.run_node(part, [q]), silent)
                     statuses.append(path.status)
                 # with pipefail, a part that always fails fails the pipeline
