@@ -362,6 +362,10 @@ CASES: dict[str, tuple[str, dict, dict, str]] = {
     # loud, so the runner's failure before it read as failing the step (fuzz seed 9118, a false unmasked)
     "pipefail-part-exits-set-plus-e": (f"set +e\nf() {{ if [ -f flag ]; then {R}; exit 3; fi; }}\nf | cat\necho done\n",
                                        {"shell": "bash"}, {"flag": "x\n"}, "masked"),
+    # bash runs the ERR trap on a failure with `set -e` off too (fuzz seed 9124: read as the script's failing end,
+    # a false run); a handler that returns leaves `$?` as the failure set it (the control: read as 0 before)
+    "err-trap-0-without-set-e": (f"set +e\n{R}\ntrap 'exit 0' ERR\nfalse\n", {}, {}, "masked"),
+    "err-trap-echo-without-set-e": (f"set +e\ntrap 'echo failed' ERR\n{R}\n", {}, {}, "run"),
     "err-trap-0-then-may-fail": (f"trap 'exit 0' ERR\n[ -f flag ]\ntrap - ERR\n{R}\n", {}, {}, "maybe"),
     "cleanup-trap-then-may-fail": (f"trap 'rm -f log' EXIT\n[ -f flag ]\n{R}\n", {}, {"flag": "x\n"}, "run"),
     # `( ! f )` alone: bash (5.2) lets `set -e` stop f at the runner's failure and gives the subshell status 0

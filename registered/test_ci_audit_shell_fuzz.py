@@ -392,6 +392,8 @@ FOUND = {
     # under pipefail a pipeline part's `exit 3` was read as ending the script, though `set +e` was on (seed 9118)
     "pipefail-part-exits-under-set-plus-e": ('f1() { if [ -z "$X" ]; then python3 run_suite.py --suite s1; exit 3; '
                                              'fi; }\nset +e\nf1 | cat\ntrue\n', ("X",)),
+    # the ERR trap runs on a failure where `set -e` is off, and its `exit 0` ends the script (seed 9124)
+    "err-trap-without-set-e": ("set +e\npython3 run_suite.py --suite s1\n{ trap 'exit 0' ERR; }\nfalse\n", ()),
     "if-negated-branch-then-and": ('if [ "$X" = a ]; then ! python3 run_suite.py --suite s1; fi && '
                                    'python3 run_suite.py --suite s2\ntrue\n', ("X",)),
 }

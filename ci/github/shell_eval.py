@@ -567,6 +567,13 @@ class Evaluator:
                                     f"`{p.traps[0][1][:40]}`")
                         nxt += self.fork(p, trap_why, lambda q, w=trap_why: self.trapped_exit(q, w, node.line),
                                          site=(node, -2))
+                    elif id(p) in ran_last and p.status in ("assumed", None) and p.errexit is False \
+                            and not p.ended and not p.ghost and "ERR" in dict(p.traps):
+                        # bash runs the ERR trap on a failure whether or not `set -e` is on (`trap 'exit 0' ERR;
+                        # set +e; ...; false` exits 0)
+                        err_why = (f"`{text}` on line {node.line} may fail, which runs the ERR trap "
+                                   f"`{dict(p.traps)['ERR'][:40]}`")
+                        nxt += self.fork(p, err_why, lambda q: self.err_trap_only(q, node.line), site=(node, -3))
                     else:
                         nxt.append(p)
                 current = self.limit(nxt)
@@ -599,7 +606,19 @@ class Evaluator:
             for p in paths:
                 if p.errexit is True and p.status is False and not p.ended and not p.ghost:
                     self.always_fails(p, line)
+                elif p.errexit is False and p.status is False and not p.ended and not p.ghost \
+                        and "ERR" in dict(p.traps):   # the ERR trap runs without `set -e` too
+                    self.err_trap_only(p, line)
         return paths
+
+    def err_trap_only(self, path: Path, line: int) -> list[Path]:
+        """A failure where `set -e` is off, with an ERR trap set: bash runs the handler, whose `exit` ends the
+        script (through the EXIT trap); a handler that does not exit lets the script go on."""
+        path.status = False
+        handler = dict(path.traps).get("ERR")
+        if handler is not None and self.depth < MAX_DEPTH:
+            self.run_handler(path, handler, line)
+        return [path]
 
     def refused_text(self, nodes: list, cut: int, path: Path, line: int) -> list[Path]:
         """``eval`` / ``source`` of text whose command ``nodes[cut + 1]`` bash refuses: what comes before runs,
@@ -676,10 +695,12 @@ class Evaluator:
     def run_handler(self, path: Path, handler: str, line: int) -> None:
         """Run the ERR trap's handler on ``path``: its `exit` ends the script with its own code, through the
         EXIT trap (bash runs it there too); the ERR trap does not fire again inside its own handler."""
-        saved = path.traps
+        saved, status = path.traps, path.status
         path.traps = tuple(t for t in saved if t[0] != "ERR")
         results = self.nested(path, handler, self.trap_lines.get(("ERR", handler), line), same_env=True)
         path.traps = saved
+        if not path.ghost and not path.ended:   # a handler that returns leaves `$?` as the failure set it
+            path.status = status
         for r in results:
             if r is not path and r.ghost:
                 path.ghost, path.exit_code = r.ghost, r.exit_code
